@@ -1,0 +1,138 @@
+//! The SDK's error type: the host's `error-code`, as a Rust enum.
+
+use std::fmt;
+
+use crate::bindings::moat::net::types::{Capability as WitCapability, ErrorCode};
+
+/// The two network capabilities a host grants.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Capability {
+    /// Reaching out (`connect`); granted with `moat run --allow-net`.
+    Connect,
+    /// Being reachable (`listen`); granted with `moat run --allow-listen`.
+    Listen,
+}
+
+/// A call the host's policy refused. Nothing was resolved, no socket was
+/// made and no port claimed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Denial {
+    /// The capability the call needed.
+    pub capability: Capability,
+    /// The host as the guest wrote it.
+    pub host: String,
+    /// The port asked for.
+    pub port: u16,
+    /// A line for humans naming the flag that would allow the call, like
+    /// `connect to example.com:443 denied: needs --allow-net=example.com:443`.
+    pub message: String,
+}
+
+/// Everything a network call can fail with.
+///
+/// ```no_run
+/// use moat_sdk::{Error, TcpStream};
+///
+/// # async fn demo() {
+/// match TcpStream::connect("example.com", 443).await {
+///     Ok(_stream) => {}
+///     Err(Error::Denied(denial)) => eprintln!("not allowed: {}", denial.message),
+///     Err(Error::ConnectionRefused) => eprintln!("nobody listens there"),
+///     Err(other) => eprintln!("failed: {other}"),
+/// }
+/// # }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Error {
+    /// The host's policy does not grant the call.
+    Denied(Denial),
+    /// An argument is not acceptable (the text says why).
+    InvalidArgument(String),
+    /// The call does not fit the socket's state (the text says why).
+    InvalidState(String),
+    /// The host name could not be resolved.
+    NameNotResolved(String),
+    /// Nothing accepts connections at that address.
+    ConnectionRefused,
+    /// The connection was reset or aborted.
+    ConnectionReset,
+    /// The operation did not complete in time.
+    TimedOut,
+    /// The local address is in use.
+    AddressInUse,
+    /// The local address is not available on this machine.
+    AddressNotAvailable,
+    /// No route to the host or network.
+    Unreachable,
+    /// The socket or listener is closed.
+    Closed,
+    /// Anything else (the text is the host's).
+    Other(String),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Denied(d) => f.write_str(&d.message),
+            Error::InvalidArgument(why) => write!(f, "invalid argument: {why}"),
+            Error::InvalidState(why) => write!(f, "invalid state: {why}"),
+            Error::NameNotResolved(why) => write!(f, "name not resolved: {why}"),
+            Error::ConnectionRefused => f.write_str("connection refused"),
+            Error::ConnectionReset => f.write_str("connection reset"),
+            Error::TimedOut => f.write_str("timed out"),
+            Error::AddressInUse => f.write_str("address in use"),
+            Error::AddressNotAvailable => f.write_str("address not available"),
+            Error::Unreachable => f.write_str("host or network unreachable"),
+            Error::Closed => f.write_str("closed"),
+            Error::Other(why) => f.write_str(why),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<ErrorCode> for Error {
+    fn from(code: ErrorCode) -> Error {
+        match code {
+            ErrorCode::Denied(d) => Error::Denied(Denial {
+                capability: match d.capability {
+                    WitCapability::Connect => Capability::Connect,
+                    WitCapability::Listen => Capability::Listen,
+                },
+                host: d.host,
+                port: d.port,
+                message: d.message,
+            }),
+            ErrorCode::InvalidArgument(why) => Error::InvalidArgument(why),
+            ErrorCode::InvalidState(why) => Error::InvalidState(why),
+            ErrorCode::NameNotResolved(why) => Error::NameNotResolved(why),
+            ErrorCode::ConnectionRefused => Error::ConnectionRefused,
+            ErrorCode::ConnectionReset => Error::ConnectionReset,
+            ErrorCode::TimedOut => Error::TimedOut,
+            ErrorCode::AddressInUse => Error::AddressInUse,
+            ErrorCode::AddressNotAvailable => Error::AddressNotAvailable,
+            ErrorCode::Unreachable => Error::Unreachable,
+            ErrorCode::Closed => Error::Closed,
+            ErrorCode::Other(why) => Error::Other(why),
+        }
+    }
+}
+
+impl From<Error> for std::io::Error {
+    fn from(err: Error) -> std::io::Error {
+        use std::io::ErrorKind as K;
+        let kind = match &err {
+            Error::Denied(_) => K::PermissionDenied,
+            Error::InvalidArgument(_) => K::InvalidInput,
+            Error::ConnectionRefused => K::ConnectionRefused,
+            Error::ConnectionReset => K::ConnectionReset,
+            Error::TimedOut => K::TimedOut,
+            Error::AddressInUse => K::AddrInUse,
+            Error::AddressNotAvailable => K::AddrNotAvailable,
+            Error::Closed => K::NotConnected,
+            _ => K::Other,
+        };
+        std::io::Error::new(kind, err)
+    }
+}

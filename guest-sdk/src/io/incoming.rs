@@ -1,0 +1,195 @@
+//! A cancel-safe reader over a host `stream<u8>` and its outcome future.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+
+use wit_bindgen::{FutureReader, StreamRead, StreamReader, StreamResult};
+
+/// Bytes a read asks the host for when the caller gives no size: one 64 KiB
+/// chunk, the size the host's own direct reads are tuned for.
+pub(crate) const READ_CHUNK: usize = 64 * 1024;
+
+/// The reading end of a byte stream from the host, with the future that
+/// tells how it ended (`Ok` at end of stream, or an error of type `E`).
+///
+/// Reads are cancel-safe: a read that is dropped while the host is filling
+/// it gives its bytes back here (they come first on the next read), so
+/// racing a read against a timer loses nothing.
+pub(crate) struct Incoming<E: 'static> {
+    stream: Option<StreamReader<u8>>,
+    outcome: Option<FutureReader<Result<(), E>>>,
+    rescued: Rescued,
+    /// `Some` once the stream has ended: how it ended.
+    ended: Option<Result<(), E>>,
+}
+
+/// Bytes taken back from a cancelled read, handed out from a cursor.
+#[derive(Default)]
+struct Rescued {
+    bytes: Vec<u8>,
+    at: usize,
+}
+
+impl<E: Clone + 'static> Incoming<E> {
+    /// A reader that will open its stream on the first read.
+    pub(crate) fn new() -> Incoming<E> {
+        Incoming {
+            stream: None,
+            outcome: None,
+            rescued: Rescued::default(),
+            ended: None,
+        }
+    }
+
+    /// Whether the stream has been opened.
+    pub(crate) fn is_open(&self) -> bool {
+        self.stream.is_some() || self.ended.is_some()
+    }
+
+    /// Opens the stream with what the host returned.
+    pub(crate) fn open(&mut self, stream: StreamReader<u8>, outcome: FutureReader<Result<(), E>>) {
+        self.stream = Some(stream);
+        self.outcome = Some(outcome);
+    }
+
+    /// Reads into `buf`: the number of bytes, 0 at end of stream.
+    pub(crate) async fn read(&mut self, buf: &mut [u8]) -> Result<usize, E> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        if let Some(n) = self.rescued.take_into(buf) {
+            return Ok(n);
+        }
+        let mut chunk = Vec::with_capacity(buf.len().min(READ_CHUNK));
+        let n = self.read_buf(&mut chunk).await?;
+        buf[..n].copy_from_slice(&chunk[..n]);
+        Ok(n)
+    }
+
+    /// Appends to `buf`, into its spare capacity (reserving [`READ_CHUNK`]
+    /// if it has none), with no copy: the host writes straight into it.
+    pub(crate) async fn read_buf(&mut self, buf: &mut Vec<u8>) -> Result<usize, E> {
+        if let Some(n) = self.rescued.take_into_vec(buf) {
+            return Ok(n);
+        }
+        if buf.capacity() == buf.len() {
+            buf.reserve(READ_CHUNK);
+        }
+        loop {
+            if let Some(end) = &self.ended {
+                return end.clone().map(|()| 0);
+            }
+            let Some(stream) = self.stream.as_mut() else {
+                return Ok(0);
+            };
+            let start = buf.len();
+            let read = Guarded {
+                op: Some(Box::pin(stream.read(std::mem::take(buf)))),
+                out: &mut *buf,
+                start,
+                rescued: &mut self.rescued,
+            };
+            match read.await {
+                StreamResult::Complete(0) | StreamResult::Cancelled => continue,
+                StreamResult::Complete(n) => return Ok(n),
+                StreamResult::Dropped => {
+                    let n = buf.len() - start;
+                    self.stream = None;
+                    let end = match self.outcome.take() {
+                        Some(outcome) => outcome.await,
+                        None => Ok(()),
+                    };
+                    self.ended = Some(end.clone());
+                    // Bytes that came with the end are still data.
+                    return if n > 0 { Ok(n) } else { end.map(|()| 0) };
+                }
+            }
+        }
+    }
+}
+
+impl Rescued {
+    fn take_into(&mut self, buf: &mut [u8]) -> Option<usize> {
+        let left = &self.bytes[self.at..];
+        if left.is_empty() {
+            return None;
+        }
+        let n = left.len().min(buf.len());
+        buf[..n].copy_from_slice(&left[..n]);
+        self.advance(n);
+        Some(n)
+    }
+
+    fn take_into_vec(&mut self, buf: &mut Vec<u8>) -> Option<usize> {
+        let left = &self.bytes[self.at..];
+        if left.is_empty() {
+            return None;
+        }
+        let room = buf.capacity() - buf.len();
+        let n = if room == 0 {
+            left.len()
+        } else {
+            left.len().min(room)
+        };
+        buf.extend_from_slice(&left[..n]);
+        self.advance(n);
+        Some(n)
+    }
+
+    fn advance(&mut self, n: usize) {
+        self.at += n;
+        if self.at == self.bytes.len() {
+            // Free it: rescued bytes are rare, and an idle stream holds nothing.
+            *self = Rescued::default();
+        }
+    }
+
+    fn put(&mut self, bytes: &[u8]) {
+        self.bytes.drain(..self.at);
+        self.at = 0;
+        self.bytes.extend_from_slice(bytes);
+    }
+}
+
+/// A read in flight. If dropped before it completes, it cancels the read
+/// and keeps whatever the host had already delivered (a guard, so this
+/// holds on every path that drops it).
+struct Guarded<'a> {
+    op: Option<Pin<Box<StreamRead<'a, u8>>>>,
+    /// Where the buffer goes back to.
+    out: &'a mut Vec<u8>,
+    /// Its length before the read.
+    start: usize,
+    rescued: &'a mut Rescued,
+}
+
+impl Future for Guarded<'_> {
+    type Output = StreamResult;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<StreamResult> {
+        let this = self.get_mut();
+        let Some(op) = this.op.as_mut() else {
+            return Poll::Ready(StreamResult::Cancelled);
+        };
+        let (result, buf) = ready!(op.as_mut().poll(cx));
+        this.op = None;
+        *this.out = buf;
+        Poll::Ready(result)
+    }
+}
+
+impl Drop for Guarded<'_> {
+    fn drop(&mut self) {
+        if let Some(mut op) = self.op.take() {
+            // The host may have completed the read just before we cancel:
+            // those bytes are not lost, they wait for the next read.
+            let (_result, mut buf) = op.as_mut().cancel();
+            if buf.len() > self.start {
+                self.rescued.put(&buf[self.start..]);
+                buf.truncate(self.start);
+            }
+            *self.out = buf;
+        }
+    }
+}

@@ -1,0 +1,91 @@
+//! A writer over a host `stream<u8>` and its outcome future.
+
+use wit_bindgen::{FutureReader, StreamWriter};
+
+/// The writing end of a byte stream to the host, with the future that tells
+/// how sending ended (`Ok` once everything was delivered, or an error `E`).
+pub(crate) struct Outgoing<E: 'static> {
+    stream: Option<StreamWriter<u8>>,
+    outcome: Option<FutureReader<Result<(), E>>>,
+    /// `Some` once sending has ended: how it ended.
+    ended: Option<Result<(), E>>,
+}
+
+/// Why a write did not go through.
+pub(crate) enum WriteError<E> {
+    /// The host ended the stream with this error.
+    Failed(E),
+    /// The stream had already ended (shut down, or ended without error).
+    Ended,
+}
+
+impl<E: Clone + 'static> Outgoing<E> {
+    /// A writer that will open its stream on the first write.
+    pub(crate) fn new() -> Outgoing<E> {
+        Outgoing {
+            stream: None,
+            outcome: None,
+            ended: None,
+        }
+    }
+
+    /// Whether the stream is open (or has ended).
+    pub(crate) fn is_open(&self) -> bool {
+        self.stream.is_some() || self.ended.is_some()
+    }
+
+    /// Opens the stream with what the host returned.
+    pub(crate) fn open(&mut self, stream: StreamWriter<u8>, outcome: FutureReader<Result<(), E>>) {
+        self.stream = Some(stream);
+        self.outcome = Some(outcome);
+    }
+
+    /// Writes all of `data`, handing the buffer to the host without a copy;
+    /// returns it emptied (capacity kept) for reuse.
+    pub(crate) async fn write_all(&mut self, data: Vec<u8>) -> Result<Vec<u8>, WriteError<E>> {
+        let Some(stream) = self.stream.as_mut() else {
+            return Err(self.ended_error());
+        };
+        let mut rest = stream.write_all(data).await;
+        if rest.is_empty() {
+            return Ok(rest);
+        }
+        // The host dropped the stream: its outcome says why.
+        self.stream = None;
+        let end = match self.outcome.take() {
+            Some(outcome) => outcome.await,
+            None => Ok(()),
+        };
+        self.ended = Some(end);
+        rest.clear();
+        Err(self.ended_error())
+    }
+
+    /// Ends the stream and waits for the host to deliver what it holds.
+    pub(crate) async fn close(&mut self) -> Result<(), E> {
+        if let Some(end) = &self.ended {
+            return end.clone();
+        }
+        drop(self.stream.take());
+        let end = match self.outcome.take() {
+            Some(outcome) => outcome.await,
+            None => Ok(()),
+        };
+        self.ended = Some(end.clone());
+        end
+    }
+
+    /// Records that sending ended outside this writer (a shutdown call).
+    pub(crate) fn mark_ended(&mut self, end: Result<(), E>) {
+        self.stream = None;
+        self.outcome = None;
+        self.ended = Some(end);
+    }
+
+    fn ended_error(&self) -> WriteError<E> {
+        match &self.ended {
+            Some(Err(e)) => WriteError::Failed(e.clone()),
+            _ => WriteError::Ended,
+        }
+    }
+}

@@ -1,0 +1,102 @@
+//! Write network programs for moat: async TCP for WebAssembly components.
+//!
+//! A moat guest is a `wasm32-wasip2` binary whose `main` is `async`. The
+//! API is shaped like `tokio::net`, and the host decides what the guest may
+//! reach: every call is checked against the capabilities the person running
+//! it granted (`moat run --allow-net=... --allow-listen=...`).
+//!
+//! ```no_run
+//! use moat_sdk::{Error, TcpListener};
+//!
+//! #[moat_sdk::main]
+//! async fn main() -> Result<(), Error> {
+//!     let listener = TcpListener::bind("127.0.0.1", 7000).await?;
+//!     while let Some(mut conn) = listener.accept().await? {
+//!         moat_sdk::spawn(async move {
+//!             let mut buf = vec![0; 4096];
+//!             while let Ok(n @ 1..) = conn.read(&mut buf).await {
+//!                 if conn.write_all(&buf[..n]).await.is_err() {
+//!                     break;
+//!                 }
+//!             }
+//!         });
+//!     }
+//!     Ok(())
+//! }
+//! ```
+//!
+//! Build it with `cargo build --release --target wasm32-wasip2` and run it
+//! with `moat run --allow-listen=127.0.0.1:7000 target/wasm32-wasip2/release/NAME.wasm`.
+//!
+//! # Concurrency
+//!
+//! A guest is one thread. [`spawn`] runs a task beside the others (each
+//! connection in its own task, say); a task that awaits lets the others
+//! run. A task that computes without awaiting holds the others back, but
+//! not its sockets: bytes it already wrote keep flowing (the host writes
+//! them out while the guest computes).
+#![warn(missing_docs)]
+
+mod addr;
+mod error;
+pub mod io;
+mod listener;
+mod stream;
+mod task;
+pub mod time;
+
+pub use addr::{ToSocketAddr, split_host_port};
+pub use error::{Capability, Denial, Error};
+pub use listener::{ListenOptions, TcpListener};
+pub use moat_sdk_macros::main;
+pub use stream::{ConnectOptions, Keepalive, OwnedReadHalf, OwnedWriteHalf, TcpStream};
+pub use task::{JoinHandle, spawn};
+
+/// What `#[moat_sdk::main]` expands to; not a public API.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::bindings::export;
+    pub use crate::bindings::exports::wasi::cli::run::Guest as RunGuest;
+
+    /// Reports how `main` ended: an error is printed to stderr, the exit
+    /// code is 1.
+    pub trait MainResult {
+        /// `Ok` for success, `Err` after printing the error.
+        fn report(self) -> Result<(), ()>;
+    }
+
+    impl MainResult for () {
+        fn report(self) -> Result<(), ()> {
+            Ok(())
+        }
+    }
+
+    impl<E: std::fmt::Display> MainResult for Result<(), E> {
+        fn report(self) -> Result<(), ()> {
+            self.map_err(|e| eprintln!("error: {e}"))
+        }
+    }
+
+    /// The body of the synchronous `main` a guest binary still needs: it is
+    /// what a host without `wasi:cli/run@0.3.0` (an older wasmtime, say)
+    /// calls, and all it can do is say so.
+    pub fn sync_main_unsupported() {
+        eprintln!(
+            "this program is a moat guest: run it with `moat run`, which calls its asynchronous entry point (wasi:cli/run@0.3.0)"
+        );
+        std::process::exit(1);
+    }
+}
+
+/// The generated WIT bindings (world `moat:net/guest`).
+#[doc(hidden)]
+pub mod bindings {
+    wit_bindgen::generate!({
+        path: "../wit",
+        world: "moat:net/guest",
+        pub_export_macro: true,
+        export_macro_name: "export",
+        default_bindings_module: "::moat_sdk::bindings",
+        generate_all,
+    });
+}

@@ -1,0 +1,97 @@
+//! TCP listeners.
+
+use std::net::SocketAddr;
+
+use crate::addr::ToSocketAddr;
+use crate::bindings::moat::net::listen::{self, Listener};
+use crate::error::Error;
+use crate::stream::TcpStream;
+
+/// Options for [`TcpListener::bind_with`]; the default is the system's.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ListenOptions {
+    /// The kernel's queue of connections not yet accepted (default 1024).
+    pub backlog: Option<u32>,
+    /// Kernel send buffer of accepted connections, in bytes.
+    pub send_buffer_size: Option<u64>,
+    /// Kernel receive buffer of accepted connections, in bytes.
+    pub receive_buffer_size: Option<u64>,
+}
+
+/// A TCP listener.
+///
+/// ```no_run
+/// use moat_sdk::TcpListener;
+///
+/// # async fn demo() -> Result<(), moat_sdk::Error> {
+/// let listener = TcpListener::bind("127.0.0.1", 0).await?;
+/// println!("listening on {}", listener.local_addr()?);
+/// while let Some(mut conn) = listener.accept().await? {
+///     moat_sdk::spawn(async move {
+///         let _ = conn.write_all(b"hello\n").await;
+///     });
+/// }
+/// # Ok(())
+/// # }
+/// ```
+pub struct TcpListener {
+    listener: Listener,
+}
+
+impl TcpListener {
+    /// Listens on `host`:`port` (port 0: any free port, see
+    /// [`local_addr`](Self::local_addr)). `host` is an IP literal or a
+    /// local name, judged by the host's policy as written.
+    ///
+    /// # Errors
+    /// [`Error::Denied`] if the run was not granted listen on it (then no
+    /// port was claimed); [`Error::AddressInUse`]; ...
+    pub async fn bind(host: &str, port: u16) -> Result<TcpListener, Error> {
+        TcpListener::bind_with(host, port, &ListenOptions::default()).await
+    }
+
+    /// [`bind`](Self::bind) with options.
+    ///
+    /// # Errors
+    /// As [`bind`](Self::bind).
+    pub async fn bind_with(
+        host: &str,
+        port: u16,
+        options: &ListenOptions,
+    ) -> Result<TcpListener, Error> {
+        let options = listen::ListenOptions {
+            backlog: options.backlog,
+            send_buffer_size: options.send_buffer_size,
+            receive_buffer_size: options.receive_buffer_size,
+        };
+        let listener = listen::listen(host.to_owned(), port, options).await?;
+        Ok(TcpListener { listener })
+    }
+
+    /// The next connection, or `None` once the listener is closed.
+    ///
+    /// Several tasks may wait at once; each connection goes to one of them.
+    ///
+    /// # Errors
+    /// None today (the host retries its own accept errors).
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: a dropped accept loses no connection.
+    pub async fn accept(&self) -> Result<Option<TcpStream>, Error> {
+        Ok(self.listener.accept().await?.map(TcpStream::from_socket))
+    }
+
+    /// The bound address, with the port the system picked for port 0.
+    ///
+    /// # Errors
+    /// [`Error::Closed`] after [`close`](Self::close).
+    pub fn local_addr(&self) -> Result<SocketAddr, Error> {
+        Ok(self.listener.local_address()?.to_socket_addr())
+    }
+
+    /// Stops listening: accepts waiting now or later get `None`, and the
+    /// port is free when this returns.
+    pub async fn close(&self) {
+        self.listener.close().await;
+    }
+}

@@ -1,0 +1,86 @@
+//! `moat:net/listen` over [`crate::net::TcpListener`].
+
+use wasmtime::component::{Accessor, Resource};
+
+use super::convert::call_error;
+use super::generated::moat::net::listen::{
+    Host, HostListener, HostListenerWithStore, HostWithStore, ListenOptions,
+};
+use super::generated::moat::net::types::{ErrorCode, SocketAddress};
+use super::{MoatCtxView, MoatNet};
+use crate::net::{self, TcpConn, TcpListener};
+
+impl Host for MoatCtxView<'_> {}
+
+impl<T: Send> HostWithStore<T> for MoatNet {
+    async fn listen(
+        store: &Accessor<T, Self>,
+        host: String,
+        port: u16,
+        options: ListenOptions,
+    ) -> wasmtime::Result<Result<Resource<TcpListener>, ErrorCode>> {
+        let net = store.with(|mut access| access.get().net.clone());
+        let options = net::ListenOptions {
+            backlog: options.backlog,
+            send_buffer_size: options.send_buffer_size,
+            receive_buffer_size: options.receive_buffer_size,
+        };
+        match net.listen(&host, port, &options).await {
+            Ok(listener) => Ok(Ok(
+                store.with(|mut access| access.get().table.push(listener))?
+            )),
+            Err(err) => Ok(Err(call_error(err, &host))),
+        }
+    }
+}
+
+impl<T: Send> HostListenerWithStore<T> for MoatNet {
+    async fn accept(
+        store: &Accessor<T, Self>,
+        listener: Resource<TcpListener>,
+    ) -> wasmtime::Result<Result<Option<Resource<TcpConn>>, ErrorCode>> {
+        let queue =
+            store.with(|mut access| access.get().table.get(&listener).map(TcpListener::queue))?;
+        // No await between taking the connection and pushing it: a guest
+        // cancelling this accept either gets the socket or leaves it queued.
+        match queue.accept().await {
+            Some(conn) => Ok(Ok(Some(
+                store.with(|mut access| access.get().table.push(conn))?,
+            ))),
+            None => Ok(Ok(None)),
+        }
+    }
+
+    async fn close(
+        store: &Accessor<T, Self>,
+        listener: Resource<TcpListener>,
+    ) -> wasmtime::Result<()> {
+        let task = store.with(|mut access| {
+            access
+                .get()
+                .table
+                .get_mut(&listener)
+                .map(TcpListener::begin_close)
+        })?;
+        if let Some(task) = task {
+            // Aborted: its end, and with it the listening socket's, is all we wait for.
+            let _ = task.await;
+        }
+        Ok(())
+    }
+}
+
+impl HostListener for MoatCtxView<'_> {
+    fn local_address(
+        &mut self,
+        listener: Resource<TcpListener>,
+    ) -> wasmtime::Result<Result<SocketAddress, ErrorCode>> {
+        let listener = self.table.get(&listener)?;
+        Ok(listener.local_addr().map(Into::into).map_err(Into::into))
+    }
+
+    fn drop(&mut self, listener: Resource<TcpListener>) -> wasmtime::Result<()> {
+        self.table.delete(listener)?;
+        Ok(())
+    }
+}

@@ -1,0 +1,90 @@
+//! The WIT glue: `moat:net` (wit/) implemented over [`crate::net`].
+//!
+//! Every function here translates types and calls the core; no policy
+//! check and no socket logic lives in this layer. It plugs into any
+//! wasmtime [`Linker`] the way wasmtime-wasi does:
+//!
+//! ```no_run
+//! use moat_host::bindings::{self, MoatCtxView, MoatView};
+//! use moat_host::net::Net;
+//! use moat_host::policy::Policy;
+//! use wasmtime::component::{Linker, ResourceTable};
+//!
+//! struct MyState {
+//!     net: Net,
+//!     table: ResourceTable,
+//! }
+//!
+//! impl MoatView for MyState {
+//!     fn moat(&mut self) -> MoatCtxView<'_> {
+//!         MoatCtxView { net: &self.net, table: &mut self.table }
+//!     }
+//! }
+//!
+//! # fn main() -> wasmtime::Result<()> {
+//! let engine = wasmtime::Engine::default();
+//! let mut linker = Linker::<MyState>::new(&engine);
+//! bindings::add_to_linker(&mut linker)?;
+//! let state = MyState { net: Net::new(Policy::new()), table: ResourceTable::new() };
+//! # let _ = state;
+//! # Ok(())
+//! # }
+//! ```
+
+mod convert;
+mod listen;
+mod streams;
+mod tcp;
+
+use wasmtime::component::{HasData, Linker, ResourceTable};
+
+use crate::net::Net;
+
+/// Generated bindings for the `moat:net/imports` world.
+#[allow(missing_docs)]
+pub mod generated {
+    wasmtime::component::bindgen!({
+        path: "../wit",
+        world: "moat:net/imports",
+        imports: {
+            "moat:net/tcp.[method]tcp-socket.receive": store | trappable,
+            "moat:net/tcp.[method]tcp-socket.send": store | trappable,
+            default: trappable,
+        },
+        with: {
+            "moat:net/tcp.tcp-socket": crate::net::TcpConn,
+            "moat:net/listen.listener": crate::net::TcpListener,
+        },
+    });
+}
+
+pub use generated::moat::net::types::ErrorCode;
+
+/// What the `moat:net` host functions need from a store's data.
+pub struct MoatCtxView<'a> {
+    /// The run's network (policy and host tasks).
+    pub net: &'a Net,
+    /// The resource table holding sockets and listeners.
+    pub table: &'a mut ResourceTable,
+}
+
+/// Implemented by a store's data type to expose [`MoatCtxView`].
+pub trait MoatView: Send {
+    /// The network context and resource table of this store.
+    fn moat(&mut self) -> MoatCtxView<'_>;
+}
+
+/// The [`HasData`] marker of the `moat:net` bindings.
+pub struct MoatNet;
+
+impl HasData for MoatNet {
+    type Data<'a> = MoatCtxView<'a>;
+}
+
+/// Adds every `moat:net` interface to `linker`.
+///
+/// # Errors
+/// If the linker already defines one of them.
+pub fn add_to_linker<T: MoatView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
+    generated::Imports::add_to_linker::<T, MoatNet>(linker, T::moat)
+}

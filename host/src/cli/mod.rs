@@ -1,0 +1,165 @@
+//! The `moat` command: flags in, a policy and a run out.
+
+mod args;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, bail};
+use clap::Parser;
+use moat_host::policy::{Capability, Grant, Policy};
+use moat_host::{CacheDir, Config, Moat, MoatError, RunOptions};
+
+use args::{Cli, Command, RunArgs};
+
+/// Exit status when the guest traps: what a shell reports for a process
+/// killed by SIGABRT (128 + 6): the guest aborted.
+const TRAP_EXIT: u8 = 134;
+
+/// Exit status when the guest cannot be started (bad file, missing import).
+const START_FAILED_EXIT: u8 = 1;
+
+pub(crate) fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging();
+    match cli.command {
+        Command::Run(args) => run(args),
+    }
+}
+
+fn init_logging() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+}
+
+fn run(args: RunArgs) -> ExitCode {
+    let (options, config) = match prepare(&args) {
+        Ok(prepared) => prepared,
+        Err(e) => {
+            eprintln!("moat: error: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("moat: error: cannot start the async runtime: {e}");
+            return ExitCode::from(START_FAILED_EXIT);
+        }
+    };
+    let outcome = runtime.block_on(async {
+        let moat = Moat::new(&config)?;
+        let guest = moat.load(&args.component)?;
+        if !guest.has_async_run() {
+            tracing::debug!("the guest exports only wasi:cli/run@0.2.0: it cannot use moat:net");
+        }
+        moat.run(&guest, options).await
+    });
+    match outcome {
+        Ok(exit) => ExitCode::from(u8::try_from(exit.code()).unwrap_or(1)),
+        Err(e) => {
+            eprintln!("moat: error: {e}");
+            if let Some(hint) = hint(&e) {
+                eprintln!("moat: hint: {hint}");
+            }
+            match e {
+                MoatError::Trap(_) => ExitCode::from(TRAP_EXIT),
+                _ => ExitCode::from(START_FAILED_EXIT),
+            }
+        }
+    }
+}
+
+fn hint(err: &MoatError) -> Option<&'static str> {
+    match err {
+        MoatError::Read { source, .. } if source.kind() == std::io::ErrorKind::NotFound => Some(
+            "build guests with `cargo build --release --target wasm32-wasip2`; they land in target/wasm32-wasip2/release/",
+        ),
+        MoatError::Compile { reason, .. } if reason.contains("component") => Some(
+            "moat runs components (the wasm32-wasip2 target); a core module (wasm32-wasip1, wasm32-unknown-unknown) is not one",
+        ),
+        MoatError::Instantiate(reason) if reason.contains("import") => Some(
+            "the guest needs an interface moat does not provide; moat offers moat:net@0.1.0 and WASI 0.2/0.3 (without wasi:sockets)",
+        ),
+        _ => None,
+    }
+}
+
+/// Turns the flags into a run's options and the engine's configuration.
+fn prepare(args: &RunArgs) -> anyhow::Result<(RunOptions, Config)> {
+    let policy = Policy::new()
+        .with_grant(Capability::Connect, grant(&args.allow_net, "--allow-net")?)
+        .with_grant(
+            Capability::Listen,
+            grant(&args.allow_listen, "--allow-listen")?,
+        );
+    let mut options = RunOptions::new(policy)
+        .arg(args.component.display().to_string())
+        .args(args.args.iter().cloned());
+    for entry in &args.env {
+        let (key, value) = match entry.split_once('=') {
+            Some((key, value)) => (key.to_owned(), value.to_owned()),
+            None => {
+                let value = std::env::var(entry).with_context(|| {
+                    format!(
+                        "--env {entry}: the host has no such variable to pass on (give KEY=VALUE)"
+                    )
+                })?;
+                (entry.clone(), value)
+            }
+        };
+        if key.is_empty() {
+            bail!("--env {entry}: the variable name is empty");
+        }
+        options = options.env(key, value);
+    }
+    for dir in &args.dir {
+        let (host, guest) = match dir.split_once("::") {
+            Some((host, guest)) => (host, guest),
+            None => (dir.as_str(), dir.as_str()),
+        };
+        if host.is_empty() || guest.is_empty() {
+            bail!("--dir {dir}: expected HOST_DIR or HOST_DIR::GUEST_DIR");
+        }
+        if !std::path::Path::new(host).is_dir() {
+            bail!("--dir {dir}: {host} is not a directory");
+        }
+        options = options.dir(PathBuf::from(host), guest);
+    }
+    let cache = match (&args.cache_dir, args.no_cache) {
+        (_, true) => CacheDir::Off,
+        (Some(dir), false) => {
+            let dir = std::path::absolute(dir)
+                .with_context(|| format!("--cache-dir {}", dir.display()))?;
+            CacheDir::At(dir)
+        }
+        (None, false) => CacheDir::Default,
+    };
+    let config = Config {
+        cache,
+        ..Config::default()
+    };
+    Ok((options, config))
+}
+
+/// One capability's grant from its flag's values (the flag may repeat).
+fn grant(values: &[String], flag: &str) -> anyhow::Result<Grant> {
+    let mut grant = Grant::Nothing;
+    for value in values {
+        let added = if value.trim() == "*" {
+            Grant::Everything
+        } else {
+            value.parse().with_context(|| format!("{flag}={value}"))?
+        };
+        grant = grant.union(added);
+    }
+    Ok(grant)
+}

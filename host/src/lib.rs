@@ -1,0 +1,21 @@
+//! moat: a WebAssembly host that lets sandboxed components use the network,
+//! and only as far as the person running them allows.
+//!
+//! - [`policy`]: the two capabilities (connect, listen) and their allowlists.
+//! - [`net`]: the socket core, plain tokio: policy-checked TCP sockets and
+//!   listeners.
+//!
+//! The crate forbids `unsafe` code.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod bindings;
+mod engine;
+pub mod net;
+pub mod policy;
+mod run;
+mod ticker;
+
+pub use engine::{CacheDir, Config, DEFAULT_LINGER, Guest, Moat, MoatError};
+pub use run::{CAPTURE_LIMIT, Captured, Exit, Input, Output, Preopen, RunOptions, RunState};
+pub use ticker::EPOCH_TICK;

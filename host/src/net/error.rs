@@ -1,0 +1,106 @@
+//! The one error type of the socket core, mirroring the WIT `error-code`.
+
+use std::io;
+
+use crate::policy::{Denied, HostError};
+
+/// Everything a socket operation can fail with. Each case maps to one case
+/// of the WIT variant `moat:net/types.error-code`, so a guest can match on
+/// it; the embedding API sees the same cases.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NetError {
+    /// The policy does not grant the call; nothing was resolved or created.
+    #[error("{0}")]
+    Denied(Denied),
+    /// An argument is not acceptable.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    /// The call does not fit the socket's state.
+    #[error("invalid state: {0}")]
+    InvalidState(String),
+    /// A host name could not be resolved.
+    #[error("name not resolved: {0}")]
+    NameNotResolved(String),
+    /// Nothing accepts connections at the address.
+    #[error("connection refused")]
+    ConnectionRefused,
+    /// The peer or the network reset or aborted the connection.
+    #[error("connection reset")]
+    ConnectionReset,
+    /// The operation did not complete in the time allowed.
+    #[error("timed out")]
+    TimedOut,
+    /// The local address is in use.
+    #[error("address in use")]
+    AddressInUse,
+    /// The local address is not available on this machine.
+    #[error("address not available")]
+    AddressNotAvailable,
+    /// No route to the host or network.
+    #[error("host or network unreachable")]
+    Unreachable,
+    /// The socket or listener was closed.
+    #[error("closed")]
+    Closed,
+    /// Anything else the operating system reported.
+    #[error("{0}")]
+    Other(String),
+}
+
+impl From<Denied> for NetError {
+    fn from(denied: Denied) -> NetError {
+        NetError::Denied(denied)
+    }
+}
+
+impl From<HostError> for NetError {
+    fn from(err: HostError) -> NetError {
+        NetError::InvalidArgument(err.to_string())
+    }
+}
+
+impl From<io::Error> for NetError {
+    fn from(err: io::Error) -> NetError {
+        use io::ErrorKind as K;
+        match err.kind() {
+            K::ConnectionRefused => NetError::ConnectionRefused,
+            K::ConnectionReset | K::ConnectionAborted | K::BrokenPipe | K::NotConnected => {
+                NetError::ConnectionReset
+            }
+            K::TimedOut => NetError::TimedOut,
+            K::AddrInUse => NetError::AddressInUse,
+            K::AddrNotAvailable => NetError::AddressNotAvailable,
+            K::HostUnreachable | K::NetworkUnreachable | K::NetworkDown => NetError::Unreachable,
+            K::InvalidInput => NetError::InvalidArgument(err.to_string()),
+            _ => NetError::Other(err.to_string()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn os_errors_map_to_the_cases_a_guest_matches() {
+        let from = |code| NetError::from(io::Error::from_raw_os_error(code));
+        assert_eq!(from(libc_errno::ECONNREFUSED), NetError::ConnectionRefused);
+        assert_eq!(from(libc_errno::ECONNRESET), NetError::ConnectionReset);
+        assert_eq!(from(libc_errno::EPIPE), NetError::ConnectionReset);
+        assert_eq!(from(libc_errno::EADDRINUSE), NetError::AddressInUse);
+        assert_eq!(from(libc_errno::ETIMEDOUT), NetError::TimedOut);
+        assert_eq!(from(libc_errno::EHOSTUNREACH), NetError::Unreachable);
+        assert!(matches!(from(libc_errno::EACCES), NetError::Other(_)));
+    }
+
+    /// Linux errno values (stable ABI), so the test needs no libc crate.
+    mod libc_errno {
+        pub const EPIPE: i32 = 32;
+        pub const EACCES: i32 = 13;
+        pub const EADDRINUSE: i32 = 98;
+        pub const ECONNRESET: i32 = 104;
+        pub const ETIMEDOUT: i32 = 110;
+        pub const ECONNREFUSED: i32 = 111;
+        pub const EHOSTUNREACH: i32 = 113;
+    }
+}

@@ -1,0 +1,180 @@
+//! The host tasks a run owns, and the gauge of sockets with bytes queued.
+//!
+//! Two kinds of task run outside the guest's store: a listener's accept
+//! loop, and a socket's drain, which writes out the bytes a guest handed
+//! over while the socket was full. Both are spawned through [`Tasks`], so a
+//! run can wait for the drains to finish (no accepted byte is lost when a
+//! guest exits) and then stop whatever is left (no socket outlives its run).
+
+use std::future::Future;
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+/// Spawns and tracks the host tasks of one run.
+#[derive(Clone)]
+pub(crate) struct Tasks {
+    tracker: TaskTracker,
+    stop: CancellationToken,
+    pending: Arc<PendingWrites>,
+}
+
+impl Tasks {
+    pub(crate) fn new(pending: Arc<PendingWrites>) -> Tasks {
+        Tasks {
+            tracker: TaskTracker::new(),
+            stop: CancellationToken::new(),
+            pending,
+        }
+    }
+
+    /// Spawns `task` on the current tokio runtime; it ends early if the run
+    /// is stopped.
+    pub(crate) fn spawn<F>(&self, task: F) -> JoinHandle<()>
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        let stop = self.stop.clone();
+        self.tracker.spawn(async move {
+            tokio::select! {
+                biased;
+                () = stop.cancelled() => {}
+                () = task => {}
+            }
+        })
+    }
+
+    pub(crate) fn pending_writes(&self) -> &Arc<PendingWrites> {
+        &self.pending
+    }
+
+    /// Waits up to `linger` for the tasks to end by themselves (drains
+    /// writing out their last bytes), then stops the rest and waits for them
+    /// to be dropped, so every socket they held is closed on return.
+    pub(crate) async fn finish(&self, linger: Duration) {
+        self.tracker.close();
+        if tokio::time::timeout(linger, self.tracker.wait())
+            .await
+            .is_err()
+        {
+            tracing::debug!(
+                target: "moat::net",
+                tasks = self.tracker.len(),
+                "linger over: stopping host tasks with bytes still queued"
+            );
+        }
+        self.stop.cancel();
+        self.tracker.wait().await;
+    }
+}
+
+/// How many sockets have bytes queued in the host, waiting for the kernel.
+///
+/// Such bytes are written by a drain task outside the guest's store, which
+/// can only run while the store is not executing guest code. The host
+/// watches this gauge to know when a busy guest must be made to yield now
+/// and then (see `crate::engine`); while it reads zero, nothing is queued
+/// and a computing guest is never interrupted.
+#[derive(Debug, Default)]
+pub struct PendingWrites {
+    state: Mutex<GaugeState>,
+    changed: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct GaugeState {
+    busy: usize,
+    closed: bool,
+}
+
+impl PendingWrites {
+    /// A gauge reading zero.
+    pub fn new() -> Arc<PendingWrites> {
+        Arc::default()
+    }
+
+    /// The number of sockets with bytes queued now.
+    pub fn busy(&self) -> usize {
+        self.lock().busy
+    }
+
+    /// Blocks the calling thread until some socket has bytes queued (true)
+    /// or the gauge is closed (false).
+    pub fn wait_busy(&self) -> bool {
+        let mut state = self.lock();
+        while state.busy == 0 && !state.closed {
+            state = self
+                .changed
+                .wait(state)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+        !state.closed
+    }
+
+    /// Wakes every [`wait_busy`](Self::wait_busy) for good.
+    pub fn close(&self) {
+        self.lock().closed = true;
+        self.changed.notify_all();
+    }
+
+    /// Counts one socket as busy until the returned guard is dropped.
+    pub(crate) fn enter(self: &Arc<Self>) -> BusyGuard {
+        let mut state = self.lock();
+        state.busy += 1;
+        if state.busy == 1 {
+            self.changed.notify_all();
+        }
+        BusyGuard(Arc::clone(self))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, GaugeState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// One busy socket on a [`PendingWrites`] gauge; dropping it ends that.
+pub(crate) struct BusyGuard(Arc<PendingWrites>);
+
+impl Drop for BusyGuard {
+    fn drop(&mut self) {
+        let mut state = self.0.lock();
+        state.busy = state.busy.saturating_sub(1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gauge_counts_guards_and_wakes_a_waiter() {
+        let gauge = PendingWrites::new();
+        let waiter = {
+            let gauge = Arc::clone(&gauge);
+            std::thread::spawn(move || gauge.wait_busy())
+        };
+        let guard = gauge.enter();
+        assert!(waiter.join().unwrap());
+        assert_eq!(gauge.busy(), 1);
+        drop(guard);
+        assert_eq!(gauge.busy(), 0);
+        gauge.close();
+        assert!(!gauge.wait_busy());
+    }
+
+    #[tokio::test]
+    async fn finish_stops_tasks_that_do_not_end() {
+        let tasks = Tasks::new(PendingWrites::new());
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        tasks.spawn(async move {
+            let _held = tx;
+            std::future::pending::<()>().await;
+        });
+        tasks.finish(Duration::from_millis(1)).await;
+        // The task was dropped, and with it the sender it held.
+        assert!(rx.await.is_err());
+    }
+}

@@ -1,0 +1,140 @@
+//! Reaching out: `connect`, after the policy said yes.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use socket2::{SockRef, TcpKeepalive};
+use tokio::net::{TcpSocket, TcpStream};
+
+use super::{Keepalive, TcpConn};
+use crate::net::error::NetError;
+use crate::net::resolve::{buffer_size, resolve};
+use crate::net::tasks::Tasks;
+use crate::policy::{Capability, Host, Policy};
+
+/// Options for [`crate::net::Net::connect`]. The default is what the
+/// operating system does.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ConnectOptions {
+    /// Give up after this long with [`NetError::TimedOut`]; covers name
+    /// resolution and every address tried.
+    pub timeout: Option<Duration>,
+    /// Set TCP_NODELAY from the start.
+    pub nodelay: bool,
+    /// Enable keep-alive probing from the start.
+    pub keepalive: Option<Keepalive>,
+    /// SO_SNDBUF in bytes.
+    pub send_buffer_size: Option<u64>,
+    /// SO_RCVBUF in bytes.
+    pub receive_buffer_size: Option<u64>,
+}
+
+/// Checks the policy, then resolves and connects. See
+/// [`crate::net::Net::connect`].
+pub(crate) async fn connect(
+    policy: &Policy,
+    tasks: &Tasks,
+    host: &str,
+    port: u16,
+    options: &ConnectOptions,
+) -> Result<TcpConn, NetError> {
+    let target = Host::parse(host)?;
+    if port == 0 {
+        return Err(NetError::InvalidArgument(
+            "port 0 cannot be connected to".into(),
+        ));
+    }
+    if let Err(denied) = policy.check(Capability::Connect, &target, port) {
+        tracing::debug!(target: "moat::net", %denied, "denied");
+        return Err(denied.into());
+    }
+    // Validate before any syscall, so a bad option fails the same way
+    // whatever the network does.
+    let send_buffer = options.send_buffer_size.map(buffer_size).transpose()?;
+    let receive_buffer = options.receive_buffer_size.map(buffer_size).transpose()?;
+    let attempt = async {
+        let addrs = resolve(&target, port).await?;
+        let mut last = None;
+        for addr in addrs {
+            match connect_one(addr, options, send_buffer, receive_buffer).await {
+                Ok(stream) => return Ok(stream),
+                Err(e) => {
+                    tracing::debug!(target: "moat::net", %addr, error = %e, "connect attempt failed");
+                    last = Some(e);
+                }
+            }
+        }
+        Err(last.unwrap_or_else(|| NetError::NameNotResolved(format!("{target}: no addresses"))))
+    };
+    let stream = match options.timeout {
+        Some(limit) => tokio::time::timeout(limit, attempt)
+            .await
+            .map_err(|_| NetError::TimedOut)??,
+        None => attempt.await?,
+    };
+    tracing::debug!(
+        target: "moat::net",
+        %host, port, peer = ?stream.peer_addr().ok(), local = ?stream.local_addr().ok(),
+        "connected"
+    );
+    Ok(TcpConn::new(stream, tasks.clone()))
+}
+
+async fn connect_one(
+    addr: SocketAddr,
+    options: &ConnectOptions,
+    send_buffer: Option<u32>,
+    receive_buffer: Option<u32>,
+) -> Result<TcpStream, NetError> {
+    let socket = match addr {
+        SocketAddr::V4(_) => TcpSocket::new_v4()?,
+        SocketAddr::V6(_) => TcpSocket::new_v6()?,
+    };
+    if let Some(size) = send_buffer {
+        socket.set_send_buffer_size(size)?;
+    }
+    if let Some(size) = receive_buffer {
+        socket.set_recv_buffer_size(size)?;
+    }
+    let stream = socket.connect(addr).await?;
+    if options.nodelay {
+        stream.set_nodelay(true)?;
+    }
+    if options.keepalive.is_some() {
+        apply_keepalive(&stream, options.keepalive)?;
+    }
+    Ok(stream)
+}
+
+/// Applies keep-alive settings (`None` disables probing).
+pub(super) fn apply_keepalive(
+    stream: &TcpStream,
+    config: Option<Keepalive>,
+) -> Result<(), NetError> {
+    let socket = SockRef::from(stream);
+    let Some(config) = config else {
+        return Ok(socket.set_keepalive(false)?);
+    };
+    let nonzero = |what: &str, d: Option<Duration>| match d {
+        Some(d) if d.is_zero() => Err(NetError::InvalidArgument(format!(
+            "keepalive {what} must be more than zero"
+        ))),
+        _ => Ok(d),
+    };
+    let mut keepalive = TcpKeepalive::new();
+    if let Some(idle) = nonzero("idle", config.idle)? {
+        keepalive = keepalive.with_time(idle);
+    }
+    if let Some(interval) = nonzero("interval", config.interval)? {
+        keepalive = keepalive.with_interval(interval);
+    }
+    if let Some(retries) = config.retries {
+        if retries == 0 {
+            return Err(NetError::InvalidArgument(
+                "keepalive retries must be more than zero".into(),
+            ));
+        }
+        keepalive = keepalive.with_retries(retries);
+    }
+    Ok(socket.set_tcp_keepalive(&keepalive)?)
+}

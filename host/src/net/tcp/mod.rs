@@ -1,0 +1,205 @@
+//! A connected TCP socket: seed 004's reader and writer, in their wasmtime form.
+//!
+//! # Why this shape
+//!
+//! Seed 004 gives every socket two actor tasks, each behind a bounded
+//! channel, so that a socket is driven by the reactor and never by the
+//! guest. Measured in wasmtime 48 on this machine (NOTES.md), that shape
+//! costs a 64 KiB buffer per idle socket, two payload copies and two task
+//! hand-offs per echo: 1.68x native ping-pong. Moving bytes straight
+//! between the socket and guest memory inside the store costs nothing of
+//! that: native CPU per byte (0.97x) and 1.04x native ping-pong. But code
+//! inside the store runs only while the guest is waiting: a guest that wrote
+//! into a full socket and then computed for 500 ms had its bytes wait the
+//! whole 500 ms (seed 003's bug), while a writer task outside the store
+//! delivered them in 99 ms.
+//!
+//! So each direction takes the cheapest form that keeps every guarantee:
+//!
+//! * **Reading** ([`Reader`]) needs no task and no buffer. A read goes
+//!   straight from the kernel into the guest's buffer when the guest asks.
+//!   While the guest computes, the kernel's receive buffer and TCP's window
+//!   hold the peer back, which is the backpressure seed 004's bounded read
+//!   channel gave, without a copy. Nothing is read ahead, so nothing can be
+//!   lost: a cancelled read never consumed a byte.
+//! * **Writing** ([`Writer`]) goes straight from guest memory into the
+//!   kernel while the kernel takes it. When the kernel is full, up to
+//!   [`SEND_BACKLOG_LIMIT`] bytes are copied into a host buffer and the
+//!   guest's write completes; a drain task outside the store (seed 004's
+//!   writer actor, spawned only for this) writes them out, also while the
+//!   guest computes. Until the buffer is empty, further writes wait: the
+//!   backpressure reaches the guest, and through it the peer's window.
+//!
+//! # What an idle socket costs
+//!
+//! An open socket that is not moving bytes holds no buffer and no task:
+//! the `Arc<Core>` below (the tokio stream, one small mutex-guarded state,
+//! two waker slots: about 350 bytes), tokio's registration for the file
+//! descriptor (one `ScheduledIo`, 128 bytes), and the resource-table slot
+//! of the binding layer. Bench `idle_sockets` measures the whole, including
+//! wasmtime's stream state.
+//!
+//! # Taking the socket back
+//!
+//! Both directions are checked out of the socket ([`TcpConn::reader`],
+//! [`TcpConn::writer`]) and come back when dropped, whatever the path: the
+//! guest dropping its stream, a trap dropping the store, or the end of the
+//! stream. A reader holds no bytes and a writer's bytes are flushed by the
+//! drain before [`TcpConn::shutdown`] returns, so once both are back the
+//! socket can be taken over (STARTTLS) with nothing lost.
+
+mod connect;
+mod receive;
+mod send;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use futures::task::AtomicWaker;
+use tokio::net::TcpStream;
+use tokio::sync::oneshot;
+
+use super::error::NetError;
+use super::tasks::Tasks;
+
+pub use connect::ConnectOptions;
+pub(crate) use connect::connect;
+pub use receive::Reader;
+pub use send::{SEND_BACKLOG_LIMIT, Writer};
+
+/// TCP keep-alive settings; `None` fields keep the system default.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Keepalive {
+    /// Idle time before the first probe.
+    pub idle: Option<Duration>,
+    /// Time between probes.
+    pub interval: Option<Duration>,
+    /// Unanswered probes before the connection is dropped.
+    pub retries: Option<u32>,
+}
+
+/// A connected TCP socket.
+///
+/// Dropping it closes the connection: a reader or writer still checked out
+/// ends (reads see end of stream, writes fail with [`NetError::Closed`]),
+/// bytes already accepted are still written, and then the file descriptor
+/// is released.
+pub struct TcpConn {
+    core: Arc<Core>,
+}
+
+/// What the socket's owner, its reader, its writer and its drain share.
+///
+/// The reader and writer hold it weakly: when the owning [`TcpConn`] and
+/// any drain have let go, the socket closes even if a guest still holds a
+/// stream.
+pub(crate) struct Core {
+    stream: TcpStream,
+    state: Mutex<State>,
+    /// Set once the owning [`TcpConn`] is dropped.
+    closed: AtomicBool,
+    /// The reader's waker while it waits, woken when the socket closes.
+    reader_waker: AtomicWaker,
+    /// The writer's waker while it waits for the backlog to drain.
+    writer_waker: AtomicWaker,
+    tasks: Tasks,
+}
+
+#[derive(Default)]
+struct State {
+    receive: receive::ReceiveState,
+    send: send::SendState,
+}
+
+impl TcpConn {
+    pub(crate) fn new(stream: TcpStream, tasks: Tasks) -> TcpConn {
+        TcpConn {
+            core: Arc::new(Core {
+                stream,
+                state: Mutex::default(),
+                closed: AtomicBool::new(false),
+                reader_waker: AtomicWaker::new(),
+                writer_waker: AtomicWaker::new(),
+                tasks,
+            }),
+        }
+    }
+
+    /// The local address of the connection.
+    ///
+    /// # Errors
+    /// What the operating system reports.
+    pub fn local_addr(&self) -> Result<SocketAddr, NetError> {
+        Ok(self.core.stream.local_addr()?)
+    }
+
+    /// The peer's address.
+    ///
+    /// # Errors
+    /// What the operating system reports ([`NetError::ConnectionReset`]
+    /// once the connection is gone).
+    pub fn peer_addr(&self) -> Result<SocketAddr, NetError> {
+        Ok(self.core.stream.peer_addr()?)
+    }
+
+    /// Sets TCP_NODELAY (disables Nagle's algorithm when `true`).
+    ///
+    /// # Errors
+    /// What the operating system reports.
+    pub fn set_nodelay(&self, enabled: bool) -> Result<(), NetError> {
+        Ok(self.core.stream.set_nodelay(enabled)?)
+    }
+
+    /// Enables keep-alive probing with `config`, or disables it with `None`.
+    ///
+    /// # Errors
+    /// [`NetError::InvalidArgument`] for a zero or out-of-range setting;
+    /// what the operating system reports.
+    pub fn set_keepalive(&self, config: Option<Keepalive>) -> Result<(), NetError> {
+        connect::apply_keepalive(&self.core.stream, config)
+    }
+}
+
+impl Drop for TcpConn {
+    fn drop(&mut self) {
+        self.core.closed.store(true, Ordering::Release);
+        self.core.reader_waker.wake();
+        self.core.writer_waker.wake();
+        send::on_close(&self.core);
+        tracing::debug!(target: "moat::net", peer = ?self.core.stream.peer_addr().ok(), "tcp socket closed");
+    }
+}
+
+impl Core {
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+}
+
+/// Resolves to how one direction of a socket ended (see
+/// [`TcpConn::reader`] and [`TcpConn::writer`]).
+pub struct Outcome(oneshot::Receiver<Result<(), NetError>>);
+
+impl Future for Outcome {
+    type Output = Result<(), NetError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        // Every sender sends before it is dropped; a lost one can only mean
+        // the socket itself went away.
+        Pin::new(&mut self.0)
+            .poll(cx)
+            .map(|r| r.unwrap_or(Err(NetError::Closed)))
+    }
+}
+
+#[cfg(test)]
+mod tests;

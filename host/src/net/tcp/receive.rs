@@ -1,0 +1,144 @@
+//! The read side: straight from the kernel into the caller's buffer.
+
+use std::io;
+use std::sync::{Arc, Weak};
+use std::task::{Context, Poll, ready};
+
+use tokio::sync::oneshot;
+
+use super::{Core, Outcome, TcpConn};
+use crate::net::error::NetError;
+
+/// The read side's bookkeeping inside the socket.
+#[derive(Default)]
+pub(super) struct ReceiveState {
+    /// A [`Reader`] is checked out.
+    open: bool,
+    /// The read side has ended: `Ok` at the peer's FIN, or the error.
+    ended: Option<Result<(), NetError>>,
+}
+
+/// The read side of a [`TcpConn`], checked out by [`TcpConn::reader`].
+///
+/// It reads straight into the buffer it is given and holds no buffer of its
+/// own. Dropping it returns the read side to the socket (a guard, so this
+/// happens on every path: end of stream, the guest dropping its stream, a
+/// trap dropping the store), and a later [`TcpConn::reader`] continues
+/// where it stopped.
+pub struct Reader {
+    core: Weak<Core>,
+    outcome: Option<oneshot::Sender<Result<(), NetError>>>,
+}
+
+impl TcpConn {
+    /// Checks out the read side. The [`Outcome`] resolves to how the read
+    /// side ended: `Ok` at the peer's FIN (or when the reader was dropped
+    /// first), or the error that ended it.
+    ///
+    /// After the read side has ended, the reader returned reports that same
+    /// end again at once.
+    ///
+    /// # Errors
+    /// [`NetError::InvalidState`] while another [`Reader`] is checked out.
+    pub fn reader(&self) -> Result<(Reader, Outcome), NetError> {
+        let mut state = self.core.state();
+        if state.receive.open {
+            return Err(NetError::InvalidState(
+                "a receive stream is already open on this socket".into(),
+            ));
+        }
+        state.receive.open = true;
+        let (tx, rx) = oneshot::channel();
+        Ok((
+            Reader {
+                core: Arc::downgrade(&self.core),
+                outcome: Some(tx),
+            },
+            Outcome(rx),
+        ))
+    }
+}
+
+impl Reader {
+    /// Reads into `buf`: `Ok(n)` with `n > 0` bytes, `Ok(0)` at end of stream
+    /// (the peer's FIN, or the socket was closed), or the error that ended
+    /// the read side. An empty `buf` is a readiness check: `Ok(0)` once data
+    /// or the end is there, without consuming anything.
+    ///
+    /// # Cancel safety
+    /// Nothing is consumed unless this returns `Ready(Ok(n))`: a `Pending`
+    /// read that is abandoned loses no bytes.
+    pub fn poll_read(
+        &mut self,
+        cx: &mut Context<'_>,
+        buf: &mut [u8],
+    ) -> Poll<Result<usize, NetError>> {
+        let Some(core) = self.core.upgrade() else {
+            return Poll::Ready(Ok(0));
+        };
+        if let Some(end) = self.ended(&core) {
+            return Poll::Ready(end);
+        }
+        if buf.is_empty() {
+            return self.poll_ready(cx, &core).map(|_| Ok(0));
+        }
+        loop {
+            match core.stream.try_read(buf) {
+                Ok(0) => return Poll::Ready(self.end(&core, Ok(())).map(|()| 0)),
+                Ok(n) => return Poll::Ready(Ok(n)),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    match ready!(self.poll_ready(cx, &core)) {
+                        Err(e) => return Poll::Ready(self.end(&core, Err(e)).map(|()| 0)),
+                        Ok(()) if core.is_closed() => return Poll::Ready(Ok(0)),
+                        Ok(()) => {}
+                    }
+                }
+                Err(e) => return Poll::Ready(self.end(&core, Err(e.into())).map(|()| 0)),
+            }
+        }
+    }
+
+    /// Ready once the socket is readable or closed.
+    fn poll_ready(&self, cx: &mut Context<'_>, core: &Core) -> Poll<Result<(), NetError>> {
+        // Register for the close bell before looking at the flag, so a close
+        // in between is seen by one or the other.
+        core.reader_waker.register(cx.waker());
+        if core.is_closed() {
+            return Poll::Ready(Ok(()));
+        }
+        core.stream.poll_read_ready(cx).map_err(NetError::from)
+    }
+
+    /// `Some` once the read side has ended (or the socket closed).
+    fn ended(&self, core: &Core) -> Option<Result<usize, NetError>> {
+        if core.is_closed() {
+            return Some(Ok(0));
+        }
+        let state = core.state();
+        state.receive.ended.clone().map(|end| end.map(|()| 0))
+    }
+
+    /// Records the end of the read side and reports it to the outcome.
+    fn end(&mut self, core: &Core, end: Result<(), NetError>) -> Result<(), NetError> {
+        match &end {
+            Ok(()) => tracing::debug!(target: "moat::net", "tcp receive: end of stream"),
+            Err(e) => tracing::debug!(target: "moat::net", error = %e, "tcp receive failed"),
+        }
+        core.state().receive.ended = Some(end.clone());
+        if let Some(tx) = self.outcome.take() {
+            let _ = tx.send(end.clone());
+        }
+        end
+    }
+}
+
+impl Drop for Reader {
+    fn drop(&mut self) {
+        if let Some(core) = self.core.upgrade() {
+            core.state().receive.open = false;
+        }
+        if let Some(tx) = self.outcome.take() {
+            let _ = tx.send(Ok(()));
+        }
+    }
+}

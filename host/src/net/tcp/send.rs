@@ -1,0 +1,332 @@
+//! The write side: straight from the caller's buffer into the kernel, with a
+//! bounded backlog and a drain task for the moments the kernel is full.
+
+use std::future::Future;
+use std::io;
+use std::sync::{Arc, Weak};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use socket2::SockRef;
+use tokio::sync::oneshot;
+use tokio::task::AbortHandle;
+
+use super::{Core, Outcome, State, TcpConn};
+use crate::net::error::NetError;
+use crate::net::tasks::BusyGuard;
+
+/// Most bytes a socket holds in the host when the kernel will not take a
+/// write. One SDK read chunk (64 KiB), so a guest echoing what it reads
+/// completes each write even into a full socket; a guest that writes more
+/// waits for this much to drain, which bounds a stalled socket's cost at
+/// 64 KiB (10,000 stalled sockets: 640 MiB) and nothing for an idle one:
+/// the buffer is allocated when needed and freed once drained.
+pub const SEND_BACKLOG_LIMIT: usize = 64 * 1024;
+
+/// How long a closed socket's drain may still wait for a peer that does not
+/// read before the queued bytes are dropped and the socket released. As
+/// long as Linux's own FIN timeout for an orphaned socket (60 s) would be
+/// too generous here: 30 s bounds what a peer that never reads can hold.
+const CLOSE_LINGER: Duration = Duration::from_secs(30);
+
+/// The write side's bookkeeping inside the socket.
+#[derive(Default)]
+pub(super) struct SendState {
+    phase: Phase,
+    /// Bytes accepted while the kernel was full; `Some` while a drain runs.
+    backlog: Option<Backlog>,
+    /// The drain task writing `backlog` out.
+    drain: Option<AbortHandle>,
+    /// Resolved with the open writer's outcome.
+    outcome: Option<oneshot::Sender<Result<(), NetError>>>,
+    /// `shutdown` calls waiting for the FIN.
+    waiters: Vec<oneshot::Sender<Result<(), NetError>>>,
+}
+
+#[derive(Default)]
+enum Phase {
+    /// No writer checked out; sending has not ended.
+    #[default]
+    Idle,
+    /// A [`Writer`] is checked out.
+    Writing,
+    /// Sending is ending: the FIN goes out once the backlog is drained.
+    Finishing,
+    /// The FIN was sent, or sending failed.
+    Finished(Result<(), NetError>),
+}
+
+/// Bytes waiting for the kernel, written out from a cursor (never moved).
+struct Backlog {
+    bytes: Box<[u8]>,
+    sent: usize,
+}
+
+impl Backlog {
+    fn unsent(&self) -> &[u8] {
+        &self.bytes[self.sent..]
+    }
+}
+
+/// The write side of a [`TcpConn`], checked out by [`TcpConn::writer`].
+///
+/// Dropping it ends the sending direction: bytes already accepted are
+/// written, then a FIN is sent (a half-close; reading stays live).
+pub struct Writer {
+    core: Weak<Core>,
+}
+
+impl TcpConn {
+    /// Checks out the write side. The [`Outcome`] resolves to `Ok` once the
+    /// writer is dropped, every accepted byte is written and the FIN sent,
+    /// or to the first error.
+    ///
+    /// # Errors
+    /// [`NetError::InvalidState`] if a writer is already checked out or
+    /// sending has ended.
+    pub fn writer(&self) -> Result<(Writer, Outcome), NetError> {
+        let mut state = self.core.state();
+        match state.send.phase {
+            Phase::Idle => {}
+            Phase::Writing => {
+                return Err(NetError::InvalidState(
+                    "a send stream is already open on this socket".into(),
+                ));
+            }
+            Phase::Finishing | Phase::Finished(_) => {
+                return Err(NetError::InvalidState(
+                    "sending has ended on this socket (shutdown, or an earlier send stream ended)"
+                        .into(),
+                ));
+            }
+        }
+        let (tx, rx) = oneshot::channel();
+        state.send.phase = Phase::Writing;
+        state.send.outcome = Some(tx);
+        Ok((
+            Writer {
+                core: Arc::downgrade(&self.core),
+            },
+            Outcome(rx),
+        ))
+    }
+
+    /// Ends the sending direction: bytes already accepted are written, then
+    /// a FIN is sent. A writer still checked out is ended (its next write
+    /// fails with [`NetError::Closed`]). Reading stays live. Once sending
+    /// has ended, returns how it ended.
+    ///
+    /// # Cancel safety
+    /// Dropping the future does not undo the shutdown; the FIN still goes
+    /// out after the queued bytes.
+    pub fn shutdown(&self) -> impl Future<Output = Result<(), NetError>> + Send + use<> {
+        let waiting = begin_shutdown(&self.core);
+        async move {
+            match waiting {
+                Ok(done) => done,
+                Err(rx) => Outcome(rx).await,
+            }
+        }
+    }
+}
+
+/// Starts a shutdown: `Ok(outcome)` if it is already decided, else the
+/// receiver that will carry it.
+#[allow(clippy::type_complexity)]
+fn begin_shutdown(
+    core: &Arc<Core>,
+) -> Result<Result<(), NetError>, oneshot::Receiver<Result<(), NetError>>> {
+    let mut state = core.state();
+    match &state.send.phase {
+        Phase::Finished(end) => return Ok(end.clone()),
+        Phase::Finishing => {}
+        Phase::Idle | Phase::Writing => {
+            state.send.phase = Phase::Finishing;
+            // An open writer learns on its next poll that sending ended.
+            core.writer_waker.wake();
+            if state.send.backlog.is_none() {
+                return Ok(send_fin(core, &mut state));
+            }
+        }
+    }
+    let (tx, rx) = oneshot::channel();
+    state.send.waiters.push(tx);
+    Err(rx)
+}
+
+impl Writer {
+    /// Writes from `buf`: `Ok(n)` once `n > 0` bytes are accepted, either
+    /// written to the kernel or (when it is full) queued in the host, up to
+    /// [`SEND_BACKLOG_LIMIT`]. While queued bytes remain, this waits. An
+    /// empty `buf` is a readiness check. An error ends the writer; the
+    /// socket's [`Outcome`] carries it too.
+    ///
+    /// # Cancel safety
+    /// A `Pending` write has accepted nothing; abandoning it loses nothing.
+    pub fn poll_write(
+        &mut self,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<Result<usize, NetError>> {
+        let Some(core) = self.core.upgrade() else {
+            return Poll::Ready(Err(NetError::Closed));
+        };
+        if core.is_closed() {
+            return Poll::Ready(Err(NetError::Closed));
+        }
+        let mut state = core.state();
+        match &state.send.phase {
+            Phase::Writing => {}
+            Phase::Finished(Err(e)) => return Poll::Ready(Err(e.clone())),
+            _ => return Poll::Ready(Err(NetError::Closed)),
+        }
+        if state.send.backlog.is_some() {
+            // The drain wakes us once the backlog is empty (under the lock,
+            // so the wake cannot fall between this check and the register).
+            core.writer_waker.register(cx.waker());
+            return Poll::Pending;
+        }
+        if buf.is_empty() {
+            drop(state);
+            return core
+                .stream
+                .poll_write_ready(cx)
+                .map(|r| r.map(|()| 0).map_err(NetError::from));
+        }
+        match core.stream.try_write(buf) {
+            Ok(n) => Poll::Ready(Ok(n)),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                let n = buf.len().min(SEND_BACKLOG_LIMIT);
+                start_drain(&core, &mut state, &buf[..n]);
+                Poll::Ready(Ok(n))
+            }
+            Err(e) => {
+                let e = NetError::from(e);
+                tracing::debug!(target: "moat::net", error = %e, "tcp send failed");
+                finish(&mut state, Err(e.clone()));
+                Poll::Ready(Err(e))
+            }
+        }
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        let Some(core) = self.core.upgrade() else {
+            return;
+        };
+        let mut state = core.state();
+        if matches!(state.send.phase, Phase::Writing) {
+            state.send.phase = Phase::Finishing;
+            if state.send.backlog.is_none() {
+                end_sending(&core, &mut state);
+            }
+        }
+    }
+}
+
+/// Called when the owning [`TcpConn`] is dropped: an open writer ends as if
+/// dropped, and a drain still running gets [`CLOSE_LINGER`] to finish.
+pub(super) fn on_close(core: &Arc<Core>) {
+    let mut state = core.state();
+    if matches!(state.send.phase, Phase::Writing) {
+        state.send.phase = Phase::Finishing;
+        if state.send.backlog.is_none() {
+            end_sending(core, &mut state);
+        }
+    }
+    if let (Some(drain), Ok(runtime)) = (
+        state.send.drain.clone(),
+        tokio::runtime::Handle::try_current(),
+    ) {
+        runtime.spawn(async move {
+            tokio::time::sleep(CLOSE_LINGER).await;
+            if !drain.is_finished() {
+                tracing::debug!(target: "moat::net", "closed socket's peer stopped reading: dropping its queued bytes");
+                drain.abort();
+            }
+        });
+    }
+}
+
+/// Queues `bytes` and spawns the drain that writes them out.
+fn start_drain(core: &Arc<Core>, state: &mut State, bytes: &[u8]) {
+    state.send.backlog = Some(Backlog {
+        bytes: bytes.into(),
+        sent: 0,
+    });
+    // Counted busy from now, not from the drain's first poll: a guest that
+    // computes right after this write must be made to yield so the drain
+    // can run at all.
+    let busy = core.tasks.pending_writes().enter();
+    let drain = core.tasks.spawn(drain(Arc::clone(core), busy));
+    state.send.drain = Some(drain.abort_handle());
+}
+
+/// The drain: writes the backlog out, then ends (sending the FIN if sending
+/// ended meanwhile) and wakes the writer.
+async fn drain(core: Arc<Core>, _busy: BusyGuard) {
+    loop {
+        let ready = core.stream.writable().await;
+        let mut state = core.state();
+        let Some(backlog) = state.send.backlog.as_mut() else {
+            break;
+        };
+        let written = match ready {
+            Ok(()) => core.stream.try_write(backlog.unsent()),
+            Err(e) => Err(e),
+        };
+        match written {
+            Ok(n) => {
+                backlog.sent += n;
+                if backlog.unsent().is_empty() {
+                    state.send.backlog = None;
+                    state.send.drain = None;
+                    if matches!(state.send.phase, Phase::Finishing) {
+                        end_sending(&core, &mut state);
+                    }
+                    core.writer_waker.wake();
+                    break;
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(e) => {
+                let e = NetError::from(e);
+                tracing::debug!(target: "moat::net", error = %e, "tcp send failed while draining");
+                state.send.backlog = None;
+                state.send.drain = None;
+                finish(&mut state, Err(e));
+                core.writer_waker.wake();
+                break;
+            }
+        }
+    }
+}
+
+/// Sends the FIN, records the outcome and returns it.
+fn send_fin(core: &Core, state: &mut State) -> Result<(), NetError> {
+    let end = SockRef::from(&core.stream)
+        .shutdown(std::net::Shutdown::Write)
+        .map_err(NetError::from);
+    tracing::debug!(target: "moat::net", ok = end.is_ok(), "tcp send: FIN");
+    finish(state, end.clone());
+    end
+}
+
+/// [`send_fin`] where the outcome goes only to those waiting for it.
+fn end_sending(core: &Core, state: &mut State) {
+    // The outcome was recorded in `state` and sent to every waiter.
+    let _recorded = send_fin(core, state);
+}
+
+/// Records how sending ended and tells everyone waiting for it.
+fn finish(state: &mut State, end: Result<(), NetError>) {
+    let send = &mut state.send;
+    send.phase = Phase::Finished(end.clone());
+    if let Some(tx) = send.outcome.take() {
+        let _ = tx.send(end.clone());
+    }
+    for tx in send.waiters.drain(..) {
+        let _ = tx.send(end.clone());
+    }
+}

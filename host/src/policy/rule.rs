@@ -1,0 +1,307 @@
+//! One allowlist entry, `HOST[:PORT]`, and how it matches a guest's host.
+
+use std::fmt;
+use std::net::IpAddr;
+use std::str::FromStr;
+
+use ipnet::IpNet;
+
+use super::PolicyError;
+use super::host::{Host, HostError};
+
+/// One allowlist entry: which hosts, and which ports on them.
+///
+/// | entry | hosts | ports |
+/// |---|---|---|
+/// | `example.com` | that name (any case, trailing dot or not) | any |
+/// | `*.example.com:443` | names *under* example.com, not example.com itself | 443 |
+/// | `127.0.0.1:8000-8100` | that address | 8000 to 8100 |
+/// | `[::1]:80` | that IPv6 address | 80 |
+/// | `10.0.0.0/8`, `[fd00::/8]:53` | IP literals inside the range | any, 53 |
+/// | `*:443` | every host | 443 |
+///
+/// Names only ever match names and addresses only addresses: the guest's
+/// host is judged as written, before any resolution.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rule {
+    hosts: HostPattern,
+    ports: PortRange,
+}
+
+/// The host part of a [`Rule`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum HostPattern {
+    /// `*`: every host.
+    Any,
+    /// One DNS name, normalised like [`Host::Name`].
+    Name(String),
+    /// `*.suffix`: every name that ends in `.suffix`.
+    Subdomains(String),
+    /// One address, canonical (IPv4-mapped IPv6 stored as IPv4).
+    Ip(IpAddr),
+    /// A CIDR range.
+    Range(IpNet),
+}
+
+/// An inclusive port range; `0-65535` when the entry names no port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct PortRange {
+    first: u16,
+    last: u16,
+}
+
+impl PortRange {
+    const ANY: PortRange = PortRange {
+        first: 0,
+        last: u16::MAX,
+    };
+
+    fn contains(self, port: u16) -> bool {
+        (self.first..=self.last).contains(&port)
+    }
+}
+
+impl Rule {
+    /// Whether this entry allows `host`:`port`.
+    pub fn matches(&self, host: &Host, port: u16) -> bool {
+        self.ports.contains(port) && self.hosts.matches(host)
+    }
+}
+
+impl HostPattern {
+    fn matches(&self, host: &Host) -> bool {
+        match (self, host) {
+            (HostPattern::Any, _) => true,
+            (HostPattern::Name(want), Host::Name(name)) => want == name,
+            (HostPattern::Subdomains(suffix), Host::Name(name)) => name
+                .strip_suffix(suffix.as_str())
+                .is_some_and(|head| head.len() > 1 && head.ends_with('.')),
+            (HostPattern::Ip(want), Host::Ip(ip)) => *want == ip.to_canonical(),
+            (HostPattern::Range(net), Host::Ip(ip)) => {
+                net.contains(&ip.to_canonical()) || net.contains(ip)
+            }
+            _ => false,
+        }
+    }
+}
+
+impl FromStr for Rule {
+    type Err = PolicyError;
+
+    /// Parses `HOST[:PORT]`; see [`Rule`] for the forms.
+    fn from_str(entry: &str) -> Result<Rule, PolicyError> {
+        let invalid = |reason: String| PolicyError::InvalidEntry {
+            entry: entry.to_owned(),
+            reason,
+        };
+        if entry.is_empty() {
+            return Err(invalid("empty entry".into()));
+        }
+        let (host, port) = split_host_port(entry).map_err(|r| invalid(r.into()))?;
+        let ports = match port {
+            None => PortRange::ANY,
+            Some(port) => parse_ports(port).map_err(invalid)?,
+        };
+        let hosts = parse_host_pattern(host).map_err(invalid)?;
+        Ok(Rule { hosts, ports })
+    }
+}
+
+/// Splits `HOST[:PORT]`, where an IPv6 host with a port is in brackets.
+fn split_host_port(entry: &str) -> Result<(&str, Option<&str>), &'static str> {
+    if let Some(rest) = entry.strip_prefix('[') {
+        let (host, after) = rest.split_once(']').ok_or("a '[' needs its closing ']'")?;
+        return match after {
+            "" => Ok((host, None)),
+            _ => match after.strip_prefix(':') {
+                Some(port) => Ok((host, Some(port))),
+                None => Err("only ':PORT' may follow ']'"),
+            },
+        };
+    }
+    match entry.matches(':').count() {
+        0 => Ok((entry, None)),
+        1 => entry
+            .split_once(':')
+            .map(|(h, p)| (h, Some(p)))
+            .ok_or("unreachable"),
+        // A bare IPv6 address or range: no port (use brackets for one).
+        _ => Ok((entry, None)),
+    }
+}
+
+fn parse_ports(text: &str) -> Result<PortRange, String> {
+    let number = |s: &str| {
+        s.parse::<u16>()
+            .map_err(|_| format!("`{s}` is not a port (0 to 65535)"))
+    };
+    let (first, last) = match text.split_once('-') {
+        Some((a, b)) => (number(a)?, number(b)?),
+        None => {
+            let p = number(text)?;
+            (p, p)
+        }
+    };
+    if first > last {
+        return Err(format!("port range {first}-{last} is empty"));
+    }
+    Ok(PortRange { first, last })
+}
+
+fn parse_host_pattern(text: &str) -> Result<HostPattern, String> {
+    if text == "*" {
+        return Ok(HostPattern::Any);
+    }
+    if let Some(suffix) = text.strip_prefix("*.") {
+        return match Host::parse(suffix) {
+            Ok(Host::Name(name)) => Ok(HostPattern::Subdomains(name)),
+            Ok(Host::Ip(_)) => Err("a wildcard applies to names, not addresses".into()),
+            Err(e) => Err(e.to_string()),
+        };
+    }
+    if text.contains('*') {
+        return Err("'*' is only allowed alone or as a leading '*.'".into());
+    }
+    if text.contains('/') {
+        let net: IpNet = text
+            .parse()
+            .map_err(|_| format!("`{text}` is not a CIDR range like 10.0.0.0/8"))?;
+        if net.trunc() != net {
+            return Err(format!(
+                "`{text}` has bits set past its prefix; did you mean {}?",
+                net.trunc()
+            ));
+        }
+        return Ok(HostPattern::Range(net));
+    }
+    match Host::parse(text) {
+        Ok(Host::Name(name)) => Ok(HostPattern::Name(name)),
+        Ok(Host::Ip(ip)) => Ok(HostPattern::Ip(ip.to_canonical())),
+        Err(HostError::Empty) => Err("the host is empty".into()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+impl fmt::Display for Rule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let bracket = matches!(self.ports, p if p != PortRange::ANY);
+        match &self.hosts {
+            HostPattern::Any => f.write_str("*")?,
+            HostPattern::Name(n) => f.write_str(n)?,
+            HostPattern::Subdomains(s) => write!(f, "*.{s}")?,
+            HostPattern::Ip(IpAddr::V6(ip)) if bracket => write!(f, "[{ip}]")?,
+            HostPattern::Ip(ip) => write!(f, "{ip}")?,
+            HostPattern::Range(net @ IpNet::V6(_)) if bracket => write!(f, "[{net}]")?,
+            HostPattern::Range(net) => write!(f, "{net}")?,
+        }
+        match self.ports {
+            PortRange::ANY => Ok(()),
+            PortRange { first, last } if first == last => write!(f, ":{first}"),
+            PortRange { first, last } => write!(f, ":{first}-{last}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule(s: &str) -> Rule {
+        s.parse().unwrap_or_else(|e| panic!("{s}: {e}"))
+    }
+
+    fn allows(entry: &str, host: &str, port: u16) -> bool {
+        rule(entry).matches(&Host::parse(host).unwrap(), port)
+    }
+
+    #[test]
+    fn names_match_names_only_and_ignore_case_and_trailing_dot() {
+        assert!(allows("example.com", "EXAMPLE.com.", 443));
+        assert!(allows("Example.COM.", "example.com", 1));
+        assert!(!allows("example.com", "www.example.com", 443));
+        assert!(!allows("localhost", "127.0.0.1", 80));
+        assert!(!allows("127.0.0.1", "localhost", 80));
+    }
+
+    #[test]
+    fn wildcards_match_subdomains_but_not_the_domain_itself() {
+        assert!(allows("*.example.com", "a.example.com", 1));
+        assert!(allows("*.example.com", "a.b.example.com", 1));
+        assert!(!allows("*.example.com", "example.com", 1));
+        assert!(!allows("*.example.com", "badexample.com", 1));
+        assert!(!allows("*.example.com", "a.example.com.evil.net", 1));
+    }
+
+    #[test]
+    fn ports_and_ranges() {
+        assert!(allows("127.0.0.1:8000-8100", "127.0.0.1", 8000));
+        assert!(allows("127.0.0.1:8000-8100", "127.0.0.1", 8100));
+        assert!(!allows("127.0.0.1:8000-8100", "127.0.0.1", 8101));
+        assert!(!allows("127.0.0.1:80", "127.0.0.1", 0));
+        assert!(allows("127.0.0.1", "127.0.0.1", 0));
+        assert!(allows("127.0.0.1:0", "127.0.0.1", 0));
+        assert!(allows("*:443", "anything.example", 443));
+        assert!(!allows("*:443", "anything.example", 80));
+    }
+
+    #[test]
+    fn addresses_compare_as_addresses() {
+        assert!(allows("127.0.0.1", "::ffff:127.0.0.1", 1));
+        assert!(allows("::ffff:127.0.0.1", "127.0.0.1", 1));
+        assert!(!allows("127.0.0.1", "::1", 1));
+        assert!(allows("[::1]:80", "0:0:0:0:0:0:0:1", 80));
+        assert!(allows("::1", "[::1]", 80));
+        assert!(!allows("127.0.0.1", "0.0.0.0", 1));
+    }
+
+    #[test]
+    fn cidr_ranges_match_ip_literals_only() {
+        assert!(allows("10.0.0.0/8", "10.1.2.3", 1));
+        assert!(allows("10.0.0.0/8", "::ffff:10.1.2.3", 1));
+        assert!(!allows("10.0.0.0/8", "11.0.0.1", 1));
+        assert!(!allows("10.0.0.0/8", "ten.example", 1));
+        assert!(allows("[fd00::/8]:53", "fd12::1", 53));
+        assert!(!allows("[fd00::/8]:53", "fd12::1", 54));
+        assert!(allows("fd00::/8", "fd12::1", 54));
+    }
+
+    #[test]
+    fn bad_entries_are_refused_with_a_reason() {
+        for bad in [
+            "",
+            ":80",
+            "a:b",
+            "a:70000",
+            "a:90-80",
+            "[::1",
+            "[::1]80",
+            "*.*.com",
+            "ex*ample.com",
+            "10.1.2.3/8",
+            "10.0.0.0/33",
+            "127.1",
+            "*.127.0.0.1",
+        ] {
+            assert!(bad.parse::<Rule>().is_err(), "{bad:?} should be refused");
+        }
+        let err = "10.1.2.3/8".parse::<Rule>().unwrap_err().to_string();
+        assert!(err.contains("10.0.0.0/8"), "{err}");
+    }
+
+    #[test]
+    fn display_round_trips() {
+        for entry in [
+            "example.com",
+            "*.example.com:443",
+            "127.0.0.1:8000-8100",
+            "[::1]:80",
+            "::1",
+            "10.0.0.0/8",
+            "[fd00::/8]:53",
+            "*:443",
+        ] {
+            assert_eq!(rule(entry).to_string(), entry);
+            assert_eq!(rule(&rule(entry).to_string()), rule(entry));
+        }
+    }
+}

@@ -1,0 +1,316 @@
+//! One run of a guest: its policy, arguments, environment, directories and
+//! stdio, the store it runs in, and how it ended.
+
+use std::path::PathBuf;
+
+use wasmtime::Store;
+use wasmtime::component::{Linker, ResourceTable};
+use wasmtime_wasi::p2::pipe::{MemoryInputPipe, MemoryOutputPipe};
+use wasmtime_wasi::{FsPerms, I32Exit, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+
+use crate::bindings::{MoatCtxView, MoatView};
+use crate::engine::{Guest, Moat, MoatError};
+use crate::net::Net;
+use crate::policy::Policy;
+
+/// Most bytes a captured stdout or stderr keeps; a guest printing more is
+/// stopped with an error rather than growing the host without bound.
+pub const CAPTURE_LIMIT: usize = 16 << 20;
+
+/// Where a guest's stdout or stderr goes.
+#[derive(Debug, Clone, Default)]
+pub enum Output {
+    /// The host process's own stream.
+    #[default]
+    Inherit,
+    /// Into memory, read back with [`Captured::contents`] (at most
+    /// [`CAPTURE_LIMIT`] bytes).
+    Capture(Captured),
+    /// Nowhere.
+    Discard,
+}
+
+/// A captured output stream.
+#[derive(Debug, Clone)]
+pub struct Captured(MemoryOutputPipe);
+
+impl Captured {
+    /// An empty capture buffer.
+    pub fn new() -> Captured {
+        Captured(MemoryOutputPipe::new(CAPTURE_LIMIT))
+    }
+
+    /// Everything the guest wrote so far.
+    pub fn contents(&self) -> Vec<u8> {
+        self.0.contents().to_vec()
+    }
+}
+
+impl Default for Captured {
+    fn default() -> Captured {
+        Captured::new()
+    }
+}
+
+/// Where a guest's stdin comes from.
+#[derive(Debug, Clone, Default)]
+pub enum Input {
+    /// The host process's own stdin.
+    #[default]
+    Inherit,
+    /// These bytes, then end of file.
+    Bytes(Vec<u8>),
+    /// End of file at once.
+    Empty,
+}
+
+/// A host directory the guest may use, under a path of its own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Preopen {
+    /// The directory on the host.
+    pub host: PathBuf,
+    /// Where the guest sees it.
+    pub guest: String,
+}
+
+/// Everything one run is given: its capabilities and its process context.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    policy: Policy,
+    args: Vec<String>,
+    env: Vec<(String, String)>,
+    dirs: Vec<Preopen>,
+    stdin: Input,
+    stdout: Output,
+    stderr: Output,
+}
+
+impl RunOptions {
+    /// A run governed by `policy`, with no arguments, no environment, no
+    /// directories and the host's stdio.
+    pub fn new(policy: Policy) -> RunOptions {
+        RunOptions {
+            policy,
+            ..RunOptions::default()
+        }
+    }
+
+    /// Adds an argument (the first is the program name, by convention).
+    pub fn arg(mut self, arg: impl Into<String>) -> RunOptions {
+        self.args.push(arg.into());
+        self
+    }
+
+    /// Adds arguments.
+    pub fn args<I: IntoIterator<Item = S>, S: Into<String>>(mut self, args: I) -> RunOptions {
+        self.args.extend(args.into_iter().map(Into::into));
+        self
+    }
+
+    /// Sets an environment variable.
+    pub fn env(mut self, key: impl Into<String>, value: impl Into<String>) -> RunOptions {
+        self.env.push((key.into(), value.into()));
+        self
+    }
+
+    /// Gives the guest `host` as `guest` (read and write).
+    pub fn dir(mut self, host: impl Into<PathBuf>, guest: impl Into<String>) -> RunOptions {
+        self.dirs.push(Preopen {
+            host: host.into(),
+            guest: guest.into(),
+        });
+        self
+    }
+
+    /// Sets where stdin comes from.
+    pub fn stdin(mut self, input: Input) -> RunOptions {
+        self.stdin = input;
+        self
+    }
+
+    /// Sets where stdout goes.
+    pub fn stdout(mut self, output: Output) -> RunOptions {
+        self.stdout = output;
+        self
+    }
+
+    /// Sets where stderr goes.
+    pub fn stderr(mut self, output: Output) -> RunOptions {
+        self.stderr = output;
+        self
+    }
+
+    /// The policy of this run.
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+}
+
+/// How a run ended: the guest's exit code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Exit(i32);
+
+impl Exit {
+    /// The exit code: 0 when `main` returned success, 1 when it returned an
+    /// error, or the code the guest passed to `exit`.
+    pub fn code(self) -> i32 {
+        self.0
+    }
+
+    /// Whether the code is 0.
+    pub fn success(self) -> bool {
+        self.0 == 0
+    }
+}
+
+/// The data of a guest's store.
+pub struct RunState {
+    wasi: WasiCtx,
+    net: Net,
+    table: ResourceTable,
+}
+
+impl WasiView for RunState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl MoatView for RunState {
+    fn moat(&mut self) -> MoatCtxView<'_> {
+        MoatCtxView {
+            net: &self.net,
+            table: &mut self.table,
+        }
+    }
+}
+
+/// The linker every run uses: WASI 0.2 and 0.3 (for std and the SDK's
+/// stdio and clocks) and moat:net.
+pub(crate) fn linker(engine: &wasmtime::Engine) -> wasmtime::Result<Linker<RunState>> {
+    let mut linker = Linker::new(engine);
+    wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+    wasmtime_wasi::p3::add_to_linker(&mut linker)?;
+    crate::bindings::add_to_linker(&mut linker)?;
+    Ok(linker)
+}
+
+fn wasi_ctx(options: &RunOptions) -> Result<WasiCtx, MoatError> {
+    let mut wasi = WasiCtxBuilder::new();
+    wasi.args(&options.args);
+    wasi.envs(&options.env);
+    match &options.stdin {
+        Input::Inherit => {
+            wasi.inherit_stdin();
+        }
+        Input::Bytes(bytes) => {
+            wasi.stdin(MemoryInputPipe::new(bytes.clone()));
+        }
+        Input::Empty => {
+            wasi.stdin(MemoryInputPipe::new(Vec::new()));
+        }
+    }
+    match &options.stdout {
+        Output::Inherit => wasi.inherit_stdout(),
+        Output::Capture(captured) => wasi.stdout(captured.0.clone()),
+        Output::Discard => wasi.stdout(std::io::empty()),
+    };
+    match &options.stderr {
+        Output::Inherit => wasi.inherit_stderr(),
+        Output::Capture(captured) => wasi.stderr(captured.0.clone()),
+        Output::Discard => wasi.stderr(std::io::empty()),
+    };
+    for dir in &options.dirs {
+        wasi.preopened_dir(&dir.host, &dir.guest, FsPerms::ReadWrite)
+            .map_err(|e| {
+                MoatError::Instantiate(format!(
+                    "cannot give the guest {} as {}: {e:#}",
+                    dir.host.display(),
+                    dir.guest
+                ))
+            })?;
+    }
+    // wasi:sockets (std::net) would bypass the policy, which judges hosts
+    // as written and sees only moat:net: keep it off entirely.
+    wasi.allow_tcp(false)
+        .allow_udp(false)
+        .allow_ip_name_lookup(false)
+        .socket_addr_check(|_, _| Box::pin(async { false }));
+    Ok(wasi.build())
+}
+
+impl Moat {
+    /// Runs `guest` to completion under `options`.
+    ///
+    /// Call it on a tokio runtime; a current-thread runtime keeps the
+    /// store and its sockets on one thread, which measured fastest. When the
+    /// guest is done, its sockets get the configured linger to write out
+    /// what they still hold; on return every socket and listener of the run
+    /// is closed.
+    ///
+    /// # Errors
+    /// [`MoatError::Instantiate`] if the guest cannot start (a missing
+    /// import, a directory that cannot be opened); [`MoatError::Trap`] if it
+    /// traps. A guest that exits with a code is an `Ok(Exit)`.
+    pub async fn run(&self, guest: &Guest, options: RunOptions) -> Result<Exit, MoatError> {
+        let wasi = wasi_ctx(&options)?;
+        let net = Net::with_pending_writes(options.policy, self.pending_writes().clone());
+        let mut store = Store::new(
+            self.engine(),
+            RunState {
+                wasi,
+                net: net.clone(),
+                table: ResourceTable::new(),
+            },
+        );
+        // Yield at every epoch tick; ticks only happen while a socket has
+        // bytes queued (see `ticker`).
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_async_yield_and_update(1);
+        let ended = call_run(&mut store, guest, self.linker()).await;
+        drop(store);
+        net.finish(self.linger()).await;
+        ended
+    }
+}
+
+async fn call_run(
+    store: &mut Store<RunState>,
+    guest: &Guest,
+    linker: &Linker<RunState>,
+) -> Result<Exit, MoatError> {
+    let instantiate = |e: wasmtime::Error| MoatError::Instantiate(format!("{e:#}"));
+    let result = if guest.async_run {
+        let command = wasmtime_wasi::p3::bindings::Command::instantiate_async(
+            &mut *store,
+            &guest.component,
+            linker,
+        )
+        .await
+        .map_err(instantiate)?;
+        store
+            .run_concurrent(async move |access| command.wasi_cli_run().call_run(access).await)
+            .await
+            .and_then(|ran| ran)
+    } else {
+        let command = wasmtime_wasi::p2::bindings::Command::instantiate_async(
+            &mut *store,
+            &guest.component,
+            linker,
+        )
+        .await
+        .map_err(instantiate)?;
+        command.wasi_cli_run().call_run(&mut *store).await
+    };
+    match result {
+        Ok(Ok(())) => Ok(Exit(0)),
+        Ok(Err(())) => Ok(Exit(1)),
+        Err(e) => match e.downcast_ref::<I32Exit>() {
+            Some(exit) => Ok(Exit(exit.0)),
+            None => Err(MoatError::Trap(format!("{e:?}"))),
+        },
+    }
+}
