@@ -52,8 +52,22 @@ pub use moat_sdk_macros::main;
 pub use stream::{ConnectOptions, Keepalive, OwnedReadHalf, OwnedWriteHalf, TcpStream};
 pub use task::{JoinHandle, spawn};
 
+/// Ends the program now with exit status `code`, as `std::process::exit`
+/// would if it could: std's own `exit` reports only success or failure
+/// (any non-zero code becomes 1), this reports the code itself. Output
+/// buffered by `std::io::stdout` is flushed first.
+pub fn exit(code: u8) -> ! {
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    let _ = std::io::stderr().flush();
+    bindings::wasi::cli::exit::exit_with_code(code);
+    unreachable!("wasi:cli/exit returned")
+}
+
 /// What `#[moat_sdk::main]` expands to; not a public API.
 #[doc(hidden)]
+// `Result<(), ()>` is what wasi:cli/run's `result` lowers to.
+#[allow(clippy::result_unit_err)]
 pub mod __private {
     pub use crate::bindings::export;
     pub use crate::bindings::exports::wasi::cli::run::Guest as RunGuest;
@@ -63,6 +77,17 @@ pub mod __private {
     pub trait MainResult {
         /// `Ok` for success, `Err` after printing the error.
         fn report(self) -> Result<(), ()>;
+    }
+
+    /// Ends `main`: reports its result, then flushes what `std::io` still
+    /// buffers (a guest's std runtime does not run its exit hooks when the
+    /// asynchronous entry point returns).
+    pub fn finish(result: impl MainResult) -> Result<(), ()> {
+        use std::io::Write;
+        let status = result.report();
+        let _ = std::io::stdout().flush();
+        let _ = std::io::stderr().flush();
+        status
     }
 
     impl MainResult for () {

@@ -65,7 +65,7 @@ pub fn main(attr: TokenStream, item: TokenStream) -> TokenStream {
 
         impl ::moat_sdk::__private::RunGuest for __MoatMain {
             async fn run() -> ::core::result::Result<(), ()> {
-                ::moat_sdk::__private::MainResult::report(__moat_main().await)
+                ::moat_sdk::__private::finish(__moat_main().await)
             }
         }
 

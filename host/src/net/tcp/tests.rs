@@ -187,7 +187,9 @@ async fn shutdown_ends_an_open_writer_after_its_bytes() {
 #[tokio::test]
 async fn a_peer_reset_is_connection_reset() {
     let (_net, conn, peer) = pair().await;
-    peer.set_linger(Some(std::time::Duration::ZERO)).unwrap();
+    socket2::SockRef::from(&peer)
+        .set_linger(Some(std::time::Duration::ZERO))
+        .unwrap();
     drop(peer); // RST
     let (mut reader, outcome) = conn.reader().unwrap();
     let mut buf = [0u8; 8];

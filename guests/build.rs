@@ -1,0 +1,135 @@
+//! Builds every guest component with an inner `cargo build --release
+//! --target wasm32-wasip2`, in a target directory of its own (the outer
+//! build holds the lock on the main one), and writes their paths to
+//! `$OUT_DIR/guests.rs`.
+
+use std::env;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+const TARGET: &str = "wasm32-wasip2";
+
+/// (constant name, package name, where its sources are) for every guest.
+const GUESTS: &[(&str, &str, &str)] = &[
+    ("ECHO_SERVER", "echo-server", "examples/echo-server"),
+    ("NCAT", "ncat", "examples/ncat"),
+    ("PROBE", "probe", "tests/guests/probe"),
+    ("STD_NET", "std-net", "tests/guests/std-net"),
+];
+
+fn main() {
+    let manifest =
+        PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
+    let root = manifest
+        .parent()
+        .expect("guests/ sits in the workspace root")
+        .to_owned();
+    let out = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
+    let target_dir = guest_target_dir(&root, &out);
+
+    for watched in ["guest-sdk", "wit", "Cargo.lock"] {
+        println!("cargo:rerun-if-changed={}", root.join(watched).display());
+    }
+    for (_, _, dir) in GUESTS {
+        println!("cargo:rerun-if-changed={}", root.join(dir).display());
+    }
+
+    let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    ensure_target(&root);
+
+    let mut build = Command::new(&cargo);
+    build
+        .current_dir(&root)
+        .args(["build", "--release", "--target", TARGET, "--target-dir"])
+        .arg(&target_dir);
+    for (_, package, _) in GUESTS {
+        build.args(["-p", package]);
+    }
+    // What the outer build set for itself must not leak into the guests'.
+    for var in [
+        "CARGO_ENCODED_RUSTFLAGS",
+        "RUSTFLAGS",
+        "CARGO_BUILD_TARGET",
+        "CARGO_TARGET_DIR",
+        "CARGO_BUILD_RUSTFLAGS",
+        "CARGO_MAKEFLAGS",
+        "RUSTC_WORKSPACE_WRAPPER",
+        "RUSTC_WRAPPER",
+    ] {
+        build.env_remove(var);
+    }
+    build.stdout(Stdio::inherit()).stderr(Stdio::inherit());
+    let status = build
+        .status()
+        .expect("cannot run cargo to build the guests");
+    assert!(
+        status.success(),
+        "building the guests failed ({status}); see the output above"
+    );
+
+    let mut consts = String::new();
+    for (name, package, dir) in GUESTS {
+        let wasm = target_dir
+            .join(TARGET)
+            .join("release")
+            .join(format!("{package}.wasm"));
+        assert!(wasm.exists(), "{} was not built", wasm.display());
+        writeln!(
+            consts,
+            "/// The `{package}` guest (sources in `{dir}/`).\npub const {name}: &str = {:?};",
+            wasm.display().to_string()
+        )
+        .unwrap();
+    }
+    std::fs::write(out.join("guests.rs"), consts).expect("cannot write guests.rs");
+}
+
+/// `<target>/guests`, where `<target>` is the workspace's target directory
+/// (`$OUT_DIR` is `<target>/<profile>/build/<pkg>/out`), so debug and
+/// release builds share one build of the guests.
+fn guest_target_dir(root: &Path, out: &Path) -> PathBuf {
+    if let Some(dir) = env::var_os("CARGO_TARGET_DIR") {
+        let dir = PathBuf::from(dir);
+        return if dir.is_absolute() {
+            dir
+        } else {
+            root.join(dir)
+        }
+        .join("guests");
+    }
+    out.ancestors()
+        .nth(4)
+        .map(|t| t.join("guests"))
+        .unwrap_or_else(|| root.join("target").join("guests"))
+}
+
+/// Adds the wasm target when the toolchain lacks it: rustup 1.29 does not
+/// install the targets of rust-toolchain.toml into an installed toolchain.
+fn ensure_target(root: &Path) {
+    let rustc = env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+    let sysroot = Command::new(&rustc)
+        .args(["--print", "sysroot"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()));
+    let installed =
+        sysroot.is_some_and(|s| s.join("lib/rustlib").join(TARGET).join("lib").is_dir());
+    if installed {
+        return;
+    }
+    println!("cargo:warning=adding the {TARGET} target with rustup (one time)");
+    let mut add = Command::new("rustup");
+    add.current_dir(root).args(["target", "add", TARGET]);
+    if let Some(toolchain) = env::var_os("RUSTUP_TOOLCHAIN") {
+        add.arg("--toolchain").arg(toolchain);
+    }
+    let status = add.status().unwrap_or_else(|e| {
+        panic!("the {TARGET} target is missing and rustup cannot be run ({e}); install it with `rustup target add {TARGET}`")
+    });
+    assert!(
+        status.success(),
+        "`rustup target add {TARGET}` failed ({status})"
+    );
+}

@@ -1,0 +1,331 @@
+//! The `moat` command as a user runs it: flags, exit codes, messages, and
+//! (under strace) what a denied call does not do.
+
+mod support;
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use support::guests;
+
+const MOAT: &str = env!("CARGO_BIN_EXE_moat");
+
+fn cache_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cli-cache")
+}
+
+/// `moat run --cache-dir=... ARGS`.
+fn moat_run(args: &[&str]) -> Output {
+    let cache = format!("--cache-dir={}", cache_dir().display());
+    Command::new(MOAT)
+        .arg("run")
+        .arg(cache)
+        .args(args)
+        .output()
+        .expect("moat runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn peer() -> (TcpListener, String) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port().to_string();
+    (listener, port)
+}
+
+#[test]
+fn help_documents_every_flag_with_an_example() {
+    let top = Command::new(MOAT).arg("--help").output().unwrap();
+    assert!(top.status.success());
+    assert!(text(&top.stdout).contains("run"), "{}", text(&top.stdout));
+    let run = Command::new(MOAT).args(["run", "--help"]).output().unwrap();
+    let help = text(&run.stdout);
+    for flag in [
+        "--allow-net",
+        "--allow-listen",
+        "--env",
+        "--dir",
+        "--cache-dir",
+        "--no-cache",
+    ] {
+        let line = help.lines().find(|l| l.trim_start().starts_with(flag));
+        assert!(line.is_some(), "{flag} is not documented:\n{help}");
+    }
+    assert!(help.contains("Example: --allow-net="), "{help}");
+    assert!(help.contains("Examples:"), "{help}");
+}
+
+#[test]
+fn a_denied_call_prints_its_message_with_the_flag_to_use_and_exits_1() {
+    let (_peer, port) = peer();
+    let out = moat_run(&[guests::PROBE, "connect", "127.0.0.1", &port]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        text(&out.stderr),
+        format!("error: connect to 127.0.0.1:{port} denied: needs --allow-net=127.0.0.1:{port}\n")
+    );
+}
+
+#[test]
+fn the_flag_the_hint_names_allows_the_call() {
+    let (_peer, port) = peer();
+    let flag = format!("--allow-net=127.0.0.1:{port}");
+    let out = moat_run(&[&flag, guests::PROBE, "connect", "127.0.0.1", &port]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).starts_with("connected to 127.0.0.1:"));
+}
+
+#[test]
+fn a_bare_flag_allows_everything_and_does_not_swallow_the_component() {
+    let (_peer, port) = peer();
+    let out = moat_run(&["--allow-net", guests::PROBE, "connect", "127.0.0.1", &port]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+}
+
+#[test]
+fn the_exit_code_is_the_guests() {
+    let (_peer, port) = peer();
+    let out = moat_run(&[
+        "--allow-net=127.0.0.1",
+        "--allow-listen=127.0.0.1",
+        guests::PROBE,
+        "exit",
+        "127.0.0.1",
+        &port,
+        "0",
+        "42",
+    ]);
+    assert_eq!(out.status.code(), Some(42), "{}", text(&out.stderr));
+    let out = moat_run(&[guests::PROBE, "no-such-command"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        text(&out.stderr),
+        "error: invalid argument: probe: unknown command no-such-command\n"
+    );
+}
+
+#[test]
+fn a_trap_exits_134_with_the_reason() {
+    let (_peer, port) = peer();
+    let out = moat_run(&[
+        "--allow-net=127.0.0.1",
+        "--allow-listen=127.0.0.1",
+        guests::PROBE,
+        "trap",
+        "127.0.0.1",
+        &port,
+        "0",
+    ]);
+    assert_eq!(out.status.code(), Some(134));
+    let err = text(&out.stderr);
+    assert!(err.contains("probe: trapping with sockets open"), "{err}");
+    assert!(err.contains("moat: error: the guest trapped"), "{err}");
+}
+
+#[test]
+fn env_and_args_reach_the_guest() {
+    let out = Command::new(MOAT)
+        .env("MOAT_FROM_HOST", "passed on")
+        .args(["run", "--env=MOAT_TEST=hello", "--env", "MOAT_FROM_HOST"])
+        .args([guests::PROBE, "env", "a", "-b", "--c=d"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains(r#"args: ["a", "-b", "--c=d"]"#), "{stdout}");
+    assert!(stdout.contains("MOAT_TEST=hello"), "{stdout}");
+}
+
+#[test]
+fn bad_command_lines_exit_2_and_say_why() {
+    let out = moat_run(&["--allow-net=127.1", guests::PROBE, "env"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("--allow-net=127.1") && err.contains("not a canonical IP address"),
+        "{err}"
+    );
+
+    let out = moat_run(&["--allow-listen=", guests::PROBE, "env"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("empty"), "{}", text(&out.stderr));
+
+    let out = moat_run(&["--dir=/no/such/dir", guests::PROBE, "env"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("/no/such/dir is not a directory"));
+}
+
+#[test]
+fn a_missing_component_gets_a_hint() {
+    let out = moat_run(&["no-such-guest.wasm"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.starts_with("moat: error: cannot read no-such-guest.wasm"),
+        "{err}"
+    );
+    assert!(err.contains("moat: hint: build guests with"), "{err}");
+}
+
+#[test]
+fn a_directory_is_visible_under_its_guest_path() {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cli-dir");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("greeting.txt"), "hello from the host").unwrap();
+    let flag = format!("--dir={}::/data", dir.display());
+    let out = moat_run(&[&flag, guests::PROBE, "cat", "/data/greeting.txt"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "hello from the host");
+}
+
+#[test]
+fn rust_log_shows_socket_events() {
+    let (_peer, port) = peer();
+    let cache = format!("--cache-dir={}", cache_dir().display());
+    let out = Command::new(MOAT)
+        .env("RUST_LOG", "moat::net=debug")
+        .args([
+            "run",
+            &cache,
+            "--allow-net=127.0.0.1",
+            guests::PROBE,
+            "connect",
+            "127.0.0.1",
+            &port,
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("moat::net") && err.contains("connected"),
+        "{err}"
+    );
+}
+
+#[test]
+fn compiled_code_is_cached_on_disk() {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("fresh-cache");
+    let _ = std::fs::remove_dir_all(&dir);
+    let flag = format!("--cache-dir={}", dir.display());
+    let files = |dir: &PathBuf| walk(dir).len();
+    let out = Command::new(MOAT)
+        .args(["run", "--no-cache", guests::PROBE, "env"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(!dir.exists());
+    let out = Command::new(MOAT)
+        .args(["run", &flag, guests::PROBE, "env"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(files(&dir) > 0, "nothing cached in {}", dir.display());
+}
+
+fn walk(dir: &PathBuf) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .flat_map(|e| {
+            let path = e.path();
+            if path.is_dir() {
+                walk(&path)
+            } else {
+                vec![path]
+            }
+        })
+        .collect()
+}
+
+/// strace, or `None` (skip) when it is missing outside CI.
+fn strace() -> Option<&'static str> {
+    let found = Command::new("strace")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if found {
+        return Some("strace");
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "strace is missing in CI (.ci/run installs it)"
+    );
+    eprintln!("skipping: strace is not installed (apt-get install strace)");
+    None
+}
+
+/// The network syscalls and name-service file opens of `moat run ARGS`.
+fn traced(strace: &str, args: &[&str]) -> (Output, String) {
+    let trace = tempfile_path("trace");
+    let cache = format!("--cache-dir={}", cache_dir().display());
+    let out = Command::new(strace)
+        .args(["-f", "-qq", "-e", "trace=socket,connect,bind,openat", "-o"])
+        .arg(&trace)
+        .args([MOAT, "run", &cache])
+        .args(args)
+        .output()
+        .unwrap();
+    let log = std::fs::read_to_string(&trace).unwrap_or_default();
+    let _ = std::fs::remove_file(&trace);
+    (out, log)
+}
+
+fn tempfile_path(what: &str) -> PathBuf {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{what}-{}-{n}", std::process::id()))
+}
+
+fn inet_sockets(log: &str) -> usize {
+    log.lines()
+        .filter(|l| l.contains("socket(AF_INET") || l.contains("socket(AF_INET6"))
+        .count()
+}
+
+fn name_lookups(log: &str) -> usize {
+    log.lines()
+        .filter(|l| {
+            ["/etc/hosts", "/etc/resolv.conf", "/etc/nsswitch.conf"]
+                .iter()
+                .any(|f| l.contains(f))
+        })
+        .count()
+}
+
+#[test]
+fn a_denied_call_makes_no_socket_and_no_dns_query() {
+    let Some(strace) = strace() else { return };
+    // Denied by name: no lookup, no socket.
+    let (out, log) = traced(strace, &[guests::PROBE, "connect", "localhost", "9"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("denied"));
+    assert_eq!(inet_sockets(&log), 0, "{log}");
+    assert_eq!(name_lookups(&log), 0, "{log}");
+    // Denied listen: no socket, no bind.
+    let (out, log) = traced(strace, &[guests::PROBE, "listen", "127.0.0.1", "0"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(inet_sockets(&log), 0, "{log}");
+    assert!(!log.contains("bind("), "{log}");
+
+    // The same calls allowed do show up in the trace: it would have seen them.
+    let (_peer, port) = peer();
+    let (out, log) = traced(
+        strace,
+        &[
+            "--allow-net=localhost",
+            guests::PROBE,
+            "connect",
+            "localhost",
+            &port,
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(inet_sockets(&log) > 0, "{log}");
+    assert!(name_lookups(&log) > 0, "{log}");
+}

@@ -1,0 +1,235 @@
+//! Test guest: one subcommand per behaviour the integration tests check.
+//! Each prints what it saw on stdout; errors end `main` with exit code 1.
+
+use std::time::Duration;
+
+use moat_sdk::time::{now, timeout};
+use moat_sdk::{ConnectOptions, Error, TcpListener, TcpStream};
+
+#[moat_sdk::main]
+async fn main() -> Result<(), Error> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let arg = |i: usize| -> Result<&str, Error> {
+        args.get(i)
+            .map(String::as_str)
+            .ok_or_else(|| Error::InvalidArgument(format!("probe: argument {i} missing")))
+    };
+    let num = |i: usize| -> Result<u64, Error> {
+        arg(i)?
+            .parse()
+            .map_err(|_| Error::InvalidArgument(format!("probe: argument {i} is not a number")))
+    };
+    match arg(0)? {
+        "connect" => {
+            let stream = TcpStream::connect(arg(1)?, num(2)? as u16).await?;
+            println!("connected to {}", stream.peer_addr()?);
+        }
+        "listen" => {
+            let listener = TcpListener::bind(arg(1)?, num(2)? as u16).await?;
+            println!("listening on {}", listener.local_addr()?);
+        }
+        "half-close" => half_close(arg(1)?, num(2)? as u16).await?,
+        "fin-first" => fin_first(arg(1)?, num(2)? as u16).await?,
+        "abandon-reads" => abandon_reads(arg(1)?, num(2)? as u16).await?,
+        "drop-filled-reads" => drop_filled_reads(arg(1)?, num(2)? as u16, num(3)?).await?,
+        "busy" => busy(arg(1)?, num(2)? as u16, num(3)? as u16, num(4)?, num(5)?).await?,
+        "reset" => reset(arg(1)?, num(2)? as u16).await?,
+        "trap" | "exit" => {
+            let listener = TcpListener::bind(arg(1)?, num(3)? as u16).await?;
+            let mut stream = TcpStream::connect(arg(1)?, num(2)? as u16).await?;
+            stream.write_all(b"holding").await?;
+            println!(
+                "holding {} and {}",
+                listener.local_addr()?,
+                stream.local_addr()?
+            );
+            if arg(0)? == "exit" {
+                moat_sdk::exit(num(4)? as u8);
+            }
+            panic!("probe: trapping with sockets open");
+        }
+        "accept-close" => accept_close(arg(1)?).await?,
+        "cat" => {
+            let text = std::fs::read_to_string(arg(1)?)
+                .map_err(|e| Error::Other(format!("{}: {e}", arg(1).unwrap_or_default())))?;
+            print!("{text}");
+        }
+        "env" => {
+            println!("args: {:?}", &args[1..]);
+            println!(
+                "MOAT_TEST={}",
+                std::env::var("MOAT_TEST").unwrap_or_default()
+            );
+        }
+        "options" => options(arg(1)?, num(2)? as u16).await?,
+        other => {
+            return Err(Error::InvalidArgument(format!(
+                "probe: unknown command {other}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Reads until the peer's FIN, then writes after it and half-closes.
+async fn half_close(host: &str, port: u16) -> Result<(), Error> {
+    let mut stream = TcpStream::connect(host, port).await?;
+    let got = stream.read_to_end().await?;
+    println!("got: {}", String::from_utf8_lossy(&got));
+    stream.write_all(b"written after your FIN").await?;
+    stream.shutdown().await
+}
+
+/// Half-closes first, then reads what the peer still sends.
+async fn fin_first(host: &str, port: u16) -> Result<(), Error> {
+    let mut stream = TcpStream::connect(host, port).await?;
+    stream.write_all(b"guest is done sending").await?;
+    stream.shutdown().await?;
+    let got = stream.read_to_end().await?;
+    println!("got: {}", String::from_utf8_lossy(&got));
+    Ok(())
+}
+
+/// Reads with a very short timeout, abandoning most reads while the peer
+/// sends, then echoes everything it got and half-closes.
+async fn abandon_reads(host: &str, port: u16) -> Result<(), Error> {
+    let mut stream = TcpStream::connect(host, port).await?;
+    let mut got = Vec::new();
+    let mut buf = vec![0u8; 1500];
+    let mut abandoned = 0u64;
+    loop {
+        match timeout(Duration::from_micros(100), stream.read(&mut buf)).await {
+            Ok(Ok(0)) => break,
+            Ok(Ok(n)) => got.extend_from_slice(&buf[..n]),
+            Ok(Err(e)) => return Err(e),
+            Err(_) => abandoned += 1,
+        }
+    }
+    println!("abandoned {abandoned} reads, got {} bytes", got.len());
+    stream.write_all(&got).await?;
+    stream.shutdown().await
+}
+
+/// Starts a read, lets the peer's bytes land in it while nobody polls it,
+/// then drops it: the host completed the read, so only the SDK's guard can
+/// keep those bytes. Each round asks the peer for one message with "go N"
+/// and reads it back whole with a fresh read.
+async fn drop_filled_reads(host: &str, port: u16, rounds: u64) -> Result<(), Error> {
+    use std::future::{Future, poll_fn};
+    use std::pin::pin;
+    use std::task::Poll;
+
+    let (mut from_peer, mut to_peer) = TcpStream::connect(host, port).await?.into_split();
+    for round in 0..rounds {
+        let expected = format!("message {round} from the peer;");
+        {
+            let mut buf = vec![0u8; 4096];
+            let mut read = pin!(from_peer.read(&mut buf));
+            // One poll starts the read; the peer has not been asked yet.
+            let started = poll_fn(|cx| Poll::Ready(read.as_mut().poll(cx).is_pending())).await;
+            if !started {
+                return Err(Error::Other(format!(
+                    "round {round}: read finished before the peer sent"
+                )));
+            }
+            to_peer
+                .write_all(format!("go {round}\n").as_bytes())
+                .await?;
+            // The reply lands in the started read meanwhile; then it is dropped.
+            moat_sdk::time::sleep(Duration::from_millis(10)).await;
+        }
+        let mut got = vec![0u8; expected.len()];
+        // Bounds a failure only: in a passing run the bytes are there.
+        if timeout(Duration::from_secs(5), from_peer.read_exact(&mut got))
+            .await
+            .is_err()
+        {
+            println!("round {round}: bytes lost");
+            return Err(Error::Other("bytes of a dropped read were lost".into()));
+        }
+        if got == expected.as_bytes() {
+            println!("round {round}: intact");
+        } else {
+            println!("round {round}: got {:?}", String::from_utf8_lossy(&got));
+        }
+    }
+    to_peer.shutdown().await
+}
+
+/// Writes `bytes` to host:port, computes for `ms` without awaiting, then
+/// connects to host:done_port to say the computation is over.
+async fn busy(host: &str, port: u16, done_port: u16, bytes: u64, ms: u64) -> Result<(), Error> {
+    let options = ConnectOptions {
+        send_buffer_size: Some(64 * 1024),
+        ..ConnectOptions::default()
+    };
+    let mut stream = TcpStream::connect_with(host, port, &options).await?;
+    let data: Vec<u8> = (0..bytes).map(|i| (i % 251) as u8).collect();
+    stream.write_all_owned(data).await?;
+    let start = now();
+    let mut spins = 0u64;
+    while now() - start < Duration::from_millis(ms) {
+        spins = std::hint::black_box(spins.wrapping_add(1));
+    }
+    TcpStream::connect(host, done_port).await?;
+    println!("computed {ms} ms ({spins} spins)");
+    Ok(())
+}
+
+/// Says "ready", then expects the peer to reset the connection.
+async fn reset(host: &str, port: u16) -> Result<(), Error> {
+    let mut stream = TcpStream::connect(host, port).await?;
+    stream.write_all(b"ready").await?;
+    let mut buf = [0u8; 64];
+    match stream.read(&mut buf).await {
+        Err(Error::ConnectionReset) => println!("read: connection reset"),
+        other => println!("read: unexpected {other:?}"),
+    }
+    Ok(())
+}
+
+/// Closing a listener wakes an accept that is already waiting.
+async fn accept_close(host: &str) -> Result<(), Error> {
+    let listener = std::rc::Rc::new(TcpListener::bind(host, 0).await?);
+    let waiting = {
+        let listener = std::rc::Rc::clone(&listener);
+        moat_sdk::spawn(async move { listener.accept().await.map(|c| c.is_some()) })
+    };
+    moat_sdk::time::sleep(Duration::from_millis(20)).await;
+    listener.close().await;
+    match waiting.await? {
+        false => println!("accept after close: none"),
+        true => println!("accept after close: a connection"),
+    }
+    match listener.local_addr() {
+        Err(Error::Closed) => println!("local_addr after close: closed"),
+        other => println!("local_addr after close: {other:?}"),
+    }
+    Ok(())
+}
+
+/// Socket options and addresses.
+async fn options(host: &str, port: u16) -> Result<(), Error> {
+    let options = ConnectOptions {
+        nodelay: true,
+        timeout: Some(Duration::from_secs(5)),
+        ..ConnectOptions::default()
+    };
+    let stream = TcpStream::connect_with(host, port, &options).await?;
+    stream.set_nodelay(false)?;
+    stream.set_keepalive(Some(moat_sdk::Keepalive {
+        idle: Some(Duration::from_secs(60)),
+        ..Default::default()
+    }))?;
+    let bad = stream.set_keepalive(Some(moat_sdk::Keepalive {
+        idle: Some(Duration::ZERO),
+        ..Default::default()
+    }));
+    println!(
+        "local {} peer {}",
+        stream.local_addr()?,
+        stream.peer_addr()?
+    );
+    println!("zero keepalive: {bad:?}");
+    Ok(())
+}

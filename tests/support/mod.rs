@@ -1,0 +1,200 @@
+//! What the integration tests share: one engine, guests running on threads
+//! of their own (as separate processes would), and ways to observe them.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use moat_host::policy::Policy;
+use moat_host::{
+    CacheDir, Captured, Config, Exit, Guest, Input, Moat, MoatError, Output, RunOptions,
+};
+
+pub use moat_guests as guests;
+
+/// How long a test waits for a condition before giving up with what it saw.
+/// Generous: this only bounds a hang; passing tests never wait this long.
+pub const PATIENCE: Duration = Duration::from_secs(60);
+
+/// The engine all tests of one binary share, caching compiled code in the
+/// target directory.
+pub fn moat() -> &'static Moat {
+    static MOAT: OnceLock<Moat> = OnceLock::new();
+    MOAT.get_or_init(|| {
+        let cache = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("moat-cache");
+        Moat::new(&Config {
+            cache: CacheDir::At(cache),
+            ..Config::default()
+        })
+        .expect("engine")
+    })
+}
+
+/// A guest component, compiled once per test binary.
+pub fn guest(path: &str) -> Guest {
+    static LOADED: OnceLock<Mutex<HashMap<String, Guest>>> = OnceLock::new();
+    let mut loaded = LOADED.get_or_init(Default::default).lock().unwrap();
+    loaded
+        .entry(path.to_owned())
+        .or_insert_with(|| moat().load(path).expect("guest compiles"))
+        .clone()
+}
+
+/// A guest running on its own thread and runtime.
+pub struct Running {
+    pub stdout: Captured,
+    pub stderr: Captured,
+    done: tokio::sync::oneshot::Receiver<Result<Exit, MoatError>>,
+}
+
+/// How a run ended, with what it printed.
+pub struct Finished {
+    pub exit: Result<Exit, MoatError>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Finished {
+    /// The exit code, or a panic with the output if the guest did not exit.
+    pub fn code(&self) -> i32 {
+        match &self.exit {
+            Ok(exit) => exit.code(),
+            Err(e) => panic!(
+                "guest did not exit: {e}\nstdout: {}\nstderr: {}",
+                self.stdout, self.stderr
+            ),
+        }
+    }
+}
+
+/// Starts `path` with `args` under `policy`; stdin is empty.
+pub fn start(path: &str, policy: Policy, args: &[&str]) -> Running {
+    start_with(
+        path,
+        RunOptions::new(policy)
+            .arg(path)
+            .args(args.iter().copied())
+            .stdin(Input::Empty),
+    )
+}
+
+/// Starts a guest with full options (stdout and stderr are captured).
+pub fn start_with(path: &str, options: RunOptions) -> Running {
+    let stdout = Captured::new();
+    let stderr = Captured::new();
+    let options = options
+        .stdout(Output::Capture(stdout.clone()))
+        .stderr(Output::Capture(stderr.clone()));
+    let guest = guest(path);
+    let (tx, done) = tokio::sync::oneshot::channel();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let _ = tx.send(runtime.block_on(moat().run(&guest, options)));
+    });
+    Running {
+        stdout,
+        stderr,
+        done,
+    }
+}
+
+/// Runs a guest to the end.
+pub async fn run(path: &str, policy: Policy, args: &[&str]) -> Finished {
+    start(path, policy, args).finish().await
+}
+
+impl Running {
+    /// Waits until stdout holds `needle`, and returns stdout.
+    pub async fn wait_for(&self, needle: &str) -> String {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let out = String::from_utf8_lossy(&self.stdout.contents()).into_owned();
+            if out.contains(needle) {
+                return out;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no {needle:?} on stdout after {PATIENCE:?}\nstdout: {out}\nstderr: {}",
+                String::from_utf8_lossy(&self.stderr.contents())
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// Waits for `listening on ADDR` and returns ADDR.
+    pub async fn listening_addr(&self) -> SocketAddr {
+        let out = self.wait_for("listening on ").await;
+        let line = out
+            .lines()
+            .find(|l| l.starts_with("listening on "))
+            .unwrap();
+        line["listening on ".len()..]
+            .trim()
+            .parse()
+            .expect("an address")
+    }
+
+    /// Waits for the run to end.
+    pub async fn finish(self) -> Finished {
+        let exit = tokio::time::timeout(PATIENCE, self.done)
+            .await
+            .unwrap_or_else(|_| {
+                panic!(
+                    "guest still running after {PATIENCE:?}\nstdout: {}\nstderr: {}",
+                    String::from_utf8_lossy(&self.stdout.contents()),
+                    String::from_utf8_lossy(&self.stderr.contents())
+                )
+            })
+            .expect("runner thread");
+        Finished {
+            exit,
+            stdout: String::from_utf8_lossy(&self.stdout.contents()).into_owned(),
+            stderr: String::from_utf8_lossy(&self.stderr.contents()).into_owned(),
+        }
+    }
+}
+
+/// A port that was free a moment ago (bound, noted, released).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// Whether `port` on 127.0.0.1 can be bound right now.
+pub fn port_is_free(port: u16) -> bool {
+    std::net::TcpListener::bind(("127.0.0.1", port)).is_ok()
+}
+
+/// The number of sockets this process has open.
+pub fn open_sockets() -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .expect("/proc/self/fd")
+        .filter_map(|entry| std::fs::read_link(entry.ok()?.path()).ok())
+        .filter(|target| target.to_string_lossy().starts_with("socket:"))
+        .count()
+}
+
+/// Waits until `condition` holds (checked every 5 ms, up to [`PATIENCE`]).
+pub async fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + PATIENCE;
+    while !condition() {
+        assert!(Instant::now() < deadline, "never happened: {what}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Runs a peer's side of a test, bounded by [`PATIENCE`]: a guest that
+/// stops talking fails the test instead of hanging it.
+pub async fn within<F: std::future::Future>(what: &str, future: F) -> F::Output {
+    tokio::time::timeout(PATIENCE, future)
+        .await
+        .unwrap_or_else(|_| panic!("{what}: nothing happened for {PATIENCE:?}"))
+}
