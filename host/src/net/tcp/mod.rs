@@ -171,7 +171,7 @@ impl Drop for TcpConn {
         self.core.reader_waker.wake();
         self.core.writer_waker.wake();
         send::on_close(&self.core);
-        tracing::debug!(target: "moat::net", peer = ?self.core.stream.peer_addr().ok(), "tcp socket closed");
+        tracing::debug!(target: "moat::net", local = ?self.core.stream.local_addr().ok(), "tcp socket closed");
     }
 }
 

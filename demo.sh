@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# The moat demo: builds moat and the example guests, then runs them against
+# each other over real sockets on 127.0.0.1, with and without the grants
+# they need. Everything it runs is printed before it runs.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+show() { printf '$ %s\n' "$*"; }
+
+step "Toolchain (rust-toolchain.toml: Rust 1.95 with the wasm32-wasip2 target)"
+show rustup toolchain install
+rustup toolchain install >/dev/null 2>&1 || rustup target add wasm32-wasip2
+
+step "Build moat, the embedding example and the example guests"
+show cargo build -p moat-host -p embed
+cargo build -q -p moat-host -p embed
+show cargo build --release --target wasm32-wasip2 -p echo-server -p ncat
+cargo build -q --release --target wasm32-wasip2 -p echo-server -p ncat
+
+MOAT=target/debug/moat
+GUESTS=target/wasm32-wasip2/release
+LOG=$(mktemp)
+cleanup() { [ -n "${SERVER:-}" ] && kill "$SERVER" 2>/dev/null; rm -f "$LOG"; }
+trap cleanup EXIT
+
+step "An echo server guest, allowed to listen on 127.0.0.1 (port 0: any free port)"
+show "$MOAT run --allow-listen=127.0.0.1:0 $GUESTS/echo-server.wasm 127.0.0.1:0 &"
+"$MOAT" run --allow-listen=127.0.0.1:0 "$GUESTS/echo-server.wasm" 127.0.0.1:0 >"$LOG" 2>&1 &
+SERVER=$!
+for _ in $(seq 1 600); do
+  grep -q '^listening on ' "$LOG" && break
+  kill -0 "$SERVER" 2>/dev/null || { cat "$LOG"; exit 1; }
+  sleep 0.05
+done
+ADDR=$(sed -n 's/^listening on //p' "$LOG" | head -n1)
+[ -n "$ADDR" ] || { echo "the echo server did not start:"; cat "$LOG"; exit 1; }
+PORT=${ADDR##*:}
+echo "listening on $ADDR"
+
+step "ncat, allowed to reach exactly that address: stdin goes out, the echo comes back"
+show "printf 'hello through moat\n' | $MOAT run --allow-net=127.0.0.1:$PORT $GUESTS/ncat.wasm 127.0.0.1 $PORT"
+printf 'hello through moat\n' | "$MOAT" run --allow-net="127.0.0.1:$PORT" "$GUESTS/ncat.wasm" 127.0.0.1 "$PORT"
+
+step "ncat without the grant: denied before any socket exists, with the flag that would allow it"
+show "$MOAT run $GUESTS/ncat.wasm 127.0.0.1 $PORT </dev/null"
+"$MOAT" run "$GUESTS/ncat.wasm" 127.0.0.1 "$PORT" </dev/null && exit 1 || echo "(exit status $?)"
+
+step "Hosts are judged as written: allowing localhost does not allow 127.0.0.1"
+show "$MOAT run --allow-net=localhost:$PORT $GUESTS/ncat.wasm 127.0.0.1 $PORT </dev/null"
+"$MOAT" run --allow-net="localhost:$PORT" "$GUESTS/ncat.wasm" 127.0.0.1 "$PORT" </dev/null && exit 1 || echo "(exit status $?)"
+
+step "Numeric tricks are refused, not resolved: 127.1 is not 127.0.0.1"
+show "$MOAT run --allow-net=localhost $GUESTS/ncat.wasm 127.1 $PORT </dev/null"
+"$MOAT" run --allow-net=localhost "$GUESTS/ncat.wasm" 127.1 "$PORT" </dev/null && exit 1 || echo "(exit status $?)"
+
+step "Socket events, for the curious (RUST_LOG=moat::net=debug)"
+show "printf 'traced\n' | RUST_LOG=moat::net=debug $MOAT run --allow-net=127.0.0.1:$PORT $GUESTS/ncat.wasm 127.0.0.1 $PORT"
+printf 'traced\n' | RUST_LOG=moat::net=debug "$MOAT" run --allow-net="127.0.0.1:$PORT" "$GUESTS/ncat.wasm" 127.0.0.1 "$PORT"
+
+step "A Rust program embedding moat, with its policy built in code"
+show target/debug/embed "$GUESTS/ncat.wasm"
+target/debug/embed "$GUESTS/ncat.wasm"
+
+step "Done. The whole test suite: cargo test"
