@@ -5,7 +5,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use crate::bindings::moat::net::types::{IpAddress, SocketAddress};
 
 /// Conversion of a WIT socket address into [`std::net::SocketAddr`].
-pub trait ToSocketAddr {
+pub(crate) trait ToSocketAddr {
     /// The address as `std::net` spells it.
     fn to_socket_addr(&self) -> SocketAddr;
 }

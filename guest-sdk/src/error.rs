@@ -5,6 +5,16 @@ use std::fmt;
 use crate::bindings::moat::net::types::{Capability as WitCapability, ErrorCode};
 
 /// The two network capabilities a host grants.
+///
+/// ```no_run
+/// use moat_sdk::{Capability, Error, TcpListener};
+///
+/// # async fn demo() {
+/// if let Err(Error::Denied(denial)) = TcpListener::bind("0.0.0.0", 80).await {
+///     assert_eq!(denial.capability, Capability::Listen);
+/// }
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Capability {
     /// Reaching out (`connect`); granted with `moat run --allow-net`.
@@ -15,6 +25,21 @@ pub enum Capability {
 
 /// A call the host's policy refused. Nothing was resolved, no socket was
 /// made and no port claimed.
+///
+/// ```no_run
+/// use moat_sdk::{Error, TcpStream};
+///
+/// # async fn demo() {
+/// match TcpStream::connect("example.com", 443).await {
+///     Err(Error::Denied(denial)) => {
+///         // "connect to example.com:443 denied: needs --allow-net=example.com:443"
+///         eprintln!("{}", denial.message);
+///         assert_eq!((denial.host.as_str(), denial.port), ("example.com", 443));
+///     }
+///     _ => {}
+/// }
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Denial {
     /// The capability the call needed.

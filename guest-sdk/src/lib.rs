@@ -45,7 +45,7 @@ mod stream;
 mod task;
 pub mod time;
 
-pub use addr::{ToSocketAddr, split_host_port};
+pub use addr::split_host_port;
 pub use error::{Capability, Denial, Error};
 pub use listener::{ListenOptions, TcpListener};
 pub use moat_sdk_macros::main;

@@ -8,6 +8,16 @@ use crate::error::Error;
 use crate::stream::TcpStream;
 
 /// Options for [`TcpListener::bind_with`]; the default is the system's.
+///
+/// ```no_run
+/// use moat_sdk::{ListenOptions, TcpListener};
+///
+/// # async fn demo() -> Result<(), moat_sdk::Error> {
+/// let options = ListenOptions { backlog: Some(4096), ..ListenOptions::default() };
+/// let listener = TcpListener::bind_with("0.0.0.0", 8080, &options).await?;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ListenOptions {
     /// The kernel's queue of connections not yet accepted (default 1024).

@@ -13,6 +13,21 @@ use crate::io::incoming::Incoming;
 use crate::io::outgoing::{Outgoing, WriteError};
 
 /// Options for [`TcpStream::connect_with`]; the default is the system's.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use moat_sdk::{ConnectOptions, TcpStream};
+///
+/// # async fn demo() -> Result<(), moat_sdk::Error> {
+/// let options = ConnectOptions {
+///     timeout: Some(Duration::from_secs(3)),
+///     nodelay: true,
+///     ..ConnectOptions::default()
+/// };
+/// let stream = TcpStream::connect_with("127.0.0.1", 7000, &options).await?;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ConnectOptions {
     /// Give up after this long with [`Error::TimedOut`] (name resolution and
@@ -29,6 +44,20 @@ pub struct ConnectOptions {
 }
 
 /// TCP keep-alive probing; `None` fields keep the system default.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use moat_sdk::Keepalive;
+///
+/// # fn demo(stream: &moat_sdk::TcpStream) -> Result<(), moat_sdk::Error> {
+/// stream.set_keepalive(Some(Keepalive {
+///     idle: Some(Duration::from_secs(60)),
+///     interval: Some(Duration::from_secs(10)),
+///     retries: Some(5),
+/// }))?;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Keepalive {
     /// Idle time before the first probe.
@@ -77,6 +106,23 @@ pub struct TcpStream {
 }
 
 /// The reading half of a [`TcpStream`], from [`TcpStream::into_split`].
+///
+/// ```no_run
+/// # async fn demo(stream: moat_sdk::TcpStream) -> Result<(), moat_sdk::Error> {
+/// let (mut reader, mut writer) = stream.into_split();
+/// // Read in one task while another writes.
+/// let printing = moat_sdk::spawn(async move {
+///     let mut buf = [0u8; 1024];
+///     while let Ok(n @ 1..) = reader.read(&mut buf).await {
+///         println!("{}", String::from_utf8_lossy(&buf[..n]));
+///     }
+/// });
+/// writer.write_all(b"hello").await?;
+/// writer.shutdown().await?;
+/// printing.await;
+/// # Ok(())
+/// # }
+/// ```
 pub struct OwnedReadHalf {
     socket: Rc<TcpSocket>,
     incoming: Incoming<ErrorCode>,
@@ -84,6 +130,15 @@ pub struct OwnedReadHalf {
 
 /// The writing half of a [`TcpStream`], from [`TcpStream::into_split`].
 /// Dropping it sends a FIN (a half-close) after the bytes written.
+///
+/// ```no_run
+/// # async fn demo(stream: moat_sdk::TcpStream) -> Result<(), moat_sdk::Error> {
+/// let (_reader, mut writer) = stream.into_split();
+/// writer.write_all(b"request").await?;
+/// drop(writer); // FIN after "request"; the reader stays usable
+/// # Ok(())
+/// # }
+/// ```
 pub struct OwnedWriteHalf {
     socket: Rc<TcpSocket>,
     outgoing: Outgoing<ErrorCode>,

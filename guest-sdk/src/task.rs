@@ -40,6 +40,13 @@ pub fn spawn<T: 'static>(task: impl Future<Output = T> + 'static) -> JoinHandle<
 }
 
 /// The result of a [`spawn`]ed task, once it finishes.
+///
+/// ```no_run
+/// # async fn demo() {
+/// let handle = moat_sdk::spawn(async { "done" });
+/// assert_eq!(handle.await, "done");
+/// # }
+/// ```
 pub struct JoinHandle<T>(Rc<RefCell<Slot<T>>>);
 
 struct Slot<T> {

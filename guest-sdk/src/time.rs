@@ -13,7 +13,15 @@ pub async fn sleep(duration: Duration) {
     monotonic_clock::wait_for(nanos).await;
 }
 
-/// `future` did not finish in time.
+/// `future` did not finish in time (from [`timeout`]).
+///
+/// ```no_run
+/// # async fn demo() {
+/// use std::time::Duration;
+/// use moat_sdk::time::{Elapsed, sleep, timeout};
+/// assert_eq!(timeout(Duration::from_millis(1), sleep(Duration::from_secs(1))).await, Err(Elapsed));
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Elapsed;
 

@@ -51,6 +51,15 @@ fn write_error(e: WriteError<CliError>) -> io::Error {
 }
 
 /// The guest's standard input, read asynchronously.
+///
+/// ```no_run
+/// # async fn demo() -> std::io::Result<()> {
+/// let mut stdin = moat_sdk::io::stdin();
+/// let mut line = Vec::new();
+/// while stdin.read_buf(&mut line).await? > 0 {}
+/// # Ok(())
+/// # }
+/// ```
 pub struct Stdin(Incoming<CliError>);
 
 /// Opens standard input.
@@ -81,6 +90,14 @@ impl Stdin {
 }
 
 /// Standard output or standard error, written asynchronously.
+///
+/// ```no_run
+/// # async fn demo() -> std::io::Result<()> {
+/// let mut err = moat_sdk::io::stderr();
+/// err.write_all(b"warning: something\n").await?;
+/// err.close().await
+/// # }
+/// ```
 pub struct Output(Outgoing<CliError>);
 
 /// Opens standard output.

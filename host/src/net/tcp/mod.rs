@@ -50,13 +50,14 @@
 
 mod connect;
 mod receive;
+mod reclaim;
 mod send;
 
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -90,8 +91,14 @@ pub struct Keepalive {
 /// bytes already accepted are still written, and then the file descriptor
 /// is released.
 pub struct TcpConn {
+    // Declared first so that it runs while `core` is still held.
+    closer: Closer,
     core: Arc<Core>,
 }
+
+/// Closes the socket when its [`TcpConn`] is dropped, unless disarmed by
+/// [`TcpConn::reclaim`].
+struct Closer(Option<Weak<Core>>);
 
 /// What the socket's owner, its reader, its writer and its drain share.
 ///
@@ -118,15 +125,17 @@ struct State {
 
 impl TcpConn {
     pub(crate) fn new(stream: TcpStream, tasks: Tasks) -> TcpConn {
+        let core = Arc::new(Core {
+            stream,
+            state: Mutex::default(),
+            closed: AtomicBool::new(false),
+            reader_waker: AtomicWaker::new(),
+            writer_waker: AtomicWaker::new(),
+            tasks,
+        });
         TcpConn {
-            core: Arc::new(Core {
-                stream,
-                state: Mutex::default(),
-                closed: AtomicBool::new(false),
-                reader_waker: AtomicWaker::new(),
-                writer_waker: AtomicWaker::new(),
-                tasks,
-            }),
+            closer: Closer(Some(Arc::downgrade(&core))),
+            core,
         }
     }
 
@@ -165,13 +174,22 @@ impl TcpConn {
     }
 }
 
-impl Drop for TcpConn {
+impl Closer {
+    /// The socket is being taken over: dropping the [`TcpConn`] must not
+    /// close it.
+    fn disarm(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for Closer {
     fn drop(&mut self) {
-        self.core.closed.store(true, Ordering::Release);
-        self.core.reader_waker.wake();
-        self.core.writer_waker.wake();
-        send::on_close(&self.core);
-        tracing::debug!(target: "moat::net", local = ?self.core.stream.local_addr().ok(), "tcp socket closed");
+        let Some(core) = self.0.take().and_then(|core| core.upgrade()) else {
+            return;
+        };
+        core.end_streams();
+        send::on_close(&core);
+        tracing::debug!(target: "moat::net", local = ?core.stream.local_addr().ok(), "tcp socket closed");
     }
 }
 
@@ -182,6 +200,13 @@ impl Core {
 
     fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Acquire)
+    }
+
+    /// Ends the reader and writer: their next poll sees the end.
+    fn end_streams(&self) {
+        self.closed.store(true, Ordering::Release);
+        self.reader_waker.wake();
+        self.writer_waker.wake();
     }
 }
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use socket2::SockRef;
 use tokio::sync::oneshot;
-use tokio::task::AbortHandle;
+use tokio::task::JoinHandle;
 
 use super::{Core, Outcome, State, TcpConn};
 use crate::net::error::NetError;
@@ -36,7 +36,7 @@ pub(super) struct SendState {
     /// Bytes accepted while the kernel was full; `Some` while a drain runs.
     backlog: Option<Backlog>,
     /// The drain task writing `backlog` out.
-    drain: Option<AbortHandle>,
+    drain: Option<JoinHandle<()>>,
     /// Resolved with the open writer's outcome.
     outcome: Option<oneshot::Sender<Result<(), NetError>>>,
     /// `shutdown` calls waiting for the FIN.
@@ -54,6 +54,9 @@ enum Phase {
     Finishing,
     /// The FIN was sent, or sending failed.
     Finished(Result<(), NetError>),
+    /// The socket is being taken back ([`TcpConn::reclaim`]): the backlog
+    /// drains, and no FIN is sent.
+    Reclaimed,
 }
 
 /// Bytes waiting for the kernel, written out from a cursor (never moved).
@@ -93,7 +96,7 @@ impl TcpConn {
                     "a send stream is already open on this socket".into(),
                 ));
             }
-            Phase::Finishing | Phase::Finished(_) => {
+            Phase::Finishing | Phase::Finished(_) | Phase::Reclaimed => {
                 return Err(NetError::InvalidState(
                     "sending has ended on this socket (shutdown, or an earlier send stream ended)"
                         .into(),
@@ -139,6 +142,7 @@ fn begin_shutdown(
     let mut state = core.state();
     match &state.send.phase {
         Phase::Finished(end) => return Ok(end.clone()),
+        Phase::Reclaimed => return Ok(Err(NetError::Closed)),
         Phase::Finishing => {}
         Phase::Idle | Phase::Writing => {
             state.send.phase = Phase::Finishing;
@@ -185,6 +189,15 @@ impl Writer {
             // so the wake cannot fall between this check and the register).
             core.writer_waker.register(cx.waker());
             return Poll::Pending;
+        }
+        if state
+            .send
+            .drain
+            .as_ref()
+            .is_some_and(JoinHandle::is_finished)
+        {
+            // The last drain is over; release its task.
+            state.send.drain = None;
         }
         if buf.is_empty() {
             drop(state);
@@ -236,7 +249,7 @@ pub(super) fn on_close(core: &Arc<Core>) {
         }
     }
     if let (Some(drain), Ok(runtime)) = (
-        state.send.drain.clone(),
+        state.send.drain.as_ref().map(JoinHandle::abort_handle),
         tokio::runtime::Handle::try_current(),
     ) {
         runtime.spawn(async move {
@@ -259,8 +272,7 @@ fn start_drain(core: &Arc<Core>, state: &mut State, bytes: &[u8]) {
     // computes right after this write must be made to yield so the drain
     // can run at all.
     let busy = core.tasks.pending_writes().enter();
-    let drain = core.tasks.spawn(drain(Arc::clone(core), busy));
-    state.send.drain = Some(drain.abort_handle());
+    state.send.drain = Some(core.tasks.spawn(drain(Arc::clone(core), busy)));
 }
 
 /// The drain: writes the backlog out, then ends (sending the FIN if sending
@@ -281,7 +293,6 @@ async fn drain(core: Arc<Core>, _busy: BusyGuard) {
                 backlog.sent += n;
                 if backlog.unsent().is_empty() {
                     state.send.backlog = None;
-                    state.send.drain = None;
                     if matches!(state.send.phase, Phase::Finishing) {
                         end_sending(&core, &mut state);
                     }
@@ -294,7 +305,6 @@ async fn drain(core: Arc<Core>, _busy: BusyGuard) {
                 let e = NetError::from(e);
                 tracing::debug!(target: "moat::net", error = %e, "tcp send failed while draining");
                 state.send.backlog = None;
-                state.send.drain = None;
                 finish(&mut state, Err(e));
                 core.writer_waker.wake();
                 break;
@@ -328,5 +338,38 @@ fn finish(state: &mut State, end: Result<(), NetError>) {
     }
     for tx in send.waiters.drain(..) {
         let _ = tx.send(end.clone());
+    }
+}
+
+/// Starts taking the socket back: sending stops without a FIN (an open
+/// writer ends, the backlog still drains). Returns the drain to wait for.
+///
+/// # Errors
+/// [`NetError::InvalidState`] if sending has already ended; the error that
+/// ended it, if it failed.
+pub(super) fn begin_reclaim(state: &mut State) -> Result<Option<JoinHandle<()>>, NetError> {
+    match &state.send.phase {
+        Phase::Idle | Phase::Writing => {}
+        Phase::Finished(Err(e)) => return Err(e.clone()),
+        Phase::Finishing | Phase::Finished(Ok(())) | Phase::Reclaimed => {
+            return Err(NetError::InvalidState(
+                "sending has ended on this socket: nothing to take over".into(),
+            ));
+        }
+    }
+    state.send.phase = Phase::Reclaimed;
+    // Everything the writer handed over is delivered (or queued for the
+    // drain): its stream ended cleanly.
+    if let Some(tx) = state.send.outcome.take() {
+        let _ = tx.send(Ok(()));
+    }
+    Ok(state.send.drain.take())
+}
+
+/// After the drain: how the backlog's writing ended.
+pub(super) fn reclaimed_outcome(state: &State) -> Result<(), NetError> {
+    match &state.send.phase {
+        Phase::Finished(Err(e)) => Err(e.clone()),
+        _ => Ok(()),
     }
 }

@@ -337,3 +337,65 @@ async fn options_reach_the_socket() {
         Err(NetError::InvalidArgument(_))
     ));
 }
+
+#[tokio::test]
+async fn reclaim_takes_the_socket_back_with_nothing_lost_either_way() {
+    let options = ConnectOptions {
+        send_buffer_size: Some(4096),
+        ..ConnectOptions::default()
+    };
+    let (_net, conn, mut peer) = pair_with(options).await;
+    let (mut writer, sent) = conn.writer().unwrap();
+    let (mut reader, _) = conn.reader().unwrap();
+
+    // The peer sends before the upgrade; the guest reads none of it.
+    peer.write_all(b"peer bytes the guest never read")
+        .await
+        .unwrap();
+    // The guest writes more than the kernel takes: a backlog is queued.
+    let before = pattern(1 << 20);
+    let mut offset = 0;
+    poll_fn(|cx| {
+        loop {
+            match writer.poll_write(cx, &before[offset..]) {
+                Poll::Ready(Ok(n)) => offset += n,
+                _ => return Poll::Ready(()),
+            }
+        }
+    })
+    .await;
+
+    let reading = tokio::spawn(async move {
+        let mut got = vec![0u8; offset];
+        peer.read_exact(&mut got).await.unwrap();
+        (peer, got)
+    });
+    let mut stream = conn.reclaim().await.unwrap();
+    // The old reader and writer have ended, without a FIN.
+    assert_eq!(read(&mut reader, &mut [0u8; 8]).await, Ok(0));
+    assert_eq!(write_all(&mut writer, b"x").await, Err(NetError::Closed));
+    assert_eq!(sent.await, Ok(()));
+
+    // Every byte written before the upgrade arrived, in order...
+    let (mut peer, got) = reading.await.unwrap();
+    assert!(got == before[..offset]);
+    // ...and what follows on the reclaimed stream comes after it, on the
+    // same connection, which is still open both ways.
+    stream.write_all(b"after the upgrade").await.unwrap();
+    let mut after = [0u8; 17];
+    peer.read_exact(&mut after).await.unwrap();
+    assert_eq!(&after, b"after the upgrade");
+    let mut unread = [0u8; 31];
+    stream.read_exact(&mut unread).await.unwrap();
+    assert_eq!(&unread, b"peer bytes the guest never read");
+}
+
+#[tokio::test]
+async fn reclaim_after_shutdown_is_an_error() {
+    let (_net, conn, _peer) = pair().await;
+    conn.shutdown().await.unwrap();
+    assert!(matches!(
+        conn.reclaim().await,
+        Err(NetError::InvalidState(_))
+    ));
+}
