@@ -16,6 +16,9 @@ const GUESTS: &[(&str, &str, &str)] = &[
     ("NCAT", "ncat", "examples/ncat"),
     ("PROBE", "probe", "tests/guests/probe"),
     ("STD_NET", "std-net", "tests/guests/std-net"),
+    ("BENCH_SERVER", "bench-server", "bench/guests/bench-server"),
+    ("BENCH_STD", "bench-std", "bench/guests/bench-std"),
+    ("HELLO", "hello", "bench/guests/hello"),
 ];
 
 fn main() {

@@ -28,9 +28,8 @@ async fn main() -> Result<(), Error> {
     println!("listening on {}", listener.local_addr()?);
     while let Some(conn) = listener.accept().await? {
         moat_sdk::spawn(async move {
-            let peer = conn.peer_addr().ok();
             if let Err(e) = echo(conn).await {
-                eprintln!("echo-server: {peer:?}: {e}");
+                eprintln!("echo-server: {e}");
             }
         });
     }

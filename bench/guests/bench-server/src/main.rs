@@ -1,0 +1,81 @@
+//! Benchmark servers as a moat guest (the echo server is examples/echo-server).
+//!
+//! ```text
+//! bench-server hold ADDR                    accept and hold every connection
+//! bench-server write-once ADDR BYTES        write BYTES in one buffer to each connection, close
+//! bench-server stream ADDR BYTES            write BYTES in 64 KiB chunks to each connection, close
+//! bench-server busy ADDR BYTES MS SNDBUF    write BYTES, compute MS without awaiting, close
+//! ```
+
+use std::time::Duration;
+
+use moat_sdk::{Error, ListenOptions, TcpListener, TcpStream};
+
+#[moat_sdk::main]
+async fn main() -> Result<(), Error> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let arg = |i: usize| args.get(i).map(String::as_str).unwrap_or("");
+    let num = |i: usize| arg(i).parse::<u64>().unwrap_or(0);
+    let (host, port) = moat_sdk::split_host_port(arg(1))
+        .ok_or_else(|| Error::InvalidArgument(format!("bad address {:?}", arg(1))))?;
+    let options = ListenOptions {
+        send_buffer_size: (arg(0) == "busy" && num(4) > 0).then(|| num(4)),
+        ..ListenOptions::default()
+    };
+    let listener = TcpListener::bind_with(host, port, &options).await?;
+    println!("listening on {}", listener.local_addr()?);
+    let mut held = Vec::new();
+    while let Some(conn) = listener.accept().await? {
+        match arg(0) {
+            "hold" => held.push(conn),
+            "write-once" => {
+                let bytes = num(2) as usize;
+                moat_sdk::spawn(async move {
+                    let _ = write_once(conn, bytes).await;
+                });
+            }
+            "stream" => {
+                let bytes = num(2) as usize;
+                moat_sdk::spawn(async move {
+                    let _ = stream(conn, bytes).await;
+                });
+            }
+            "busy" => busy(conn, num(2) as usize, num(3)).await?,
+            other => return Err(Error::InvalidArgument(format!("unknown mode {other}"))),
+        }
+    }
+    Ok(())
+}
+
+fn pattern(bytes: usize) -> Vec<u8> {
+    (0..bytes).map(|i| (i % 251) as u8).collect()
+}
+
+async fn write_once(mut conn: TcpStream, bytes: usize) -> Result<(), Error> {
+    conn.write_all_owned(pattern(bytes)).await?;
+    conn.shutdown().await
+}
+
+/// Writes `bytes` in 64 KiB chunks, as a server streaming a file would.
+async fn stream(mut conn: TcpStream, bytes: usize) -> Result<(), Error> {
+    const CHUNK: usize = 64 * 1024;
+    let chunk = pattern(CHUNK);
+    let mut sent = 0;
+    while sent < bytes {
+        let n = CHUNK.min(bytes - sent);
+        conn.write_all(&chunk[..n]).await?;
+        sent += n;
+    }
+    conn.shutdown().await
+}
+
+/// Writes, then computes without awaiting: nothing else in the guest runs.
+async fn busy(mut conn: TcpStream, bytes: usize, ms: u64) -> Result<(), Error> {
+    conn.write_all_owned(pattern(bytes)).await?;
+    let start = moat_sdk::time::now();
+    let mut spins = 0u64;
+    while moat_sdk::time::now() - start < Duration::from_millis(ms) {
+        spins = std::hint::black_box(spins.wrapping_add(1));
+    }
+    conn.shutdown().await
+}

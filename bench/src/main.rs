@@ -1,0 +1,157 @@
+//! moat beside native tokio and wasmtime-wasi: the same workloads against
+//! three server processes, rounds interleaved, ratios to native.
+//!
+//! ```text
+//! cargo run --release -p moat-bench -- [--quick] [--rounds N] [WORKLOAD...]
+//! ```
+//!
+//! Writes `target/bench/latest.json`, `target/bench/latest.md` (the table)
+//! and `target/bench/ratios.svg` (the chart).
+
+mod measure;
+mod native;
+mod report;
+mod servers;
+mod wasi;
+mod workloads;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, bail};
+
+use report::Report;
+use servers::Setup;
+use workloads::Run;
+
+fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    match args.get(1).map(String::as_str) {
+        Some("serve-native") => native::serve(&args[2..]),
+        Some("serve-wasi") => wasi::serve(&args[2..]),
+        Some("measure") => measure::child(&args[2..]),
+        _ => harness(&args[1..]),
+    }
+}
+
+fn harness(args: &[String]) -> anyhow::Result<()> {
+    let mut quick = false;
+    let mut rounds = None;
+    let mut chosen = Vec::new();
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "--quick" => quick = true,
+            "--rounds" => rounds = Some(it.next().context("--rounds N")?.parse()?),
+            "-h" | "--help" => {
+                println!(
+                    "usage: moat-bench [--quick] [--rounds N] [WORKLOAD...]\nworkloads: {}",
+                    workloads::ALL.join(" ")
+                );
+                return Ok(());
+            }
+            w if workloads::ALL.contains(&w) => chosen.push(w.to_owned()),
+            other => bail!(
+                "unknown argument {other}; workloads: {}",
+                workloads::ALL.join(" ")
+            ),
+        }
+    }
+    if chosen.is_empty() {
+        chosen = workloads::ALL.iter().map(|s| s.to_string()).collect();
+    }
+    let exe = std::env::current_exe()?;
+    let target = exe
+        .parent()
+        .and_then(Path::parent)
+        .context("the harness runs from target/release")?
+        .to_owned();
+    let out = target.join("bench");
+    std::fs::create_dir_all(&out)?;
+    let setup = Setup {
+        moat: build_moat(&exe)?,
+        exe,
+        cache: out.join("cache"),
+    };
+    raise_fd_limit();
+    let run = Run {
+        setup,
+        quick,
+        rounds: rounds.unwrap_or(if quick { 3 } else { 5 }),
+    };
+    let mut report = Report {
+        quick,
+        rounds: run.rounds,
+        machine: machine(),
+        workloads: Vec::new(),
+    };
+    eprintln!("{}", report.machine);
+    for name in &chosen {
+        eprintln!("== {name}");
+        let started = std::time::Instant::now();
+        let workload = workloads::run(name, &run).with_context(|| format!("workload {name}"))?;
+        eprintln!(
+            "   {} ({:.0} s)",
+            workload.verdict,
+            started.elapsed().as_secs_f64()
+        );
+        report.workloads.push(workload);
+    }
+    let table = report::table(&report);
+    println!("{table}");
+    std::fs::write(
+        out.join("latest.json"),
+        serde_json::to_string_pretty(&report)?,
+    )?;
+    std::fs::write(out.join("latest.md"), &table)?;
+    report::chart(&report, &out.join("ratios.svg"))?;
+    eprintln!("wrote {}/latest.json, latest.md, ratios.svg", out.display());
+    Ok(())
+}
+
+/// target/release/moat, built if needed (`cargo run -p moat-bench` builds
+/// only this crate and moat-host's library).
+fn build_moat(exe: &Path) -> anyhow::Result<PathBuf> {
+    let moat = exe.with_file_name("moat");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let status = Command::new(cargo)
+        .args(["build", "--release", "-p", "moat-host", "--bin", "moat"])
+        .status()
+        .context("cannot run cargo to build moat")?;
+    if !status.success() || !moat.exists() {
+        bail!("building {} failed", moat.display());
+    }
+    Ok(moat)
+}
+
+/// Lifts the soft descriptor limit to the hard one (idle_sockets holds
+/// 10,000 client sockets here and 10,000 in the server).
+fn raise_fd_limit() {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    if let Ok((_, hard)) = getrlimit(Resource::RLIMIT_NOFILE) {
+        let _ = setrlimit(Resource::RLIMIT_NOFILE, hard, hard);
+    }
+}
+
+fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|c| {
+            c.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|s| s.trim().to_owned())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    format!(
+        "{} CPUs ({cpu}), Linux {}, {}",
+        measure::num_cpus(),
+        kernel.trim(),
+        std::process::Command::new("rustc")
+            .arg("--version")
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+            .unwrap_or_default()
+    )
+}

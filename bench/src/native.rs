@@ -1,0 +1,95 @@
+//! The native baseline: the benchmark servers written with tokio on a
+//! current-thread runtime (moat's own shape, minus wasm).
+
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// `moat-bench serve-native MODE ADDR [ARGS]`.
+pub fn serve(args: &[String]) -> anyhow::Result<()> {
+    let arg = |i: usize| args.get(i).map(String::as_str).unwrap_or("");
+    let num = |i: usize| arg(i).parse::<u64>().unwrap_or(0);
+    let mode = arg(0).to_owned();
+    let (bytes, ms, sndbuf) = (num(2) as usize, num(3), num(4) as u32);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async move {
+        let listener = TcpListener::bind(arg(1)).await.context("bind")?;
+        println!("listening on {}", listener.local_addr()?);
+        std::io::stdout().flush()?;
+        let mut held = Vec::new();
+        loop {
+            let (conn, _) = listener.accept().await?;
+            match mode.as_str() {
+                "echo" => {
+                    tokio::spawn(echo(conn));
+                }
+                "hold" => held.push(conn),
+                "write-once" => {
+                    tokio::spawn(write_once(conn, bytes));
+                }
+                "stream" => {
+                    tokio::spawn(stream(conn, bytes));
+                }
+                "busy" => busy(conn, bytes, ms, sndbuf).await,
+                other => anyhow::bail!("unknown mode {other}"),
+            }
+        }
+    })
+}
+
+fn pattern(bytes: usize) -> Vec<u8> {
+    (0..bytes).map(|i| (i % 251) as u8).collect()
+}
+
+async fn echo(mut conn: TcpStream) {
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match conn.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                if conn.write_all(&buf[..n]).await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+    let _ = conn.shutdown().await;
+}
+
+async fn write_once(mut conn: TcpStream, bytes: usize) {
+    let _ = conn.write_all(&pattern(bytes)).await;
+    let _ = conn.shutdown().await;
+}
+
+async fn stream(mut conn: TcpStream, bytes: usize) {
+    const CHUNK: usize = 64 * 1024;
+    let chunk = pattern(CHUNK);
+    let mut sent = 0;
+    while sent < bytes {
+        let n = CHUNK.min(bytes - sent);
+        if conn.write_all(&chunk[..n]).await.is_err() {
+            return;
+        }
+        sent += n;
+    }
+    let _ = conn.shutdown().await;
+}
+
+async fn busy(mut conn: TcpStream, bytes: usize, ms: u64, sndbuf: u32) {
+    if sndbuf > 0 {
+        let _ = socket2::SockRef::from(&conn).set_send_buffer_size(sndbuf as usize);
+    }
+    let _ = conn.write_all(&pattern(bytes)).await;
+    // Compute on the runtime's thread, as the guest does on its store's.
+    let start = Instant::now();
+    let mut spins = 0u64;
+    while start.elapsed() < Duration::from_millis(ms) {
+        spins = std::hint::black_box(spins.wrapping_add(1));
+    }
+    let _ = conn.shutdown().await;
+}

@@ -1,0 +1,298 @@
+//! Results: medians and ratios, the table, the JSON and the chart.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use plotters::prelude::*;
+use serde::Serialize;
+
+use crate::servers::Kind;
+
+/// Whether a bigger number is better.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Better {
+    Higher,
+    Lower,
+}
+
+/// Samples of one number.
+#[derive(Debug, Clone, Serialize)]
+pub struct Stats {
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+    pub samples: Vec<f64>,
+}
+
+impl Stats {
+    pub fn of(samples: &[f64]) -> Option<Stats> {
+        if samples.is_empty() {
+            return None;
+        }
+        let mut sorted = samples.to_vec();
+        sorted.sort_by(f64::total_cmp);
+        let mid = sorted.len() / 2;
+        let median = if sorted.len() % 2 == 1 {
+            sorted[mid]
+        } else {
+            (sorted[mid - 1] + sorted[mid]) / 2.0
+        };
+        Some(Stats {
+            median,
+            min: sorted[0],
+            max: sorted[sorted.len() - 1],
+            samples: samples.to_vec(),
+        })
+    }
+}
+
+/// One measured number across the servers.
+#[derive(Debug, Clone, Serialize)]
+pub struct Metric {
+    pub name: String,
+    pub unit: String,
+    pub better: Better,
+    pub servers: BTreeMap<Kind, Stats>,
+    /// Each server's median over native's.
+    pub ratio_to_native: BTreeMap<Kind, f64>,
+}
+
+/// Collects samples for one metric.
+pub struct MetricBuilder {
+    name: String,
+    unit: String,
+    better: Better,
+    samples: BTreeMap<Kind, Vec<f64>>,
+}
+
+impl MetricBuilder {
+    pub fn new(name: &str, unit: &str, better: Better) -> MetricBuilder {
+        MetricBuilder {
+            name: name.into(),
+            unit: unit.into(),
+            better,
+            samples: BTreeMap::new(),
+        }
+    }
+
+    pub fn add(&mut self, kind: Kind, value: f64) {
+        self.samples.entry(kind).or_default().push(value);
+    }
+
+    pub fn build(self) -> Metric {
+        let servers: BTreeMap<Kind, Stats> = self
+            .samples
+            .iter()
+            .filter_map(|(k, v)| Some((*k, Stats::of(v)?)))
+            .collect();
+        let ratio_to_native = match servers.get(&Kind::Native) {
+            Some(native) if native.median != 0.0 => servers
+                .iter()
+                .map(|(k, s)| (*k, s.median / native.median))
+                .collect(),
+            _ => BTreeMap::new(),
+        };
+        Metric {
+            name: self.name,
+            unit: self.unit,
+            better: self.better,
+            servers,
+            ratio_to_native,
+        }
+    }
+}
+
+/// One workload's outcome.
+#[derive(Debug, Clone, Serialize)]
+pub struct Workload {
+    pub name: String,
+    pub what: String,
+    pub goal: String,
+    pub met: Option<bool>,
+    pub verdict: String,
+    pub metrics: Vec<Metric>,
+}
+
+/// The whole run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub quick: bool,
+    pub rounds: usize,
+    pub machine: String,
+    pub workloads: Vec<Workload>,
+}
+
+fn fmt(v: f64) -> String {
+    if v == 0.0 {
+        "0".into()
+    } else if v.abs() >= 100.0 {
+        format!("{v:.0}")
+    } else if v.abs() >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+/// The table, as markdown (BENCHMARKS.md takes it as is).
+pub fn table(report: &Report) -> String {
+    let mut out = String::new();
+    out.push_str("| workload | metric | native | moat | wasmtime-wasi | moat / native | wasmtime-wasi / native | goal | met |\n");
+    out.push_str("|---|---|---|---|---|---|---|---|---|\n");
+    for w in &report.workloads {
+        for (i, m) in w.metrics.iter().enumerate() {
+            let cell = |k: Kind| {
+                m.servers
+                    .get(&k)
+                    .map(|s| format!("{} ({}..{})", fmt(s.median), fmt(s.min), fmt(s.max)))
+                    .unwrap_or_else(|| "-".into())
+            };
+            let ratio = |k: Kind| {
+                m.ratio_to_native
+                    .get(&k)
+                    .map(|r| format!("{r:.2}"))
+                    .unwrap_or("-".into())
+            };
+            let (goal, met) = if i == 0 {
+                (
+                    w.goal.clone(),
+                    match w.met {
+                        Some(true) => "yes".into(),
+                        Some(false) => "**no**".into(),
+                        None => "-".into(),
+                    },
+                )
+            } else {
+                (String::new(), String::new())
+            };
+            out.push_str(&format!(
+                "| {} | {} ({}, {}) | {} | {} | {} | {} | {} | {} | {} |\n",
+                if i == 0 { w.name.as_str() } else { "" },
+                m.name,
+                m.unit,
+                match m.better {
+                    Better::Higher => "higher is better",
+                    Better::Lower => "lower is better",
+                },
+                cell(Kind::Native),
+                cell(Kind::Moat),
+                cell(Kind::WasmtimeWasi),
+                ratio(Kind::Moat),
+                ratio(Kind::WasmtimeWasi),
+                goal,
+                met,
+            ));
+        }
+    }
+    out
+}
+
+/// A chart of every metric's ratio to native, moat beside wasmtime-wasi.
+pub fn chart(report: &Report, path: &Path) -> anyhow::Result<()> {
+    let rows: Vec<(String, Option<f64>, Option<f64>)> = report
+        .workloads
+        .iter()
+        .flat_map(|w| {
+            w.metrics
+                .iter()
+                .filter(|m| m.ratio_to_native.len() > 1)
+                .map(move |m| {
+                    let arrow = match m.better {
+                        Better::Higher => "↑",
+                        Better::Lower => "↓",
+                    };
+                    (
+                        format!("{}: {} {arrow}", w.name, m.name),
+                        m.ratio_to_native.get(&Kind::Moat).copied(),
+                        m.ratio_to_native.get(&Kind::WasmtimeWasi).copied(),
+                    )
+                })
+        })
+        .collect();
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let max = rows
+        .iter()
+        .flat_map(|(_, a, b)| [a.unwrap_or(0.0), b.unwrap_or(0.0)])
+        .fold(1.0f64, f64::max)
+        .min(8.0)
+        * 1.1;
+    let height = 90 + rows.len() as u32 * 34;
+    let root = SVGBackend::new(path, (1000, height)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            "Ratio to native tokio (1.0 = native; arrows: which way is better)",
+            ("sans-serif", 18),
+        )
+        .margin(10)
+        .x_label_area_size(30)
+        .y_label_area_size(330)
+        .build_cartesian_2d(0.0..max, 0.0..rows.len() as f64)?;
+    chart
+        .configure_mesh()
+        .disable_y_mesh()
+        .y_labels(rows.len())
+        .y_label_formatter(&|y| {
+            let i = (*y - 0.5).round() as usize;
+            rows.get(rows.len().wrapping_sub(1).wrapping_sub(i))
+                .map(|r| r.0.clone())
+                .unwrap_or_default()
+        })
+        .x_desc("ratio to native")
+        .draw()?;
+    let n = rows.len();
+    for (i, (_, moat, wasi)) in rows.iter().enumerate() {
+        let y = (n - 1 - i) as f64;
+        if let Some(v) = moat {
+            chart.draw_series(std::iter::once(Rectangle::new(
+                [(0.0, y + 0.52), (v.min(max), y + 0.9)],
+                RGBColor(31, 119, 180).filled(),
+            )))?;
+        }
+        if let Some(v) = wasi {
+            chart.draw_series(std::iter::once(Rectangle::new(
+                [(0.0, y + 0.1), (v.min(max), y + 0.48)],
+                RGBColor(214, 110, 40).filled(),
+            )))?;
+        }
+    }
+    chart.draw_series(LineSeries::new(
+        vec![(1.0, 0.0), (1.0, n as f64)],
+        BLACK.stroke_width(1),
+    ))?;
+    chart
+        .draw_series(std::iter::once(Rectangle::new(
+            [(0.0, 0.0), (0.0, 0.0)],
+            RGBColor(31, 119, 180).filled(),
+        )))?
+        .label("moat")
+        .legend(|(x, y)| {
+            Rectangle::new(
+                [(x, y - 5), (x + 12, y + 5)],
+                RGBColor(31, 119, 180).filled(),
+            )
+        });
+    chart
+        .draw_series(std::iter::once(Rectangle::new(
+            [(0.0, 0.0), (0.0, 0.0)],
+            RGBColor(214, 110, 40).filled(),
+        )))?
+        .label("wasmtime-wasi (std::net guest)")
+        .legend(|(x, y)| {
+            Rectangle::new(
+                [(x, y - 5), (x + 12, y + 5)],
+                RGBColor(214, 110, 40).filled(),
+            )
+        });
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::LowerRight)
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()?;
+    root.present()?;
+    Ok(())
+}

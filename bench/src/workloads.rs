@@ -1,0 +1,557 @@
+//! The workloads: each runs the same job against the three servers, rounds
+//! interleaved (native, moat, wasmtime-wasi, native, ...).
+
+use std::io::Read;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::measure::{self, command_cost};
+use crate::report::{Better, MetricBuilder, Workload};
+use crate::servers::{Kind, Mode, Server, Setup};
+
+/// Settings of one harness run.
+pub struct Run {
+    pub setup: Setup,
+    pub quick: bool,
+    pub rounds: usize,
+}
+
+impl Run {
+    fn scale(&self, full: usize, quick: usize) -> usize {
+        if self.quick { quick } else { full }
+    }
+}
+
+/// Every workload, in the order of the issue's table.
+pub const ALL: &[&str] = &[
+    "tcp_throughput",
+    "tcp_rr",
+    "tcp_connect",
+    "idle_sockets",
+    "large_write",
+    "busy_guest",
+    "busy_guest_large",
+    "rss_after_burst",
+    "cold_start",
+];
+
+pub fn run(name: &str, run: &Run) -> anyhow::Result<Workload> {
+    match name {
+        "tcp_throughput" => tcp_throughput(run),
+        "tcp_rr" => tcp_rr(run),
+        "tcp_connect" => tcp_connect(run),
+        "idle_sockets" => idle_sockets(run),
+        "large_write" => large_write(run),
+        "busy_guest" => busy_guest(run),
+        "busy_guest_large" => busy_guest_large(run),
+        "rss_after_burst" => rss_after_burst(run),
+        "cold_start" => cold_start(run),
+        other => bail!("unknown workload {other}; known: {}", ALL.join(", ")),
+    }
+}
+
+/// A client runtime on this thread, pinned to CPU 0 (beside the pinned
+/// server) or free.
+fn client<T>(
+    pinned: bool,
+    job: impl std::future::Future<Output = anyhow::Result<T>>,
+) -> anyhow::Result<T> {
+    measure::pin_current_thread(pinned.then_some(0))?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let result = runtime.block_on(job);
+    measure::pin_current_thread(None)?;
+    result
+}
+
+fn started(run: &Run, mode: Mode, pinned: bool) -> anyhow::Result<Vec<(Kind, Server)>> {
+    Kind::ALL
+        .iter()
+        .map(|&k| Ok((k, Server::start(&run.setup, k, mode, pinned)?)))
+        .collect()
+}
+
+fn ratio(w: &crate::report::Metric, kind: Kind) -> f64 {
+    w.ratio_to_native.get(&kind).copied().unwrap_or(f64::NAN)
+}
+
+fn median(w: &crate::report::Metric, kind: Kind) -> f64 {
+    w.servers.get(&kind).map_or(f64::NAN, |s| s.median)
+}
+
+// ---------------------------------------------------------------- throughput
+
+fn tcp_throughput(run: &Run) -> anyhow::Result<Workload> {
+    const CHUNK: usize = 64 * 1024;
+    let total = run.scale(512, 64) << 20;
+    let servers = started(run, Mode::Echo, true)?;
+    let mut rate = MetricBuilder::new("throughput", "MiB/s", Better::Higher);
+    let mut cpu = MetricBuilder::new("server CPU per byte", "ns/B", Better::Lower);
+    for _ in 0..run.rounds {
+        for (kind, server) in &servers {
+            let cpu0 = server.cpu_ns();
+            let start = Instant::now();
+            client(true, async {
+                let stream = TcpStream::connect(server.addr).await?;
+                stream.set_nodelay(true)?;
+                let (mut rx, mut tx) = stream.into_split();
+                let writer = async move {
+                    let chunk = vec![7u8; CHUNK];
+                    let mut sent = 0;
+                    while sent < total {
+                        tx.write_all(&chunk).await?;
+                        sent += CHUNK;
+                    }
+                    tx.shutdown().await?;
+                    anyhow::Ok(())
+                };
+                let reader = async move {
+                    let mut buf = vec![0u8; CHUNK];
+                    let mut got = 0;
+                    loop {
+                        match rx.read(&mut buf).await? {
+                            0 => break,
+                            n => got += n,
+                        }
+                    }
+                    anyhow::Ok(got)
+                };
+                let (w, r) = tokio::join!(writer, reader);
+                w?;
+                let got = r?;
+                if got != total {
+                    bail!("echoed {got} of {total} bytes");
+                }
+                Ok(())
+            })?;
+            let secs = start.elapsed().as_secs_f64();
+            rate.add(*kind, total as f64 / (1 << 20) as f64 / secs);
+            cpu.add(*kind, (server.cpu_ns() - cpu0) as f64 / total as f64);
+        }
+    }
+    let (rate, cpu) = (rate.build(), cpu.build());
+    let met = ratio(&rate, Kind::Moat) >= 0.9
+        && ratio(&cpu, Kind::Moat) <= 1.1
+        && median(&rate, Kind::Moat) > median(&rate, Kind::WasmtimeWasi);
+    Ok(Workload {
+        name: "tcp_throughput".into(),
+        what: format!(
+            "1 connection, {} MiB echoed in 64 KiB chunks; client and server pinned to CPU 0",
+            total >> 20
+        ),
+        goal: "≥ 0.9× native MiB/s; CPU/byte ≤ 1.1×; ahead of wasmtime-wasi".into(),
+        met: Some(met),
+        verdict: format!(
+            "moat {:.2}× native throughput, {:.2}× CPU per byte",
+            ratio(&rate, Kind::Moat),
+            ratio(&cpu, Kind::Moat)
+        ),
+        metrics: vec![rate, cpu],
+    })
+}
+
+// ---------------------------------------------------------------- round trips
+
+fn tcp_rr(run: &Run) -> anyhow::Result<Workload> {
+    let trips = run.scale(20_000, 5_000);
+    let servers = started(run, Mode::Echo, true)?;
+    let mut p50 = MetricBuilder::new("round trip p50", "µs", Better::Lower);
+    let mut p99 = MetricBuilder::new("round trip p99", "µs", Better::Lower);
+    let mut cpu = MetricBuilder::new("server CPU per round trip", "µs", Better::Lower);
+    for _ in 0..run.rounds {
+        for (kind, server) in &servers {
+            let cpu0 = server.cpu_ns();
+            let mut times = client(true, async {
+                let mut stream = TcpStream::connect(server.addr).await?;
+                stream.set_nodelay(true)?;
+                let mut times = Vec::with_capacity(trips);
+                let mut byte = [0u8; 1];
+                for _ in 0..trips {
+                    let t = Instant::now();
+                    stream.write_all(&byte).await?;
+                    stream.read_exact(&mut byte).await?;
+                    times.push(t.elapsed().as_secs_f64() * 1e6);
+                }
+                Ok(times)
+            })?;
+            cpu.add(*kind, (server.cpu_ns() - cpu0) as f64 / trips as f64 / 1e3);
+            times.sort_by(f64::total_cmp);
+            p50.add(*kind, times[times.len() / 2]);
+            p99.add(*kind, times[times.len() * 99 / 100]);
+        }
+    }
+    let (p50, p99, cpu) = (p50.build(), p99.build(), cpu.build());
+    let met = ratio(&p50, Kind::Moat) <= 1.2
+        && median(&p50, Kind::Moat) < median(&p50, Kind::WasmtimeWasi);
+    Ok(Workload {
+        name: "tcp_rr".into(),
+        what: format!(
+            "{trips} 1-byte round trips on one connection; client and server pinned to CPU 0"
+        ),
+        goal: "p50 ≤ 1.2× native; ahead of wasmtime-wasi".into(),
+        met: Some(met),
+        verdict: format!("moat p50 {:.2}× native", ratio(&p50, Kind::Moat)),
+        metrics: vec![p50, p99, cpu],
+    })
+}
+
+// ---------------------------------------------------------------- connections
+
+fn tcp_connect(run: &Run) -> anyhow::Result<Workload> {
+    let conns = run.scale(2_000, 400);
+    const CLIENTS: usize = 64;
+    let servers = started(run, Mode::Echo, true)?;
+    let mut seq = MetricBuilder::new("sequential connections", "conn/s", Better::Higher);
+    let mut par = MetricBuilder::new("64 clients at once", "conn/s", Better::Higher);
+    let mut cpu = MetricBuilder::new("server CPU per connection", "µs", Better::Lower);
+    async fn one(addr: std::net::SocketAddr) -> anyhow::Result<()> {
+        let mut stream = TcpStream::connect(addr).await?;
+        stream.write_all(&[5u8; 16]).await?;
+        stream.shutdown().await?;
+        let mut got = Vec::with_capacity(16);
+        stream.read_to_end(&mut got).await?;
+        if got.len() != 16 {
+            bail!("echoed {} of 16 bytes", got.len());
+        }
+        Ok(())
+    }
+    for _ in 0..run.rounds {
+        for (kind, server) in &servers {
+            let addr = server.addr;
+            let cpu0 = server.cpu_ns();
+            let start = Instant::now();
+            client(true, async move {
+                for _ in 0..conns {
+                    one(addr).await?;
+                }
+                Ok(())
+            })?;
+            seq.add(*kind, conns as f64 / start.elapsed().as_secs_f64());
+            cpu.add(*kind, (server.cpu_ns() - cpu0) as f64 / conns as f64 / 1e3);
+            let start = Instant::now();
+            client(true, async move {
+                let tasks: Vec<_> = (0..CLIENTS)
+                    .map(|_| {
+                        tokio::spawn(async move {
+                            for _ in 0..conns / CLIENTS {
+                                one(addr).await?;
+                            }
+                            anyhow::Ok(())
+                        })
+                    })
+                    .collect();
+                for t in tasks {
+                    t.await??;
+                }
+                Ok(())
+            })?;
+            par.add(
+                *kind,
+                (conns / CLIENTS * CLIENTS) as f64 / start.elapsed().as_secs_f64(),
+            );
+        }
+    }
+    let (seq, par, cpu) = (seq.build(), par.build(), cpu.build());
+    let met = ratio(&seq, Kind::Moat) >= 0.9 && ratio(&par, Kind::Moat) >= 0.9;
+    Ok(Workload {
+        name: "tcp_connect".into(),
+        what: format!(
+            "{conns} × (connect, 16 B echoed, close), one after another and from 64 clients at once; pinned to CPU 0"
+        ),
+        goal: "≥ 0.9× native".into(),
+        met: Some(met),
+        verdict: format!(
+            "moat {:.2}× native sequential, {:.2}× with 64 clients",
+            ratio(&seq, Kind::Moat),
+            ratio(&par, Kind::Moat)
+        ),
+        metrics: vec![seq, par, cpu],
+    })
+}
+
+// ---------------------------------------------------------------- idle sockets
+
+fn idle_sockets(run: &Run) -> anyhow::Result<Workload> {
+    let count = run.scale(10_000, 2_000);
+    let mut per_socket = MetricBuilder::new("server memory per idle socket", "B", Better::Lower);
+    for _ in 0..run.rounds.min(3) {
+        for kind in Kind::ALL {
+            let server = Server::start(&run.setup, kind, Mode::Hold, false)?;
+            // Settle: one connection first, so lazily made state is counted out.
+            let warm = std::net::TcpStream::connect(server.addr)?;
+            wait_for(|| server.fd_count() > 0, "server up")?;
+            let fds0 = server.fd_count();
+            std::thread::sleep(Duration::from_millis(200));
+            let (rss0, _) = server.rss_kib();
+            let held = client(false, async {
+                let mut held = Vec::with_capacity(count);
+                for _ in 0..count {
+                    held.push(TcpStream::connect(server.addr).await?);
+                }
+                Ok(held)
+            })?;
+            wait_for(
+                || server.fd_count() >= fds0 + count,
+                "server accepted them all",
+            )?;
+            std::thread::sleep(Duration::from_millis(200));
+            let (rss1, _) = server.rss_kib();
+            per_socket.add(
+                kind,
+                (rss1.saturating_sub(rss0) * 1024) as f64 / count as f64,
+            );
+            drop(held);
+            drop(warm);
+        }
+    }
+    let per_socket = per_socket.build();
+    let moat = median(&per_socket, Kind::Moat);
+    Ok(Workload {
+        name: "idle_sockets".into(),
+        what: format!(
+            "{count} idle connections accepted and held by one server (growth of VmRSS / count)"
+        ),
+        goal: "≤ 1 KiB of host memory per socket".into(),
+        met: Some(moat <= 1024.0),
+        verdict: format!("moat {moat:.0} B per idle socket"),
+        metrics: vec![per_socket],
+    })
+}
+
+fn wait_for(mut condition: impl FnMut() -> bool, what: &str) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !condition() {
+        if Instant::now() > deadline {
+            bail!("timed out waiting: {what}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------- large writes
+
+/// Reads everything from `addr`, slowly: 16 KiB at a time with a pause,
+/// so the server's writes keep meeting a full socket (seed 000's case).
+fn slow_read_all(addr: std::net::SocketAddr) -> anyhow::Result<usize> {
+    let mut stream = std::net::TcpStream::connect(addr)?;
+    let mut buf = vec![0u8; 16 * 1024];
+    let mut got = 0;
+    loop {
+        match stream.read(&mut buf)? {
+            0 => return Ok(got),
+            n => got += n,
+        }
+        std::thread::sleep(Duration::from_micros(100));
+    }
+}
+
+fn large_write(run: &Run) -> anyhow::Result<Workload> {
+    let sizes: Vec<usize> = if run.quick {
+        vec![8, 16, 32]
+    } else {
+        vec![16, 32, 64]
+    };
+    let mut metrics: Vec<MetricBuilder> = sizes
+        .iter()
+        .map(|mib| {
+            MetricBuilder::new(
+                &format!("server CPU, one {mib} MiB write"),
+                "ms",
+                Better::Lower,
+            )
+        })
+        .collect();
+    let mut doubling = MetricBuilder::new("CPU growth per doubling", "×", Better::Lower);
+    for _ in 0..run.rounds {
+        for kind in Kind::ALL {
+            let mut cpu = Vec::new();
+            for (i, mib) in sizes.iter().enumerate() {
+                let bytes = mib << 20;
+                let server = Server::start(&run.setup, kind, Mode::WriteOnce(bytes), false)?;
+                let cpu0 = server.cpu_ns();
+                let got = slow_read_all(server.addr)?;
+                if got != bytes {
+                    bail!("{}: read {got} of {bytes} bytes", kind.label());
+                }
+                let used = (server.cpu_ns() - cpu0) as f64 / 1e6;
+                metrics[i].add(kind, used);
+                cpu.push(used);
+            }
+            let growth = cpu.windows(2).map(|w| w[1] / w[0]).sum::<f64>() / (cpu.len() - 1) as f64;
+            doubling.add(kind, growth);
+        }
+    }
+    let doubling = doubling.build();
+    let moat = median(&doubling, Kind::Moat);
+    let mut all: Vec<_> = metrics.into_iter().map(MetricBuilder::build).collect();
+    all.insert(0, doubling);
+    Ok(Workload {
+        name: "large_write".into(),
+        what: format!(
+            "the server writes one buffer of {sizes:?} MiB to a client reading 16 KiB at a time"
+        ),
+        goal: "server CPU per doubling ≤ 2.2× (seed 000's bug: 4.2×)".into(),
+        met: Some(moat <= 2.2),
+        verdict: format!("moat ×{moat:.2} CPU per doubling"),
+        metrics: all,
+    })
+}
+
+// ---------------------------------------------------------------- busy guests
+
+/// Connects, and returns (time to the first byte, time to the last) in ms.
+fn timed_read(addr: std::net::SocketAddr, expected: usize) -> anyhow::Result<(f64, f64)> {
+    let start = Instant::now();
+    let mut stream = std::net::TcpStream::connect(addr)?;
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut got = 0;
+    let mut first = None;
+    while got < expected {
+        let n = stream.read(&mut buf)?;
+        if n == 0 {
+            bail!("closed after {got} of {expected} bytes");
+        }
+        first.get_or_insert_with(|| start.elapsed());
+        got += n;
+    }
+    let last = start.elapsed();
+    Ok((
+        first.context("no bytes")?.as_secs_f64() * 1e3,
+        last.as_secs_f64() * 1e3,
+    ))
+}
+
+fn busy_guest(run: &Run) -> anyhow::Result<Workload> {
+    let mode = Mode::Busy {
+        bytes: 16,
+        ms: 500,
+        sndbuf: 0,
+    };
+    let servers = started(run, mode, false)?;
+    let mut first = MetricBuilder::new("first byte at the client", "ms", Better::Lower);
+    for _ in 0..run.rounds {
+        for (kind, server) in &servers {
+            let (t, _) = timed_read(server.addr, 16)?;
+            first.add(*kind, t);
+            // Let the computation end before the next client.
+            std::thread::sleep(Duration::from_millis(550));
+        }
+    }
+    let first = first.build();
+    let moat = median(&first, Kind::Moat);
+    Ok(Workload {
+        name: "busy_guest".into(),
+        what: "the server writes a 16-byte response, then computes for 500 ms".into(),
+        goal: "first byte < 5 ms (seed 003's bug: 502 ms)".into(),
+        met: Some(moat < 5.0),
+        verdict: format!("moat first byte after {moat:.2} ms"),
+        metrics: vec![first],
+    })
+}
+
+fn busy_guest_large(run: &Run) -> anyhow::Result<Workload> {
+    const BYTES: usize = 8 << 20;
+    let mode = Mode::Busy {
+        bytes: BYTES,
+        ms: 500,
+        sndbuf: 64 * 1024,
+    };
+    let servers = started(run, mode, false)?;
+    let mut all = MetricBuilder::new("all 8 MiB at the client", "ms", Better::Lower);
+    for _ in 0..run.rounds {
+        for (kind, server) in &servers {
+            let (_, t) = timed_read(server.addr, BYTES)?;
+            all.add(*kind, t);
+            std::thread::sleep(Duration::from_millis(600));
+        }
+    }
+    let all = all.build();
+    let moat = median(&all, Kind::Moat);
+    Ok(Workload {
+        name: "busy_guest_large".into(),
+        what: "the server writes 8 MiB with a 64 KiB SO_SNDBUF, then computes for 500 ms".into(),
+        goal: "all 8 MiB well before the computation ends (< 250 ms; prototypes: 505 ms direct, 99 ms writer task)".into(),
+        met: Some(moat < 250.0),
+        verdict: format!("moat delivers all 8 MiB in {moat:.0} ms"),
+        metrics: vec![all],
+    })
+}
+
+// ---------------------------------------------------------------- burst RSS
+
+fn rss_after_burst(run: &Run) -> anyhow::Result<Workload> {
+    const CLIENTS: usize = 16;
+    let bytes = run.scale(32, 8) << 20;
+    let mut growth = MetricBuilder::new("RSS after the burst, minus before", "MiB", Better::Lower);
+    let mut peak = MetricBuilder::new("peak RSS", "MiB", Better::Lower);
+    for _ in 0..run.rounds.min(3) {
+        for kind in Kind::ALL {
+            let server = Server::start(&run.setup, kind, Mode::Stream(bytes), false)?;
+            std::thread::sleep(Duration::from_millis(300));
+            let (before, _) = server.rss_kib();
+            let addr = server.addr;
+            let readers: Vec<_> = (0..CLIENTS)
+                .map(|_| std::thread::spawn(move || timed_read(addr, bytes)))
+                .collect();
+            for r in readers {
+                r.join().map_err(|_| anyhow::anyhow!("reader panicked"))??;
+            }
+            std::thread::sleep(Duration::from_secs(2));
+            let (after, hwm) = server.rss_kib();
+            growth.add(kind, (after as f64 - before as f64) / 1024.0);
+            peak.add(kind, hwm as f64 / 1024.0);
+        }
+    }
+    let (growth, peak) = (growth.build(), peak.build());
+    let moat = median(&growth, Kind::Moat);
+    Ok(Workload {
+        name: "rss_after_burst".into(),
+        what: format!(
+            "{CLIENTS} connections at once each read {} MiB (written in 64 KiB chunks), then 2 s idle",
+            bytes >> 20
+        ),
+        goal: "RSS back within 2 MiB of before (seed 002)".into(),
+        met: Some(moat <= 2.0),
+        verdict: format!("moat keeps {moat:.2} MiB after the burst"),
+        metrics: vec![growth, peak],
+    })
+}
+
+// ---------------------------------------------------------------- cold start
+
+fn cold_start(run: &Run) -> anyhow::Result<Workload> {
+    let moat = run.setup.moat.to_string_lossy().into_owned();
+    let cache = run.setup.cache.join("cold-start");
+    let cache_flag = format!("--cache-dir={}", cache.display());
+    let mut first = MetricBuilder::new("first run (compiles)", "ms", Better::Lower);
+    let mut cached = MetricBuilder::new("cached run", "ms", Better::Lower);
+    let mut rss = MetricBuilder::new("peak RSS, cached run", "MiB", Better::Lower);
+    let exe = &run.setup.exe;
+    for _ in 0..run.rounds.max(5) {
+        let cost = command_cost(exe, &[&moat, "run", "--no-cache", moat_guests::HELLO])?;
+        first.add(Kind::Moat, cost.wall_ms);
+        let _ = std::fs::remove_dir_all(&cache);
+        command_cost(exe, &[&moat, "run", &cache_flag, moat_guests::HELLO])?;
+        let cost = command_cost(exe, &[&moat, "run", &cache_flag, moat_guests::HELLO])?;
+        cached.add(Kind::Moat, cost.wall_ms);
+        rss.add(Kind::Moat, cost.max_rss_kib as f64 / 1024.0);
+    }
+    let (first, cached, rss) = (first.build(), cached.build(), rss.build());
+    let (f, c) = (median(&first, Kind::Moat), median(&cached, Kind::Moat));
+    // wasmtime 48's CLI on this machine, measured for the issue: 65 ms
+    // with its cache off, 6 to 7 ms warm, 21 MiB peak RSS.
+    let met = c <= 0.15 * f && f <= 65.0 && c <= 7.0;
+    Ok(Workload {
+        name: "cold_start".into(),
+        what: "`moat run` of a hello guest: compiling, then from the cache (moat only; wasmtime 48 CLI reference: 65 ms uncached, 6-7 ms warm, 21 MiB)".into(),
+        goal: "cached ≤ 0.15× first; both no slower than wasmtime's CLI".into(),
+        met: Some(met),
+        verdict: format!("first {f:.1} ms, cached {c:.1} ms ({:.2}× first)", c / f),
+        metrics: vec![first, cached, rss],
+    })
+}
