@@ -74,6 +74,7 @@ fn harness(args: &[String]) -> anyhow::Result<()> {
         cache: out.join("cache"),
     };
     raise_fd_limit();
+    measure::num_cpus(); // counted before any pinning
     let run = Run {
         setup,
         quick,

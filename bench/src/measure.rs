@@ -58,9 +58,26 @@ pub fn pin_current_thread(cpu: Option<usize>) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// CPUs on this machine.
+/// CPUs on this machine: counted once, before any pinning (afterwards
+/// `available_parallelism` would report the pinned thread's single CPU).
 pub fn num_cpus() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
+    static CPUS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CPUS.get_or_init(|| {
+        std::fs::read_to_string("/sys/devices/system/cpu/online")
+            .ok()
+            .and_then(|s| {
+                s.trim()
+                    .split(',')
+                    .map(|range| match range.split_once('-') {
+                        Some((a, b)) => {
+                            Some(b.parse::<usize>().ok()? - a.parse::<usize>().ok()? + 1)
+                        }
+                        None => range.parse::<usize>().ok().map(|_| 1),
+                    })
+                    .sum::<Option<usize>>()
+            })
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+    })
 }
 
 /// What `measure` reports for one command.

@@ -16,7 +16,12 @@ pub(crate) const READ_CHUNK: usize = 64 * 1024;
 /// Reads are cancel-safe: a read that is dropped while the host is filling
 /// it gives its bytes back here (they come first on the next read), so
 /// racing a read against a timer loses nothing.
-pub(crate) struct Incoming<E: 'static> {
+///
+/// Until the stream is opened it is one null pointer: an idle socket that
+/// was never read costs the guest nothing more.
+pub(crate) struct Incoming<E: 'static>(Option<Box<State<E>>>);
+
+struct State<E: 'static> {
     stream: Option<StreamReader<u8>>,
     outcome: Option<FutureReader<Result<(), E>>>,
     rescued: Rescued,
@@ -34,23 +39,22 @@ struct Rescued {
 impl<E: Clone + 'static> Incoming<E> {
     /// A reader that will open its stream on the first read.
     pub(crate) fn new() -> Incoming<E> {
-        Incoming {
-            stream: None,
-            outcome: None,
-            rescued: Rescued::default(),
-            ended: None,
-        }
+        Incoming(None)
     }
 
     /// Whether the stream has been opened.
     pub(crate) fn is_open(&self) -> bool {
-        self.stream.is_some() || self.ended.is_some()
+        self.0.is_some()
     }
 
     /// Opens the stream with what the host returned.
     pub(crate) fn open(&mut self, stream: StreamReader<u8>, outcome: FutureReader<Result<(), E>>) {
-        self.stream = Some(stream);
-        self.outcome = Some(outcome);
+        self.0 = Some(Box::new(State {
+            stream: Some(stream),
+            outcome: Some(outcome),
+            rescued: Rescued::default(),
+            ended: None,
+        }));
     }
 
     /// Reads into `buf`: the number of bytes, 0 at end of stream.
@@ -58,7 +62,7 @@ impl<E: Clone + 'static> Incoming<E> {
         if buf.is_empty() {
             return Ok(0);
         }
-        if let Some(n) = self.rescued.take_into(buf) {
+        if let Some(n) = self.0.as_mut().and_then(|s| s.rescued.take_into(buf)) {
             return Ok(n);
         }
         let mut chunk = Vec::with_capacity(buf.len().min(READ_CHUNK));
@@ -70,17 +74,20 @@ impl<E: Clone + 'static> Incoming<E> {
     /// Appends to `buf`, into its spare capacity (reserving [`READ_CHUNK`]
     /// if it has none), with no copy: the host writes straight into it.
     pub(crate) async fn read_buf(&mut self, buf: &mut Vec<u8>) -> Result<usize, E> {
-        if let Some(n) = self.rescued.take_into_vec(buf) {
+        let Some(state) = self.0.as_deref_mut() else {
+            return Ok(0);
+        };
+        if let Some(n) = state.rescued.take_into_vec(buf) {
             return Ok(n);
         }
         if buf.capacity() == buf.len() {
             buf.reserve(READ_CHUNK);
         }
         loop {
-            if let Some(end) = &self.ended {
+            if let Some(end) = &state.ended {
                 return end.clone().map(|()| 0);
             }
-            let Some(stream) = self.stream.as_mut() else {
+            let Some(stream) = state.stream.as_mut() else {
                 return Ok(0);
             };
             let start = buf.len();
@@ -88,19 +95,19 @@ impl<E: Clone + 'static> Incoming<E> {
                 op: Some(Box::pin(stream.read(std::mem::take(buf)))),
                 out: &mut *buf,
                 start,
-                rescued: &mut self.rescued,
+                rescued: &mut state.rescued,
             };
             match read.await {
                 StreamResult::Complete(0) | StreamResult::Cancelled => continue,
                 StreamResult::Complete(n) => return Ok(n),
                 StreamResult::Dropped => {
                     let n = buf.len() - start;
-                    self.stream = None;
-                    let end = match self.outcome.take() {
+                    state.stream = None;
+                    let end = match state.outcome.take() {
                         Some(outcome) => outcome.await,
                         None => Ok(()),
                     };
-                    self.ended = Some(end.clone());
+                    state.ended = Some(end.clone());
                     // Bytes that came with the end are still data.
                     return if n > 0 { Ok(n) } else { end.map(|()| 0) };
                 }

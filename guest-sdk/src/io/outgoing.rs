@@ -4,7 +4,11 @@ use wit_bindgen::{FutureReader, StreamWriter};
 
 /// The writing end of a byte stream to the host, with the future that tells
 /// how sending ended (`Ok` once everything was delivered, or an error `E`).
-pub(crate) struct Outgoing<E: 'static> {
+///
+/// Until the stream is opened it is one null pointer.
+pub(crate) struct Outgoing<E: 'static>(Option<Box<State<E>>>);
+
+struct State<E: 'static> {
     stream: Option<StreamWriter<u8>>,
     outcome: Option<FutureReader<Result<(), E>>>,
     /// `Some` once sending has ended: how it ended.
@@ -22,66 +26,75 @@ pub(crate) enum WriteError<E> {
 impl<E: Clone + 'static> Outgoing<E> {
     /// A writer that will open its stream on the first write.
     pub(crate) fn new() -> Outgoing<E> {
-        Outgoing {
-            stream: None,
-            outcome: None,
-            ended: None,
-        }
+        Outgoing(None)
     }
 
     /// Whether the stream is open (or has ended).
     pub(crate) fn is_open(&self) -> bool {
-        self.stream.is_some() || self.ended.is_some()
+        self.0.is_some()
     }
 
     /// Opens the stream with what the host returned.
     pub(crate) fn open(&mut self, stream: StreamWriter<u8>, outcome: FutureReader<Result<(), E>>) {
-        self.stream = Some(stream);
-        self.outcome = Some(outcome);
+        self.0 = Some(Box::new(State {
+            stream: Some(stream),
+            outcome: Some(outcome),
+            ended: None,
+        }));
     }
 
     /// Writes all of `data`, handing the buffer to the host without a copy;
     /// returns it emptied (capacity kept) for reuse.
     pub(crate) async fn write_all(&mut self, data: Vec<u8>) -> Result<Vec<u8>, WriteError<E>> {
-        let Some(stream) = self.stream.as_mut() else {
-            return Err(self.ended_error());
+        let Some(state) = self.0.as_deref_mut() else {
+            return Err(WriteError::Ended);
+        };
+        let Some(stream) = state.stream.as_mut() else {
+            return Err(state.ended_error());
         };
         let mut rest = stream.write_all(data).await;
         if rest.is_empty() {
             return Ok(rest);
         }
         // The host dropped the stream: its outcome says why.
-        self.stream = None;
-        let end = match self.outcome.take() {
+        state.stream = None;
+        let end = match state.outcome.take() {
             Some(outcome) => outcome.await,
             None => Ok(()),
         };
-        self.ended = Some(end);
+        state.ended = Some(end);
         rest.clear();
-        Err(self.ended_error())
+        Err(state.ended_error())
     }
 
     /// Ends the stream and waits for the host to deliver what it holds.
     pub(crate) async fn close(&mut self) -> Result<(), E> {
-        if let Some(end) = &self.ended {
+        let Some(state) = self.0.as_deref_mut() else {
+            return Ok(());
+        };
+        if let Some(end) = &state.ended {
             return end.clone();
         }
-        drop(self.stream.take());
-        let end = match self.outcome.take() {
+        drop(state.stream.take());
+        let end = match state.outcome.take() {
             Some(outcome) => outcome.await,
             None => Ok(()),
         };
-        self.ended = Some(end.clone());
+        state.ended = Some(end.clone());
         end
     }
 
     /// Records that sending ended outside this writer (a shutdown call).
     pub(crate) fn mark_ended(&mut self, end: Result<(), E>) {
-        self.stream = None;
-        self.outcome = None;
-        self.ended = Some(end);
+        self.0 = Some(Box::new(State {
+            stream: None,
+            outcome: None,
+            ended: Some(end),
+        }));
     }
+}
 
+impl<E: Clone + 'static> State<E> {
     fn ended_error(&self) -> WriteError<E> {
         match &self.ended {
             Some(Err(e)) => WriteError::Failed(e.clone()),

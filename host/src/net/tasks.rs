@@ -14,21 +14,32 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-/// Spawns and tracks the host tasks of one run.
+/// Spawns and tracks the host tasks of one run. Every socket holds one
+/// (a pointer: cloning it is one reference count).
 #[derive(Clone)]
-pub(crate) struct Tasks {
+pub(crate) struct Tasks(Arc<TasksInner>);
+
+pub(crate) struct TasksInner {
     tracker: TaskTracker,
     stop: CancellationToken,
     pending: Arc<PendingWrites>,
 }
 
+impl std::ops::Deref for Tasks {
+    type Target = TasksInner;
+
+    fn deref(&self) -> &TasksInner {
+        &self.0
+    }
+}
+
 impl Tasks {
     pub(crate) fn new(pending: Arc<PendingWrites>) -> Tasks {
-        Tasks {
+        Tasks(Arc::new(TasksInner {
             tracker: TaskTracker::new(),
             stop: CancellationToken::new(),
             pending,
-        }
+        }))
     }
 
     /// Spawns `task` on the current tokio runtime; it ends early if the run

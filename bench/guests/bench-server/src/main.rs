@@ -56,14 +56,18 @@ async fn write_once(mut conn: TcpStream, bytes: usize) -> Result<(), Error> {
     conn.shutdown().await
 }
 
-/// Writes `bytes` in 64 KiB chunks, as a server streaming a file would.
+/// Writes `bytes` in 64 KiB chunks, as a server streaming a file would:
+/// one buffer per connection, refilled from a shared chunk and handed to
+/// the host without a copy.
 async fn stream(mut conn: TcpStream, bytes: usize) -> Result<(), Error> {
     const CHUNK: usize = 64 * 1024;
-    let chunk = pattern(CHUNK);
+    static SOURCE: std::sync::LazyLock<Vec<u8>> = std::sync::LazyLock::new(|| pattern(CHUNK));
+    let mut buf = Vec::with_capacity(CHUNK);
     let mut sent = 0;
     while sent < bytes {
         let n = CHUNK.min(bytes - sent);
-        conn.write_all(&chunk[..n]).await?;
+        buf.extend_from_slice(&SOURCE[..n]);
+        buf = conn.write_all_owned(buf).await?;
         sent += n;
     }
     conn.shutdown().await

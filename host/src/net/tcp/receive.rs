@@ -28,6 +28,9 @@ pub(super) struct ReceiveState {
 pub struct Reader {
     core: Weak<Core>,
     outcome: Option<oneshot::Sender<Result<(), NetError>>>,
+    /// How the read side ended, once it has: kept here too, so that a read
+    /// takes no lock.
+    ended: Option<Result<(), NetError>>,
 }
 
 impl TcpConn {
@@ -49,13 +52,18 @@ impl TcpConn {
         }
         state.receive.open = true;
         let (tx, rx) = oneshot::channel();
-        Ok((
-            Reader {
-                core: Arc::downgrade(&self.core),
-                outcome: Some(tx),
-            },
-            Outcome(rx),
-        ))
+        let mut reader = Reader {
+            core: Arc::downgrade(&self.core),
+            outcome: Some(tx),
+            ended: state.receive.ended.clone(),
+        };
+        if let Some(end) = reader.ended.clone() {
+            // Report the same end at once.
+            if let Some(tx) = reader.outcome.take() {
+                let _ = tx.send(end);
+            }
+        }
+        Ok((reader, Outcome(rx)))
     }
 }
 
@@ -114,8 +122,7 @@ impl Reader {
         if core.is_closed() {
             return Some(Ok(0));
         }
-        let state = core.state();
-        state.receive.ended.clone().map(|end| end.map(|()| 0))
+        self.ended.clone().map(|end| end.map(|()| 0))
     }
 
     /// Records the end of the read side and reports it to the outcome.
@@ -125,6 +132,7 @@ impl Reader {
             Err(e) => tracing::debug!(target: "moat::net", error = %e, "tcp receive failed"),
         }
         core.state().receive.ended = Some(end.clone());
+        self.ended = Some(end.clone());
         if let Some(tx) = self.outcome.take() {
             let _ = tx.send(end.clone());
         }
