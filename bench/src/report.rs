@@ -229,20 +229,26 @@ pub fn chart(report: &Report, path: &Path) -> anyhow::Result<()> {
         )
         .margin(10)
         .x_label_area_size(30)
-        .y_label_area_size(330)
+        .y_label_area_size(340)
         .build_cartesian_2d(0.0..max, 0.0..rows.len() as f64)?;
     chart
         .configure_mesh()
         .disable_y_mesh()
-        .y_labels(rows.len())
-        .y_label_formatter(&|y| {
-            let i = (*y - 0.5).round() as usize;
-            rows.get(rows.len().wrapping_sub(1).wrapping_sub(i))
-                .map(|r| r.0.clone())
-                .unwrap_or_default()
-        })
+        .y_labels(0)
         .x_desc("ratio to native")
         .draw()?;
+    // One label per row, centred on its pair of bars.
+    let label_style = TextStyle::from(("sans-serif", 13).into_font()).pos(
+        plotters::style::text_anchor::Pos::new(
+            plotters::style::text_anchor::HPos::Right,
+            plotters::style::text_anchor::VPos::Center,
+        ),
+    );
+    for (i, (label, _, _)) in rows.iter().enumerate() {
+        let y = (rows.len() - 1 - i) as f64 + 0.5;
+        let (_, py) = chart.backend_coord(&(0.0, y));
+        root.draw(&Text::new(label.clone(), (335, py), label_style.clone()))?;
+    }
     let n = rows.len();
     for (i, (_, moat, wasi)) in rows.iter().enumerate() {
         let y = (n - 1 - i) as f64;
