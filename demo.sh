@@ -15,8 +15,8 @@ rustup toolchain install >/dev/null 2>&1 || rustup target add wasm32-wasip2
 step "Build moat, the embedding example and the example guests"
 show cargo build -p moat-host -p embed
 cargo build -q -p moat-host -p embed
-show cargo build --release --target wasm32-wasip2 -p echo-server -p ncat
-cargo build -q --release --target wasm32-wasip2 -p echo-server -p ncat
+show cargo build --release --target wasm32-wasip2 -p echo-server -p ncat -p udp-echo
+cargo build -q --release --target wasm32-wasip2 -p echo-server -p ncat -p udp-echo
 
 MOAT=target/debug/moat
 GUESTS=target/wasm32-wasip2/release
@@ -53,6 +53,17 @@ show "$MOAT run --allow-net=localhost:$PORT $GUESTS/ncat.wasm 127.0.0.1 $PORT </
 step "Numeric tricks are refused, not resolved: 127.1 is not 127.0.0.1"
 show "$MOAT run --allow-net=localhost $GUESTS/ncat.wasm 127.1 $PORT </dev/null"
 "$MOAT" run --allow-net=localhost "$GUESTS/ncat.wasm" 127.1 "$PORT" </dev/null && exit 1 || echo "(exit status $?)"
+
+step "UDP: an echo guest needs both grants (listen for its port, net for the senders it answers)"
+UDP_LOG=$(mktemp)
+show "$MOAT run --allow-listen=127.0.0.1:0 --allow-net=127.0.0.1 $GUESTS/udp-echo.wasm 127.0.0.1:0 &"
+"$MOAT" run --allow-listen=127.0.0.1:0 --allow-net=127.0.0.1 "$GUESTS/udp-echo.wasm" 127.0.0.1:0 >"$UDP_LOG" 2>&1 &
+UDP_SERVER=$!
+for _ in $(seq 1 600); do grep -q '^listening on ' "$UDP_LOG" && break; sleep 0.05; done
+UDP_PORT=$(sed -n 's/^listening on .*://p' "$UDP_LOG" | head -n1)
+show "printf 'one\ntwo\n' | $MOAT run --allow-listen=0.0.0.0:0 --allow-net=127.0.0.1:$UDP_PORT $GUESTS/ncat.wasm -u 127.0.0.1 $UDP_PORT"
+printf 'one\ntwo\n' | "$MOAT" run --allow-listen=0.0.0.0:0 --allow-net="127.0.0.1:$UDP_PORT" "$GUESTS/ncat.wasm" -u 127.0.0.1 "$UDP_PORT"
+kill "$UDP_SERVER" 2>/dev/null; rm -f "$UDP_LOG"
 
 step "Socket events, for the curious (RUST_LOG=moat::net=debug)"
 show "printf 'traced\n' | RUST_LOG=moat::net=debug $MOAT run --allow-net=127.0.0.1:$PORT $GUESTS/ncat.wasm 127.0.0.1 $PORT"

@@ -14,6 +14,7 @@ const TARGET: &str = "wasm32-wasip2";
 const GUESTS: &[(&str, &str, &str)] = &[
     ("ECHO_SERVER", "echo-server", "examples/echo-server"),
     ("NCAT", "ncat", "examples/ncat"),
+    ("UDP_ECHO", "udp-echo", "examples/udp-echo"),
     ("PROBE", "probe", "tests/guests/probe"),
     ("STD_NET", "std-net", "tests/guests/std-net"),
     ("BENCH_SERVER", "bench-server", "bench/guests/bench-server"),

@@ -17,6 +17,11 @@ pub fn serve(args: &[String]) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
+    match mode.as_str() {
+        "udp-echo" => return runtime.block_on(udp_echo(arg(1))),
+        "udp-send" => return runtime.block_on(udp_send(arg(1), num(2), num(3) as usize)),
+        _ => {}
+    }
     runtime.block_on(async move {
         let listener = TcpListener::bind(arg(1)).await.context("bind")?;
         println!("listening on {}", listener.local_addr()?);
@@ -92,4 +97,30 @@ async fn busy(mut conn: TcpStream, bytes: usize, ms: u64, sndbuf: u32) {
         spins = std::hint::black_box(spins.wrapping_add(1));
     }
     let _ = conn.shutdown().await;
+}
+
+async fn udp_echo(addr: &str) -> anyhow::Result<()> {
+    let socket = tokio::net::UdpSocket::bind(addr).await?;
+    println!("listening on {}", socket.local_addr()?);
+    std::io::stdout().flush()?;
+    let mut buf = vec![0u8; 65_536];
+    loop {
+        let (n, from) = socket.recv_from(&mut buf).await?;
+        socket.send_to(&buf[..n], from).await?;
+    }
+}
+
+async fn udp_send(addr: &str, count: u64, size: usize) -> anyhow::Result<()> {
+    let socket = tokio::net::UdpSocket::bind(addr).await?;
+    println!("listening on {}", socket.local_addr()?);
+    std::io::stdout().flush()?;
+    let payload = pattern(size);
+    let mut buf = [0u8; 64];
+    loop {
+        let (_, to) = socket.recv_from(&mut buf).await?;
+        for _ in 0..count {
+            socket.send_to(&payload, to).await?;
+        }
+        socket.send_to(b"done", to).await?;
+    }
 }

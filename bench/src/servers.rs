@@ -48,6 +48,11 @@ pub enum Mode {
     WriteOnce(usize),
     /// Write this many bytes in 64 KiB chunks, then close.
     Stream(usize),
+    /// Echo datagrams to their senders.
+    UdpEcho,
+    /// On a "go" datagram, send `count` datagrams of `size` bytes back,
+    /// then "done".
+    UdpSend { count: usize, size: usize },
     /// Write `bytes` (with SO_SNDBUF `sndbuf` if non-zero), compute `ms`
     /// without yielding, then close.
     Busy {
@@ -64,6 +69,10 @@ impl Mode {
             Mode::Hold => vec!["hold".into()],
             Mode::WriteOnce(bytes) => vec!["write-once".into(), bytes.to_string()],
             Mode::Stream(bytes) => vec!["stream".into(), bytes.to_string()],
+            Mode::UdpEcho => vec!["udp-echo".into()],
+            Mode::UdpSend { count, size } => {
+                vec!["udp-send".into(), count.to_string(), size.to_string()]
+            }
             Mode::Busy { bytes, ms, sndbuf } => vec![
                 "busy".into(),
                 bytes.to_string(),
@@ -118,10 +127,14 @@ impl Server {
                     .arg(&setup.moat)
                     .arg("run")
                     .arg(format!("--cache-dir={}", setup.cache.display()))
-                    .arg("--allow-listen=127.0.0.1:0");
+                    .arg("--allow-listen=127.0.0.1:0")
+                    .arg("--allow-net=127.0.0.1");
                 match mode {
                     Mode::Echo => {
                         command.arg(moat_guests::ECHO_SERVER).arg(&listen);
+                    }
+                    Mode::UdpEcho => {
+                        command.arg(moat_guests::UDP_ECHO).arg(&listen);
                     }
                     _ => {
                         // bench-server takes MODE ADDR ARGS...

@@ -35,6 +35,7 @@ pub fn serve(args: &[String]) -> anyhow::Result<()> {
         .args(&argv)
         .inherit_network()
         .allow_tcp(true)
+        .allow_udp(true)
         .allow_ip_name_lookup(true)
         .build();
     let mut store = Store::new(

@@ -36,6 +36,8 @@ pub const ALL: &[&str] = &[
     "busy_guest_large",
     "rss_after_burst",
     "cold_start",
+    "udp_echo",
+    "udp_send",
 ];
 
 pub fn run(name: &str, run: &Run) -> anyhow::Result<Workload> {
@@ -49,6 +51,8 @@ pub fn run(name: &str, run: &Run) -> anyhow::Result<Workload> {
         "busy_guest_large" => busy_guest_large(run),
         "rss_after_burst" => rss_after_burst(run),
         "cold_start" => cold_start(run),
+        "udp_echo" => udp_echo(run),
+        "udp_send" => udp_send(run),
         other => bail!("unknown workload {other}; known: {}", ALL.join(", ")),
     }
 }
@@ -553,5 +557,100 @@ fn cold_start(run: &Run) -> anyhow::Result<Workload> {
         met: Some(met),
         verdict: format!("first {f:.1} ms, cached {c:.1} ms ({:.2}× first)", c / f),
         metrics: vec![first, cached, rss],
+    })
+}
+
+// ---------------------------------------------------------------- UDP
+
+fn udp_echo(run: &Run) -> anyhow::Result<Workload> {
+    let trips = run.scale(10_000, 3_000);
+    let servers = started(run, Mode::UdpEcho, true)?;
+    let mut p50 = MetricBuilder::new("round trip p50", "µs", Better::Lower);
+    let mut p99 = MetricBuilder::new("round trip p99", "µs", Better::Lower);
+    let mut cpu = MetricBuilder::new("server CPU per round trip", "µs", Better::Lower);
+    for _ in 0..run.rounds {
+        for (kind, server) in &servers {
+            let cpu0 = server.cpu_ns();
+            let mut times = client(true, async {
+                let socket = tokio::net::UdpSocket::bind("127.0.0.1:0").await?;
+                socket.connect(server.addr).await?;
+                let payload = [3u8; 64];
+                let mut buf = [0u8; 128];
+                let mut times = Vec::with_capacity(trips);
+                for _ in 0..trips {
+                    let t = Instant::now();
+                    socket.send(&payload).await?;
+                    let n = tokio::time::timeout(Duration::from_secs(5), socket.recv(&mut buf))
+                        .await
+                        .context("no echo within 5 s")??;
+                    if n != payload.len() {
+                        bail!("echoed {n} of 64 bytes");
+                    }
+                    times.push(t.elapsed().as_secs_f64() * 1e6);
+                }
+                Ok(times)
+            })?;
+            cpu.add(*kind, (server.cpu_ns() - cpu0) as f64 / trips as f64 / 1e3);
+            times.sort_by(f64::total_cmp);
+            p50.add(*kind, times[times.len() / 2]);
+            p99.add(*kind, times[times.len() * 99 / 100]);
+        }
+    }
+    let (p50, p99, cpu) = (p50.build(), p99.build(), cpu.build());
+    let met = ratio(&p50, Kind::Moat) <= 1.3
+        && median(&p50, Kind::Moat) < median(&p50, Kind::WasmtimeWasi);
+    Ok(Workload {
+        name: "udp_echo".into(),
+        what: format!(
+            "{trips} round trips of a 64-byte datagram; client and server pinned to CPU 0"
+        ),
+        goal: "p50 ≤ 1.3× native; ahead of wasmtime-wasi".into(),
+        met: Some(met),
+        verdict: format!("moat p50 {:.2}× native", ratio(&p50, Kind::Moat)),
+        metrics: vec![p50, p99, cpu],
+    })
+}
+
+fn udp_send(run: &Run) -> anyhow::Result<Workload> {
+    const SIZE: usize = 512;
+    let count = run.scale(50_000, 20_000);
+    let servers = started(run, Mode::UdpSend { count, size: SIZE }, false)?;
+    let mut cpu = MetricBuilder::new("sender CPU per datagram", "µs", Better::Lower);
+    let mut delivered =
+        MetricBuilder::new("datagrams received by the harness", "%", Better::Higher);
+    for _ in 0..run.rounds {
+        for (kind, server) in &servers {
+            let socket = std::net::UdpSocket::bind("127.0.0.1:0")?;
+            // A deep queue, so the harness drops as little as it can.
+            let _ = socket2::SockRef::from(&socket).set_recv_buffer_size(8 << 20);
+            socket.set_read_timeout(Some(Duration::from_secs(3)))?;
+            let cpu0 = server.cpu_ns();
+            socket.send_to(b"go", server.addr)?;
+            let mut buf = [0u8; 1024];
+            let mut got = 0usize;
+            loop {
+                match socket.recv_from(&mut buf) {
+                    Ok((4, _)) if &buf[..4] == b"done" => break,
+                    Ok(_) => got += 1,
+                    Err(_) => break, // 3 s of silence: "done" was dropped
+                }
+            }
+            cpu.add(*kind, (server.cpu_ns() - cpu0) as f64 / count as f64 / 1e3);
+            delivered.add(*kind, got as f64 * 100.0 / count as f64);
+        }
+    }
+    let (cpu, delivered) = (cpu.build(), delivered.build());
+    let met = ratio(&cpu, Kind::Moat) <= 1.5
+        && median(&cpu, Kind::Moat) < median(&cpu, Kind::WasmtimeWasi);
+    Ok(Workload {
+        name: "udp_send".into(),
+        what: format!("the server sends {count} datagrams of {SIZE} B, one send each"),
+        goal: "sender CPU ≤ 1.5× native; ahead of wasmtime-wasi".into(),
+        met: Some(met),
+        verdict: format!(
+            "moat {:.2}× native sender CPU per datagram",
+            ratio(&cpu, Kind::Moat)
+        ),
+        metrics: vec![cpu, delivered],
     })
 }

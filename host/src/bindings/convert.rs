@@ -67,6 +67,21 @@ impl From<SocketAddr> for SocketAddress {
     }
 }
 
+impl From<IpAddress> for IpAddr {
+    fn from(ip: IpAddress) -> IpAddr {
+        match ip {
+            IpAddress::Ipv4((a, b, c, d)) => IpAddr::from([a, b, c, d]),
+            IpAddress::Ipv6((a, b, c, d, e, f, g, h)) => IpAddr::from([a, b, c, d, e, f, g, h]),
+        }
+    }
+}
+
+impl From<SocketAddress> for SocketAddr {
+    fn from(addr: SocketAddress) -> SocketAddr {
+        SocketAddr::new(addr.address.into(), addr.port)
+    }
+}
+
 /// A WIT duration (nanoseconds).
 pub(super) fn duration(nanos: u64) -> Duration {
     Duration::from_nanos(nanos)

@@ -35,6 +35,7 @@ mod convert;
 mod listen;
 mod streams;
 mod tcp;
+mod udp;
 
 use wasmtime::component::{HasData, Linker, ResourceTable};
 
@@ -54,6 +55,7 @@ pub mod generated {
         with: {
             "moat:net/tcp.tcp-socket": crate::net::TcpConn,
             "moat:net/listen.listener": crate::net::TcpListener,
+            "moat:net/udp.udp-socket": crate::net::UdpSocket,
         },
     });
 }

@@ -6,6 +6,7 @@
 //!
 //! - [`tcp`]: a connected socket, its reader and its writer.
 //! - [`listen`]: a listener and its accept task.
+//! - [`udp`]: datagram sockets (no task, no queue but the kernel's).
 //! - [`error`]: [`NetError`], the WIT `error-code` as a Rust enum.
 
 pub mod error;
@@ -13,6 +14,7 @@ pub mod listen;
 mod resolve;
 mod tasks;
 pub mod tcp;
+pub mod udp;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,6 +23,7 @@ pub use error::NetError;
 pub use listen::{AcceptQueue, ListenOptions, TcpListener};
 pub use tasks::PendingWrites;
 pub use tcp::{ConnectOptions, Keepalive, Outcome, Reader, TcpConn, Writer};
+pub use udp::{BindOptions, Datagram, MulticastInterface, UdpSocket};
 
 use crate::policy::Policy;
 use tasks::Tasks;
@@ -93,6 +96,23 @@ impl Net {
         options: &ListenOptions,
     ) -> Result<TcpListener, NetError> {
         listen::listen(&self.policy, &self.tasks, host, port, options).await
+    }
+
+    /// Binds a UDP socket to `host`:`port` (port 0: any free port).
+    ///
+    /// Checked against the listen grant (an ephemeral port is still a
+    /// port); every send is then checked against the connect grant.
+    ///
+    /// # Errors
+    /// [`NetError::Denied`]; [`NetError::InvalidArgument`] (broadcast on
+    /// IPv6, a malformed host); the resolver's and the OS's errors.
+    pub async fn bind_udp(
+        &self,
+        host: &str,
+        port: u16,
+        options: &BindOptions,
+    ) -> Result<UdpSocket, NetError> {
+        udp::bind(&self.policy, host, port, options).await
     }
 
     /// Ends the run's network: waits up to `linger` for sockets to write

@@ -5,7 +5,10 @@
 //! bench-server write-once ADDR BYTES        write BYTES in one buffer to each connection, close
 //! bench-server stream ADDR BYTES            write BYTES in 64 KiB chunks to each connection, close
 //! bench-server busy ADDR BYTES MS SNDBUF    write BYTES, compute MS without awaiting, close
+//! bench-server udp-send ADDR COUNT SIZE      on a "go" datagram, send COUNT datagrams of SIZE back, then "done"
 //! ```
+//!
+//! (The UDP echo server is examples/udp-echo.)
 
 use std::time::Duration;
 
@@ -18,6 +21,9 @@ async fn main() -> Result<(), Error> {
     let num = |i: usize| arg(i).parse::<u64>().unwrap_or(0);
     let (host, port) = moat_sdk::split_host_port(arg(1))
         .ok_or_else(|| Error::InvalidArgument(format!("bad address {:?}", arg(1))))?;
+    if arg(0) == "udp-send" {
+        return udp_send(host, port, num(2), num(3) as usize).await;
+    }
     let options = ListenOptions {
         send_buffer_size: (arg(0) == "busy" && num(4) > 0).then(|| num(4)),
         ..ListenOptions::default()
@@ -82,4 +88,20 @@ async fn busy(mut conn: TcpStream, bytes: usize, ms: u64) -> Result<(), Error> {
         spins = std::hint::black_box(spins.wrapping_add(1));
     }
     conn.shutdown().await
+}
+
+/// Waits for "go", then sends `count` datagrams of `size` bytes, one
+/// `send_to` each, to whoever said it, and a final "done".
+async fn udp_send(host: &str, port: u16, count: u64, size: usize) -> Result<(), Error> {
+    let socket = moat_sdk::UdpSocket::bind(host, port).await?;
+    println!("listening on {}", socket.local_addr()?);
+    let payload = pattern(size);
+    loop {
+        let go = socket.recv().await?;
+        let (to, to_port) = (go.from.ip().to_string(), go.from.port());
+        for _ in 0..count {
+            socket.send_to(&payload, &to, to_port).await?;
+        }
+        socket.send_to(b"done", &to, to_port).await?;
+    }
 }

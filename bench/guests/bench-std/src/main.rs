@@ -4,6 +4,7 @@
 //!
 //! ```text
 //! bench-std echo ADDR | hold ADDR | write-once ADDR BYTES | stream ADDR BYTES | busy ADDR BYTES MS
+//! bench-std udp-echo ADDR | udp-send ADDR COUNT SIZE
 //! ```
 
 use std::io::{Read, Write};
@@ -14,6 +15,11 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let arg = |i: usize| args.get(i).map(String::as_str).unwrap_or("");
     let num = |i: usize| arg(i).parse::<u64>().unwrap_or(0);
+    match arg(0) {
+        "udp-echo" => return udp_echo(arg(1)),
+        "udp-send" => return udp_send(arg(1), num(2), num(3) as usize),
+        _ => {}
+    }
     let listener = TcpListener::bind(arg(1)).expect("bind");
     println!(
         "listening on {}",
@@ -79,4 +85,32 @@ fn busy(mut conn: TcpStream, bytes: usize, ms: u64) {
         spins = std::hint::black_box(spins.wrapping_add(1));
     }
     let _ = conn.shutdown(std::net::Shutdown::Write);
+}
+
+fn udp_echo(addr: &str) {
+    let socket = std::net::UdpSocket::bind(addr).expect("bind");
+    println!("listening on {}", socket.local_addr().expect("local addr"));
+    let mut buf = vec![0u8; 65_536];
+    loop {
+        let Ok((n, from)) = socket.recv_from(&mut buf) else {
+            continue;
+        };
+        let _ = socket.send_to(&buf[..n], from);
+    }
+}
+
+fn udp_send(addr: &str, count: u64, size: usize) {
+    let socket = std::net::UdpSocket::bind(addr).expect("bind");
+    println!("listening on {}", socket.local_addr().expect("local addr"));
+    let payload = pattern(size);
+    let mut buf = [0u8; 64];
+    loop {
+        let Ok((_, to)) = socket.recv_from(&mut buf) else {
+            continue;
+        };
+        for _ in 0..count {
+            let _ = socket.send_to(&payload, to);
+        }
+        let _ = socket.send_to(b"done", to);
+    }
 }

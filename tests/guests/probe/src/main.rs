@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use moat_sdk::time::{now, timeout};
-use moat_sdk::{ConnectOptions, Error, TcpListener, TcpStream};
+use moat_sdk::{ConnectOptions, Error, MulticastInterface, TcpListener, TcpStream, UdpSocket};
 
 #[moat_sdk::main]
 async fn main() -> Result<(), Error> {
@@ -62,6 +62,27 @@ async fn main() -> Result<(), Error> {
             );
         }
         "options" => options(arg(1)?, num(2)? as u16).await?,
+        "udp-recv" => udp_recv(arg(1)?).await?,
+        "udp-many" => udp_many(arg(1)?).await?,
+        "udp-close" => udp_close(arg(1)?).await?,
+        "udp-send" => {
+            let socket = UdpSocket::bind("127.0.0.1", 0).await?;
+            socket
+                .send_to(arg(3)?.as_bytes(), arg(1)?, num(2)? as u16)
+                .await?;
+            println!("sent");
+        }
+        "udp-broadcast" => {
+            let options = moat_sdk::UdpBindOptions {
+                broadcast: true,
+                ..Default::default()
+            };
+            match UdpSocket::bind_with(arg(1)?, 0, &options).await {
+                Ok(s) => println!("bound {} with broadcast", s.local_addr()?),
+                Err(e) => println!("bind with broadcast: {e:?}"),
+            }
+        }
+        "udp-multicast" => udp_multicast(arg(1)?, arg(2)?).await?,
         other => {
             return Err(Error::InvalidArgument(format!(
                 "probe: unknown command {other}"
@@ -231,5 +252,83 @@ async fn options(host: &str, port: u16) -> Result<(), Error> {
         stream.peer_addr()?
     );
     println!("zero keepalive: {bad:?}");
+    Ok(())
+}
+
+/// Prints every datagram's length and truncation until one says "stop".
+async fn udp_recv(host: &str) -> Result<(), Error> {
+    let socket = UdpSocket::bind(host, 0).await?;
+    println!("listening on {}", socket.local_addr()?);
+    loop {
+        let d = socket.recv().await?;
+        if d.data == b"stop" {
+            return Ok(());
+        }
+        println!(
+            "len {} truncated {} from {}",
+            d.data.len(),
+            d.truncated,
+            d.from
+        );
+    }
+}
+
+/// Waits for a TCP connection (the peer's "all sent"), then takes every
+/// queued datagram with one receive-many and sends them all back with one
+/// send-many.
+async fn udp_many(host: &str) -> Result<(), Error> {
+    let socket = UdpSocket::bind(host, 0).await?;
+    let signal = TcpListener::bind(host, 0).await?;
+    println!("tcp on {}", signal.local_addr()?);
+    println!("listening on {}", socket.local_addr()?);
+    let _go = signal.accept().await?;
+    let batch = socket.recv_many(64).await?;
+    println!("batch {}", batch.len());
+    let replies = batch
+        .into_iter()
+        .map(|d| (d.data, d.from.ip().to_string(), d.from.port()))
+        .collect();
+    let (sent, failed) = socket.send_many(replies).await?;
+    println!("sent {sent} failed {failed:?}");
+    Ok(())
+}
+
+/// Closing a socket wakes a receive that is waiting on it.
+async fn udp_close(host: &str) -> Result<(), Error> {
+    let socket = std::rc::Rc::new(UdpSocket::bind(host, 0).await?);
+    let waiting = {
+        let socket = std::rc::Rc::clone(&socket);
+        moat_sdk::spawn(async move { socket.recv().await.map(|d| d.data) })
+    };
+    moat_sdk::time::sleep(Duration::from_millis(20)).await;
+    socket.close();
+    println!("receive after close: {:?}", waiting.await);
+    Ok(())
+}
+
+/// Joins `group` on the interface with address `on`, sends to the group
+/// and receives its own datagram back.
+async fn udp_multicast(group: &str, on: &str) -> Result<(), Error> {
+    let options = moat_sdk::UdpBindOptions {
+        multicast_loopback: Some(true),
+        ..Default::default()
+    };
+    let socket = UdpSocket::bind_with("0.0.0.0", 0, &options).await?;
+    let port = socket.local_addr()?.port();
+    let bad = |e: std::net::AddrParseError| Error::InvalidArgument(e.to_string());
+    let group_ip: std::net::IpAddr = group.parse().map_err(bad)?;
+    socket.join_multicast(
+        group_ip,
+        MulticastInterface::Address(on.parse().map_err(bad)?),
+    )?;
+    socket.send_to(b"to the group", group, port).await?;
+    let d = timeout(Duration::from_secs(5), socket.recv())
+        .await
+        .map_err(|_| Error::TimedOut)??;
+    println!("got {:?} from the group", String::from_utf8_lossy(&d.data));
+    socket.leave_multicast(
+        group_ip,
+        MulticastInterface::Address(on.parse().map_err(bad)?),
+    )?;
     Ok(())
 }

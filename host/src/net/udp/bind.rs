@@ -1,0 +1,101 @@
+//! Binding a UDP socket, after the policy said yes, with its options.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use socket2::{Domain, Protocol, Socket, Type};
+
+use super::UdpSocket;
+use crate::net::error::NetError;
+use crate::net::resolve::resolve;
+use crate::policy::{Capability, Host, Policy};
+
+/// Options set at the bind, and only there: SO_REUSEPORT and SO_REUSEADDR
+/// mean nothing after it, and the rest is configuration decided once.
+/// The address family decides which option carries `ttl`,
+/// `multicast_ttl` and `multicast_loopback`: set on the wrong family they
+/// would silently do nothing.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BindOptions {
+    /// SO_REUSEADDR.
+    pub reuse_address: bool,
+    /// SO_REUSEPORT.
+    pub reuse_port: bool,
+    /// IP_TTL (IPv4) or IPV6_UNICAST_HOPS (IPv6).
+    pub ttl: Option<u8>,
+    /// IP_MULTICAST_TTL (IPv4) or IPV6_MULTICAST_HOPS (IPv6).
+    pub multicast_ttl: Option<u8>,
+    /// IP_MULTICAST_LOOP (IPv4) or IPV6_MULTICAST_LOOP (IPv6).
+    pub multicast_loopback: Option<bool>,
+    /// SO_BROADCAST; an error on IPv6, which has no broadcast.
+    pub broadcast: bool,
+}
+
+/// Checks the listen grant, then binds. See [`crate::net::Net::bind_udp`].
+pub(crate) async fn bind(
+    policy: &Arc<Policy>,
+    host: &str,
+    port: u16,
+    options: &BindOptions,
+) -> Result<UdpSocket, NetError> {
+    let target = Host::parse(host)?;
+    if let Err(denied) = policy.check(Capability::Listen, &target, port) {
+        tracing::debug!(target: "moat::net", %denied, "denied");
+        return Err(denied.into());
+    }
+    let mut last = None;
+    for addr in resolve(&target, port).await? {
+        match bind_one(addr, options) {
+            Ok(socket) => {
+                let socket = tokio::net::UdpSocket::from_std(socket.into())?;
+                tracing::debug!(target: "moat::net", local = ?socket.local_addr().ok(), "udp socket bound");
+                return Ok(UdpSocket::new(socket, Arc::clone(policy)));
+            }
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| NetError::NameNotResolved(format!("{target}: no addresses"))))
+}
+
+fn bind_one(addr: SocketAddr, options: &BindOptions) -> Result<Socket, NetError> {
+    let v6 = addr.is_ipv6();
+    if v6 && options.broadcast {
+        return Err(NetError::InvalidArgument(
+            "IPv6 has no broadcast: broadcast cannot be set on an IPv6 socket".into(),
+        ));
+    }
+    let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+    socket.set_nonblocking(true)?;
+    if options.reuse_address {
+        socket.set_reuse_address(true)?;
+    }
+    if options.reuse_port {
+        socket.set_reuse_port(true)?;
+    }
+    if let Some(ttl) = options.ttl {
+        if v6 {
+            socket.set_unicast_hops_v6(ttl.into())?;
+        } else {
+            socket.set_ttl_v4(ttl.into())?;
+        }
+    }
+    if let Some(ttl) = options.multicast_ttl {
+        if v6 {
+            socket.set_multicast_hops_v6(ttl.into())?;
+        } else {
+            socket.set_multicast_ttl_v4(ttl.into())?;
+        }
+    }
+    if let Some(on) = options.multicast_loopback {
+        if v6 {
+            socket.set_multicast_loop_v6(on)?;
+        } else {
+            socket.set_multicast_loop_v4(on)?;
+        }
+    }
+    if options.broadcast {
+        socket.set_broadcast(true)?;
+    }
+    socket.bind(&addr.into())?;
+    Ok(socket)
+}

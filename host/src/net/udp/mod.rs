@@ -1,0 +1,391 @@
+//! UDP: seed 004's other half, built the opposite way to TCP.
+//!
+//! A TCP stream delivers bytes whether or not anyone is asking, so
+//! something has to be reading. A datagram socket already has that buffer,
+//! the kernel's receive queue, and a second queue in front of it would only
+//! add a place for datagrams to be dropped where the program cannot see it.
+//! So there is no task and no channel: the socket is shared, each receive
+//! awaits `recv_from` on it directly, and concurrent receives race for the
+//! next datagram, which is correct. Nothing here bounds the queue but the
+//! kernel: a guest that stops receiving has datagrams dropped by the OS, as
+//! any UDP program does.
+//!
+//! The one piece of machinery is closing. A parked receive holds the socket
+//! itself, so dropping the owner's handle cannot end it; `close` sets a flag
+//! and rings a bell ([`Notify`]), and a receive registers for the bell before
+//! it reads the flag. A close landing between the two is seen by one or the
+//! other, never by neither: a receive on a socket nobody sends to ends when
+//! the socket closes.
+
+mod bind;
+mod pool;
+
+use std::net::{IpAddr, SocketAddr};
+use std::pin::pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use tokio::sync::Notify;
+
+use super::error::NetError;
+use super::resolve::resolve;
+use crate::policy::{Capability, Host, Policy};
+
+pub use bind::BindOptions;
+pub(crate) use bind::bind;
+pub use pool::{POOL_KEEP, RECEIVE_BUFFER};
+
+/// The largest UDP payload IPv4 can carry: 65,535 − 20 (IP header) − 8
+/// (UDP header).
+pub const MAX_DATAGRAM_V4: usize = 65_507;
+
+/// A datagram received.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Datagram {
+    /// The payload (an exact-size copy: the receive buffer goes back to
+    /// the pool).
+    pub data: Vec<u8>,
+    /// Who sent it.
+    pub from: SocketAddr,
+    /// It did not fit in [`RECEIVE_BUFFER`]: the rest is gone.
+    pub truncated: bool,
+}
+
+/// The interface a multicast membership is on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MulticastInterface {
+    /// The system's choice.
+    Any,
+    /// An IPv4 interface, by one of its addresses.
+    Address(IpAddr),
+    /// An IPv6 interface, by index.
+    Index(u32),
+}
+
+/// A bound UDP socket. Cloning gives another handle to the same socket;
+/// [`close`](Self::close) closes it for every handle.
+#[derive(Clone)]
+pub struct UdpSocket {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    socket: tokio::net::UdpSocket,
+    local: SocketAddr,
+    policy: Arc<Policy>,
+    closed: AtomicBool,
+    close_bell: Notify,
+    pool: pool::Pool,
+}
+
+impl UdpSocket {
+    fn new(socket: tokio::net::UdpSocket, policy: Arc<Policy>) -> UdpSocket {
+        let local = socket
+            .local_addr()
+            .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
+        UdpSocket {
+            shared: Arc::new(Shared {
+                socket,
+                local,
+                policy,
+                closed: AtomicBool::new(false),
+                close_bell: Notify::new(),
+                pool: pool::Pool::default(),
+            }),
+        }
+    }
+
+    /// The bound address.
+    ///
+    /// # Errors
+    /// [`NetError::Closed`] after [`close`](Self::close).
+    pub fn local_addr(&self) -> Result<SocketAddr, NetError> {
+        self.check_open()?;
+        Ok(self.shared.local)
+    }
+
+    /// Closes the socket: receives waiting now or later fail with
+    /// [`NetError::Closed`]. The descriptor is released once the last
+    /// receive has woken.
+    pub fn close(&self) {
+        if !self.shared.closed.swap(true, Ordering::AcqRel) {
+            self.shared.close_bell.notify_waiters();
+            tracing::debug!(target: "moat::net", local = %self.shared.local, "udp socket closed");
+        }
+    }
+
+    fn check_open(&self) -> Result<(), NetError> {
+        if self.shared.closed.load(Ordering::Acquire) {
+            Err(NetError::Closed)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Waits for the next datagram.
+    ///
+    /// # Errors
+    /// [`NetError::Closed`] once the socket is closed; what the OS reports.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: a datagram leaves the kernel's queue only when it is
+    /// returned, and the receive buffer goes back to the pool either way.
+    pub async fn receive(&self) -> Result<Datagram, NetError> {
+        let mut buf = self.shared.pool.take();
+        self.receive_into(&mut buf).await
+    }
+
+    /// Waits for the first datagram, then takes up to `max - 1` more that
+    /// are already queued.
+    ///
+    /// # Errors
+    /// [`NetError::InvalidArgument`] for `max` 0; as [`receive`](Self::receive).
+    ///
+    /// # Cancel safety
+    /// Cancel-safe while waiting for the first datagram; once it has
+    /// arrived the rest is taken without waiting.
+    pub async fn receive_many(&self, max: usize) -> Result<Vec<Datagram>, NetError> {
+        if max == 0 {
+            return Err(NetError::InvalidArgument(
+                "receive-many needs max of at least 1".into(),
+            ));
+        }
+        let mut buf = self.shared.pool.take();
+        let first = self.receive_into(&mut buf).await?;
+        let mut all = Vec::with_capacity(max.min(64));
+        all.push(first);
+        while all.len() < max {
+            match self.shared.socket.try_recv_from(&mut buf) {
+                Ok((n, from)) => all.push(datagram(&buf, n, from)),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(all)
+    }
+
+    async fn receive_into(&self, buf: &mut [u8]) -> Result<Datagram, NetError> {
+        // Register for the close bell before looking at the flag.
+        let mut closing = pin!(self.shared.close_bell.notified());
+        closing.as_mut().enable();
+        self.check_open()?;
+        tokio::select! {
+            biased;
+            () = closing => Err(NetError::Closed),
+            received = self.shared.socket.recv_from(buf) => {
+                let (n, from) = received?;
+                Ok(datagram(buf, n, from))
+            }
+        }
+    }
+
+    /// Sends one datagram to `host`:`port`, `host` as the guest wrote it.
+    ///
+    /// # Errors
+    /// [`NetError::Denied`] (nothing is sent); [`NetError::InvalidArgument`];
+    /// resolution and OS errors; [`NetError::Closed`].
+    pub async fn send(&self, data: &[u8], host: &str, port: u16) -> Result<(), NetError> {
+        let to = self.destination(host, port).await?;
+        self.send_to(data, to).await
+    }
+
+    /// Sends one datagram to `to`, judged by the policy as the IP literal
+    /// it is (an IPv4 address on an IPv6 socket is sent to as mapped).
+    ///
+    /// # Errors
+    /// As [`send`](Self::send).
+    pub async fn send_to_addr(&self, data: &[u8], to: SocketAddr) -> Result<(), NetError> {
+        self.check_open()?;
+        if to.port() == 0 {
+            return Err(NetError::InvalidArgument("port 0 cannot be sent to".into()));
+        }
+        let host = Host::Ip(to.ip());
+        if let Err(denied) = self
+            .shared
+            .policy
+            .check(Capability::Connect, &host, to.port())
+        {
+            tracing::debug!(target: "moat::net", %denied, "denied");
+            return Err(denied.into());
+        }
+        let to = self.for_family(SocketAddr::new(to.ip().to_canonical(), to.port()))?;
+        self.send_to(data, to).await
+    }
+
+    /// Sends a batch in order, after checking every destination: if one is
+    /// denied, none is sent. Returns how many were sent and, if one failed,
+    /// its error (the rest were not sent).
+    ///
+    /// # Errors
+    /// [`NetError::Denied`] or a resolution error for any destination, with
+    /// nothing sent.
+    pub async fn send_many(
+        &self,
+        datagrams: &[(Vec<u8>, String, u16)],
+    ) -> Result<(usize, Option<NetError>), NetError> {
+        let mut targets = Vec::with_capacity(datagrams.len());
+        for (_, host, port) in datagrams {
+            targets.push(self.destination(host, *port).await?);
+        }
+        for (sent, ((data, _, _), to)) in datagrams.iter().zip(targets).enumerate() {
+            if let Err(e) = self.send_to(data, to).await {
+                return Ok((sent, Some(e)));
+            }
+        }
+        Ok((datagrams.len(), None))
+    }
+
+    async fn send_to(&self, data: &[u8], to: SocketAddr) -> Result<(), NetError> {
+        self.check_open()?;
+        match self.shared.socket.send_to(data, to).await {
+            Ok(_) => Ok(()),
+            Err(e) if is_too_long(&e) => Err(NetError::InvalidArgument(format!(
+                "a datagram of {} bytes is longer than the protocol allows",
+                data.len()
+            ))),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Checks `host`:`port` against the connect grant, then resolves it to
+    /// an address of this socket's family.
+    async fn destination(&self, host: &str, port: u16) -> Result<SocketAddr, NetError> {
+        self.check_open()?;
+        let target = Host::parse(host)?;
+        if port == 0 {
+            return Err(NetError::InvalidArgument("port 0 cannot be sent to".into()));
+        }
+        if let Err(denied) = self.shared.policy.check(Capability::Connect, &target, port) {
+            tracing::debug!(target: "moat::net", %denied, "denied");
+            return Err(denied.into());
+        }
+        let addrs = match target {
+            // The common case needs no allocation.
+            Host::Ip(ip) => return self.for_family(SocketAddr::new(ip.to_canonical(), port)),
+            Host::Name(_) => resolve(&target, port).await?,
+        };
+        addrs
+            .into_iter()
+            .find_map(|addr| self.for_family(addr).ok())
+            .ok_or_else(|| {
+                NetError::InvalidArgument(format!(
+                    "{target} has no {} address for this socket",
+                    if self.shared.local.is_ipv6() {
+                        "IPv6"
+                    } else {
+                        "IPv4"
+                    }
+                ))
+            })
+    }
+
+    /// `addr` as this socket can send to it: an IPv6 socket reaches IPv4
+    /// through mapped addresses; an IPv4 socket cannot reach IPv6.
+    fn for_family(&self, addr: SocketAddr) -> Result<SocketAddr, NetError> {
+        match (addr, self.shared.local.is_ipv6()) {
+            (SocketAddr::V4(_), false) | (SocketAddr::V6(_), true) => Ok(addr),
+            (SocketAddr::V4(a), true) => {
+                Ok(SocketAddr::new(a.ip().to_ipv6_mapped().into(), a.port()))
+            }
+            (SocketAddr::V6(_), false) => Err(NetError::InvalidArgument(format!(
+                "{addr} is IPv6 and this socket is IPv4"
+            ))),
+        }
+    }
+
+    /// Joins multicast `group` on `interface`.
+    ///
+    /// # Errors
+    /// [`NetError::InvalidArgument`] for a group or interface of the wrong
+    /// family, or a group that is not multicast; OS errors.
+    pub fn join_multicast(
+        &self,
+        group: IpAddr,
+        interface: MulticastInterface,
+    ) -> Result<(), NetError> {
+        self.membership(group, interface, true)
+    }
+
+    /// Leaves multicast `group` on `interface`.
+    ///
+    /// # Errors
+    /// As [`join_multicast`](Self::join_multicast).
+    pub fn leave_multicast(
+        &self,
+        group: IpAddr,
+        interface: MulticastInterface,
+    ) -> Result<(), NetError> {
+        self.membership(group, interface, false)
+    }
+
+    fn membership(
+        &self,
+        group: IpAddr,
+        interface: MulticastInterface,
+        join: bool,
+    ) -> Result<(), NetError> {
+        self.check_open()?;
+        if !group.is_multicast() {
+            return Err(NetError::InvalidArgument(format!(
+                "{group} is not a multicast address"
+            )));
+        }
+        let socket = &self.shared.socket;
+        let result = match (group, interface, self.shared.local.is_ipv6()) {
+            (IpAddr::V4(group), MulticastInterface::Any, false) => {
+                let any = std::net::Ipv4Addr::UNSPECIFIED;
+                if join {
+                    socket.join_multicast_v4(group, any)
+                } else {
+                    socket.leave_multicast_v4(group, any)
+                }
+            }
+            (IpAddr::V4(group), MulticastInterface::Address(IpAddr::V4(on)), false) => {
+                if join {
+                    socket.join_multicast_v4(group, on)
+                } else {
+                    socket.leave_multicast_v4(group, on)
+                }
+            }
+            (IpAddr::V6(group), MulticastInterface::Any, true) => {
+                if join {
+                    socket.join_multicast_v6(&group, 0)
+                } else {
+                    socket.leave_multicast_v6(&group, 0)
+                }
+            }
+            (IpAddr::V6(group), MulticastInterface::Index(index), true) => {
+                if join {
+                    socket.join_multicast_v6(&group, index)
+                } else {
+                    socket.leave_multicast_v6(&group, index)
+                }
+            }
+            (group, interface, v6) => {
+                return Err(NetError::InvalidArgument(format!(
+                    "group {group} with interface {interface:?} does not fit an {} socket (IPv4 groups take an interface address, IPv6 groups an interface index)",
+                    if v6 { "IPv6" } else { "IPv4" }
+                )));
+            }
+        };
+        Ok(result?)
+    }
+}
+
+fn datagram(buf: &[u8], n: usize, from: SocketAddr) -> Datagram {
+    Datagram {
+        data: buf[..n].to_vec(),
+        from,
+        truncated: n == buf.len(),
+    }
+}
+
+/// EMSGSIZE: the datagram is longer than the protocol (or path) allows.
+fn is_too_long(e: &std::io::Error) -> bool {
+    /// Linux's EMSGSIZE (a stable ABI number).
+    const EMSGSIZE: i32 = 90;
+    e.raw_os_error() == Some(EMSGSIZE)
+}
+
+#[cfg(test)]
+mod tests;
