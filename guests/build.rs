@@ -15,6 +15,8 @@ const GUESTS: &[(&str, &str, &str)] = &[
     ("ECHO_SERVER", "echo-server", "examples/echo-server"),
     ("NCAT", "ncat", "examples/ncat"),
     ("UDP_ECHO", "udp-echo", "examples/udp-echo"),
+    ("HTTP_SERVER", "http-server", "examples/http-server"),
+    ("MAIL_SINK", "mail-sink", "examples/mail-sink"),
     ("PROBE", "probe", "tests/guests/probe"),
     ("STD_NET", "std-net", "tests/guests/std-net"),
     ("BENCH_SERVER", "bench-server", "bench/guests/bench-server"),

@@ -92,6 +92,14 @@ pub enum Error {
     Unreachable,
     /// The socket or listener is closed.
     Closed,
+    /// TLS: the peer's certificate does not lead to a trusted root.
+    CertificateUntrusted(String),
+    /// TLS: the certificate is not valid for the host that was named.
+    CertificateNameMismatch(String),
+    /// TLS: the certificate has expired or is not valid yet.
+    CertificateExpired(String),
+    /// TLS: the handshake failed otherwise.
+    TlsHandshake(String),
     /// Anything else (the text is the host's).
     Other(String),
 }
@@ -110,6 +118,10 @@ impl fmt::Display for Error {
             Error::AddressNotAvailable => f.write_str("address not available"),
             Error::Unreachable => f.write_str("host or network unreachable"),
             Error::Closed => f.write_str("closed"),
+            Error::CertificateUntrusted(why) => write!(f, "certificate not trusted: {why}"),
+            Error::CertificateNameMismatch(why) => write!(f, "certificate name mismatch: {why}"),
+            Error::CertificateExpired(why) => write!(f, "certificate expired: {why}"),
+            Error::TlsHandshake(why) => write!(f, "tls handshake failed: {why}"),
             Error::Other(why) => f.write_str(why),
         }
     }
@@ -139,6 +151,10 @@ impl From<ErrorCode> for Error {
             ErrorCode::AddressNotAvailable => Error::AddressNotAvailable,
             ErrorCode::Unreachable => Error::Unreachable,
             ErrorCode::Closed => Error::Closed,
+            ErrorCode::CertificateUntrusted(why) => Error::CertificateUntrusted(why),
+            ErrorCode::CertificateNameMismatch(why) => Error::CertificateNameMismatch(why),
+            ErrorCode::CertificateExpired(why) => Error::CertificateExpired(why),
+            ErrorCode::TlsHandshake(why) => Error::TlsHandshake(why),
             ErrorCode::Other(why) => Error::Other(why),
         }
     }

@@ -44,6 +44,7 @@ mod listener;
 mod stream;
 mod task;
 pub mod time;
+mod tls;
 mod udp;
 
 pub use addr::split_host_port;
@@ -52,6 +53,7 @@ pub use listener::{ListenOptions, TcpListener};
 pub use moat_sdk_macros::main;
 pub use stream::{ConnectOptions, Keepalive, OwnedReadHalf, OwnedWriteHalf, TcpStream};
 pub use task::{JoinHandle, spawn};
+pub use tls::{Identity, TlsConnectOptions, TlsListenOptions};
 pub use udp::{Datagram, MulticastInterface, UdpBindOptions, UdpSocket};
 
 /// Ends the program now with exit status `code`, as `std::process::exit`

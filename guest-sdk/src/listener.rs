@@ -28,6 +28,16 @@ pub struct ListenOptions {
     pub receive_buffer_size: Option<u64>,
 }
 
+impl From<&ListenOptions> for listen::ListenOptions {
+    fn from(options: &ListenOptions) -> listen::ListenOptions {
+        listen::ListenOptions {
+            backlog: options.backlog,
+            send_buffer_size: options.send_buffer_size,
+            receive_buffer_size: options.receive_buffer_size,
+        }
+    }
+}
+
 /// A TCP listener.
 ///
 /// ```no_run
@@ -69,13 +79,12 @@ impl TcpListener {
         port: u16,
         options: &ListenOptions,
     ) -> Result<TcpListener, Error> {
-        let options = listen::ListenOptions {
-            backlog: options.backlog,
-            send_buffer_size: options.send_buffer_size,
-            receive_buffer_size: options.receive_buffer_size,
-        };
-        let listener = listen::listen(host.to_owned(), port, options).await?;
+        let listener = listen::listen(host.to_owned(), port, options.into()).await?;
         Ok(TcpListener { listener })
+    }
+
+    pub(crate) fn from_listener(listener: Listener) -> TcpListener {
+        TcpListener { listener }
     }
 
     /// The next connection, or `None` once the listener is closed.

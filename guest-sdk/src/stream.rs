@@ -72,6 +72,18 @@ fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
+impl From<&ConnectOptions> for tcp::ConnectOptions {
+    fn from(options: &ConnectOptions) -> tcp::ConnectOptions {
+        tcp::ConnectOptions {
+            timeout: options.timeout.map(nanos),
+            nodelay: options.nodelay,
+            keepalive: options.keepalive.map(Into::into),
+            send_buffer_size: options.send_buffer_size,
+            receive_buffer_size: options.receive_buffer_size,
+        }
+    }
+}
+
 impl From<Keepalive> for tcp::Keepalive {
     fn from(k: Keepalive) -> tcp::Keepalive {
         tcp::Keepalive {
@@ -168,15 +180,28 @@ impl TcpStream {
         port: u16,
         options: &ConnectOptions,
     ) -> Result<TcpStream, Error> {
-        let options = tcp::ConnectOptions {
-            timeout: options.timeout.map(nanos),
-            nodelay: options.nodelay,
-            keepalive: options.keepalive.map(Into::into),
-            send_buffer_size: options.send_buffer_size,
-            receive_buffer_size: options.receive_buffer_size,
-        };
-        let socket = tcp::connect(host.to_owned(), port, options).await?;
+        let socket = tcp::connect(host.to_owned(), port, options.into()).await?;
         Ok(TcpStream::from_socket(socket))
+    }
+
+    pub(crate) fn socket(&self) -> &TcpSocket {
+        &self.read.socket
+    }
+
+    /// What an upgrade replays to the handshake: the bytes the caller read
+    /// past its protocol's go-ahead, then any this stream took back from a
+    /// cancelled read (they came after).
+    pub(crate) fn replay(&mut self, already_read: &[u8]) -> Vec<u8> {
+        let mut replay = already_read.to_vec();
+        replay.extend(self.read.incoming.take_unread());
+        replay
+    }
+
+    /// After an upgrade the host has ended both streams: the next read or
+    /// write opens new ones, on the new transport.
+    pub(crate) fn after_upgrade(&mut self) {
+        self.read.incoming = Incoming::new();
+        self.write.outgoing.reset();
     }
 
     pub(crate) fn from_socket(socket: TcpSocket) -> TcpStream {
@@ -235,6 +260,34 @@ impl TcpStream {
     /// As [`read`](Self::read).
     pub async fn read_to_end(&mut self) -> Result<Vec<u8>, Error> {
         self.read.read_to_end().await
+    }
+
+    /// Reads into `buf` until it holds `delimiter` (a line's `b"\r\n"`, a
+    /// request head's `b"\r\n\r\n"`), and returns the index just past
+    /// the first one; `None` if the stream ends first. What follows the
+    /// delimiter stays in `buf` for the next call: drain what you consumed.
+    ///
+    /// ```no_run
+    /// # async fn demo(stream: &mut moat_sdk::TcpStream) -> Result<(), moat_sdk::Error> {
+    /// let mut buf = Vec::new();
+    /// while let Some(end) = stream.read_until(&mut buf, b"\r\n", 1024).await? {
+    ///     let line: Vec<u8> = buf.drain(..end).collect();
+    ///     println!("{}", String::from_utf8_lossy(&line).trim_end());
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] if `buf` reaches `limit` bytes without the
+    /// delimiter; as [`read`](Self::read).
+    pub async fn read_until(
+        &mut self,
+        buf: &mut Vec<u8>,
+        delimiter: &[u8],
+        limit: usize,
+    ) -> Result<Option<usize>, Error> {
+        self.read.read_until(buf, delimiter, limit).await
     }
 
     /// Writes all of `data`. It returns once the host has the bytes: in the
@@ -354,6 +407,42 @@ impl OwnedReadHalf {
         let mut all = Vec::new();
         while self.read_buf(&mut all).await? > 0 {}
         Ok(all)
+    }
+
+    /// As [`TcpStream::read_until`].
+    ///
+    /// # Errors
+    /// As [`TcpStream::read_until`].
+    pub async fn read_until(
+        &mut self,
+        buf: &mut Vec<u8>,
+        delimiter: &[u8],
+        limit: usize,
+    ) -> Result<Option<usize>, Error> {
+        if delimiter.is_empty() {
+            return Ok(Some(0));
+        }
+        // Only the new bytes (and the last few old ones) are searched again.
+        let mut searched: usize = 0;
+        loop {
+            let from = searched.saturating_sub(delimiter.len().saturating_sub(1));
+            if let Some(i) = buf[from..]
+                .windows(delimiter.len())
+                .position(|w| w == delimiter)
+            {
+                return Ok(Some(from + i + delimiter.len()));
+            }
+            searched = buf.len();
+            if buf.len() >= limit {
+                return Err(Error::InvalidArgument(format!(
+                    "no delimiter within {limit} bytes"
+                )));
+            }
+            buf.reserve((limit - buf.len()).min(16 * 1024));
+            if self.read_buf(buf).await? == 0 {
+                return Ok(None);
+            }
+        }
     }
 }
 

@@ -10,7 +10,7 @@ use wasmtime_wasi::{FsPerms, I32Exit, WasiCtx, WasiCtxBuilder, WasiCtxView, Wasi
 
 use crate::bindings::{MoatCtxView, MoatView};
 use crate::engine::{Guest, Moat, MoatError};
-use crate::net::Net;
+use crate::net::{Net, TlsTrust};
 use crate::policy::Policy;
 
 /// Most bytes a captured stdout or stderr keeps; a guest printing more is
@@ -77,6 +77,7 @@ pub struct Preopen {
 #[derive(Debug, Clone, Default)]
 pub struct RunOptions {
     policy: Policy,
+    tls_trust: Option<TlsTrust>,
     args: Vec<String>,
     env: Vec<(String, String)>,
     dirs: Vec<Preopen>,
@@ -137,6 +138,15 @@ impl RunOptions {
     /// Sets where stderr goes.
     pub fn stderr(mut self, output: Output) -> RunOptions {
         self.stderr = output;
+        self
+    }
+
+    /// Sets the roots TLS clients trust (default: webpki-roots, the
+    /// Mozilla set). Build it with [`TlsTrust::webpki`] and
+    /// [`TlsTrust::with_pem`] to add roots, or [`TlsTrust::from_store`] to
+    /// replace them.
+    pub fn tls_trust(mut self, trust: TlsTrust) -> RunOptions {
+        self.tls_trust = Some(trust);
         self
     }
 
@@ -258,6 +268,10 @@ impl Moat {
     pub async fn run(&self, guest: &Guest, options: RunOptions) -> Result<Exit, MoatError> {
         let wasi = wasi_ctx(&options)?;
         let net = Net::with_pending_writes(options.policy, self.pending_writes().clone());
+        let net = match options.tls_trust {
+            Some(trust) => net.with_tls_trust(trust),
+            None => net,
+        };
         let mut store = Store::new(
             self.engine(),
             RunState {

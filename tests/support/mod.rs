@@ -13,6 +13,7 @@ use moat_host::{
     CacheDir, Captured, Config, Exit, Guest, Input, Moat, MoatError, Output, RunOptions,
 };
 
+#[allow(unused_imports)]
 pub use moat_guests as guests;
 
 /// How long a test waits for a condition before giving up with what it saw.
@@ -95,7 +96,11 @@ pub fn start_with(path: &str, options: RunOptions) -> Running {
             .enable_all()
             .build()
             .expect("runtime");
-        let _ = tx.send(runtime.block_on(moat().run(&guest, options)));
+        let ended = runtime.block_on(moat().run(&guest, options));
+        // The runtime's own descriptors (its signal driver dups one) go
+        // before the test hears the run ended: the tests count sockets.
+        drop(runtime);
+        let _ = tx.send(ended);
     });
     Running {
         stdout,
@@ -198,3 +203,5 @@ pub async fn within<F: std::future::Future>(what: &str, future: F) -> F::Output 
         .await
         .unwrap_or_else(|_| panic!("{what}: nothing happened for {PATIENCE:?}"))
 }
+
+pub mod certs;

@@ -7,6 +7,12 @@
 //! ncat -u -l HOST PORT   UDP: print each datagram and echo it back
 //! ```
 //!
+//! TLS: `--ssl` connects with TLS (`--ssl-alpn h2,http/1.1` offers ALPN,
+//! `--ssl-trustfile PEM` trusts a private CA); `-l --ssl-cert PEM --ssl-key
+//! PEM` serves TLS; `--starttls smtp` connects in plaintext, speaks EHLO
+//! and STARTTLS, upgrades, then relays. Files are paths inside the guest
+//! (give their directory with `moat run --dir`).
+//!
 //! TCP: when stdin ends, ncat half-closes the connection (sends a FIN) and
 //! keeps printing what the peer sends until the peer closes too. It exits 0
 //! when both directions are done, 1 with a message on error.
@@ -20,49 +26,177 @@
 use std::time::Duration;
 
 use moat_sdk::io::{stdin, stdout};
-use moat_sdk::{Error, OwnedReadHalf, OwnedWriteHalf, TcpListener, TcpStream, UdpSocket};
+use moat_sdk::{
+    Error, Identity, OwnedReadHalf, OwnedWriteHalf, TcpListener, TcpStream, TlsConnectOptions,
+    TlsListenOptions, UdpSocket,
+};
 
-const USAGE: &str = "usage: ncat [-u] [-l] HOST PORT";
+const USAGE: &str = "usage: ncat [-u] [-l] [--ssl] [--ssl-alpn LIST] [--ssl-trustfile PEM] \
+[--ssl-cert PEM --ssl-key PEM] [--starttls smtp] HOST PORT";
 
 /// How long a UDP client waits for more replies once stdin has ended.
 const UDP_LINGER: Duration = Duration::from_secs(1);
 
-#[moat_sdk::main]
-async fn main() -> Result<(), String> {
-    let mut args: Vec<String> = std::env::args().skip(1).collect();
-    let mut flag = |name: &str| match args.iter().position(|a| a == name) {
-        Some(i) => {
-            args.remove(i);
-            true
+/// The command line.
+#[derive(Default)]
+struct Args {
+    udp: bool,
+    listen: bool,
+    ssl: bool,
+    alpn: Vec<String>,
+    trustfile: Option<String>,
+    cert: Option<String>,
+    key: Option<String>,
+    starttls: Option<String>,
+    host: String,
+    port: u16,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut args = Args::default();
+    let mut rest = Vec::new();
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        let mut value = |name: &str| it.next().ok_or(format!("{name} needs a value; {USAGE}"));
+        match arg.as_str() {
+            "-u" => args.udp = true,
+            "-l" => args.listen = true,
+            "--ssl" => args.ssl = true,
+            "--ssl-alpn" => {
+                args.alpn = value("--ssl-alpn")?.split(',').map(str::to_owned).collect()
+            }
+            "--ssl-trustfile" => args.trustfile = Some(value("--ssl-trustfile")?),
+            "--ssl-cert" => args.cert = Some(value("--ssl-cert")?),
+            "--ssl-key" => args.key = Some(value("--ssl-key")?),
+            "--starttls" => args.starttls = Some(value("--starttls")?),
+            _ => rest.push(arg),
         }
-        None => false,
-    };
-    let (udp, listen) = (flag("-u"), flag("-l"));
-    let [host, port] = &args[..] else {
+    }
+    let [host, port] = &rest[..] else {
         return Err(USAGE.to_owned());
     };
-    let port: u16 = port
+    args.host = host.clone();
+    args.port = port
         .parse()
         .map_err(|_| format!("`{port}` is not a port number; {USAGE}"))?;
-    if udp {
-        let done = if listen {
-            udp_serve(host, port).await
+    if args.cert.is_some() != args.key.is_some() {
+        return Err(format!("--ssl-cert and --ssl-key go together; {USAGE}"));
+    }
+    if let Some(proto) = &args.starttls
+        && proto != "smtp"
+    {
+        return Err(format!("--starttls {proto}: only smtp is supported"));
+    }
+    Ok(args)
+}
+
+#[moat_sdk::main]
+async fn main() -> Result<(), String> {
+    let args = parse_args()?;
+    if args.udp {
+        let done = if args.listen {
+            udp_serve(&args.host, args.port).await
         } else {
-            udp_client(host, port).await
+            udp_client(&args.host, args.port).await
         };
         return done.map_err(|e| format!("ncat: {e}"));
     }
-    let stream = if listen {
-        accept_one(host, port).await
+    let stream = if args.listen {
+        accept_one(&args).await
     } else {
-        TcpStream::connect(host, port).await
+        connect(&args).await
     }
     .map_err(|e| format!("ncat: {e}"))?;
     relay(stream).await.map_err(|e| format!("ncat: {e}"))
 }
 
-async fn accept_one(host: &str, port: u16) -> Result<TcpStream, Error> {
-    let listener = TcpListener::bind(host, port).await?;
+fn client_tls(args: &Args) -> Result<TlsConnectOptions, Error> {
+    let extra_roots = match &args.trustfile {
+        Some(path) => Some(std::fs::read(path).map_err(|e| Error::Other(format!("{path}: {e}")))?),
+        None => None,
+    };
+    Ok(TlsConnectOptions {
+        alpn: args.alpn.clone(),
+        extra_roots,
+        ..TlsConnectOptions::default()
+    })
+}
+
+async fn connect(args: &Args) -> Result<TcpStream, Error> {
+    if args.ssl {
+        let stream = TcpStream::connect_tls(&args.host, args.port, &client_tls(args)?).await?;
+        if let Some(alpn) = stream.alpn_protocol() {
+            eprintln!("ncat: TLS, ALPN {alpn}");
+        }
+        return Ok(stream);
+    }
+    let mut stream = TcpStream::connect(&args.host, args.port).await?;
+    if args.starttls.is_some() {
+        smtp_starttls(&mut stream, args).await?;
+    }
+    Ok(stream)
+}
+
+/// Reads one SMTP reply (the lines of a multi-line one, "250-..." up to
+/// "250 ..."), shows it on stderr, and checks its code.
+async fn expect_reply(
+    stream: &mut TcpStream,
+    buf: &mut Vec<u8>,
+    code: &str,
+) -> Result<String, Error> {
+    let mut all = String::new();
+    loop {
+        let end = stream
+            .read_until(buf, b"\r\n", 4096)
+            .await?
+            .ok_or(Error::Closed)?;
+        let line = String::from_utf8_lossy(&buf.drain(..end).collect::<Vec<_>>()).into_owned();
+        eprint!("ncat: {line}");
+        all.push_str(&line);
+        if !line.starts_with(code) {
+            return Err(Error::Other(format!(
+                "expected {code}, got {}",
+                line.trim_end()
+            )));
+        }
+        if line.as_bytes().get(3) == Some(&b' ') {
+            return Ok(all);
+        }
+    }
+}
+
+/// Speaks SMTP up to STARTTLS, upgrades, and leaves the rest to the user.
+async fn smtp_starttls(stream: &mut TcpStream, args: &Args) -> Result<(), Error> {
+    let mut buf = Vec::new();
+    expect_reply(stream, &mut buf, "220").await?;
+    stream.write_all(b"EHLO moat-ncat\r\n").await?;
+    let offers = expect_reply(stream, &mut buf, "250").await?;
+    if !offers.to_ascii_uppercase().contains("STARTTLS") {
+        return Err(Error::Other("the server does not offer STARTTLS".into()));
+    }
+    stream.write_all(b"STARTTLS\r\n").await?;
+    expect_reply(stream, &mut buf, "220").await?;
+    stream
+        .start_tls(&args.host, &buf, &client_tls(args)?)
+        .await?;
+    eprintln!("ncat: TLS started");
+    Ok(())
+}
+
+async fn accept_one(args: &Args) -> Result<TcpStream, Error> {
+    let (host, port) = (args.host.as_str(), args.port);
+    let listener = match (&args.cert, &args.key) {
+        (Some(cert), Some(key)) => {
+            let identity =
+                Identity::from_files(cert, key).map_err(|e| Error::Other(e.to_string()))?;
+            let options = TlsListenOptions {
+                alpn: args.alpn.clone(),
+                ..TlsListenOptions::new(identity)
+            };
+            TcpListener::bind_tls(host, port, &options).await?
+        }
+        _ => TcpListener::bind(host, port).await?,
+    };
     eprintln!("ncat: listening on {}", listener.local_addr()?);
     let stream = listener.accept().await?.ok_or(Error::Closed)?;
     listener.close().await;

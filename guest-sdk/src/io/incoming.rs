@@ -47,6 +47,16 @@ impl<E: Clone + 'static> Incoming<E> {
         self.0.is_some()
     }
 
+    /// Bytes taken back from cancelled reads and not read since: the next
+    /// bytes of the stream. Leaves the reader empty (unopened), for a
+    /// socket whose transport changes under it (STARTTLS).
+    pub(crate) fn take_unread(&mut self) -> Vec<u8> {
+        match self.0.take() {
+            Some(state) => state.rescued.bytes[state.rescued.at..].to_vec(),
+            None => Vec::new(),
+        }
+    }
+
     /// Opens the stream with what the host returned.
     pub(crate) fn open(&mut self, stream: StreamReader<u8>, outcome: FutureReader<Result<(), E>>) {
         self.0 = Some(Box::new(State {

@@ -84,6 +84,12 @@ impl<E: Clone + 'static> Outgoing<E> {
         end
     }
 
+    /// Forgets the stream (the host has ended it), for a socket whose
+    /// transport changes under it (STARTTLS).
+    pub(crate) fn reset(&mut self) {
+        self.0 = None;
+    }
+
     /// Records that sending ended outside this writer (a shutdown call).
     pub(crate) fn mark_ended(&mut self, end: Result<(), E>) {
         self.0 = Some(Box::new(State {

@@ -31,6 +31,10 @@ impl From<NetError> for ErrorCode {
             NetError::AddressNotAvailable => ErrorCode::AddressNotAvailable,
             NetError::Unreachable => ErrorCode::Unreachable,
             NetError::Closed => ErrorCode::Closed,
+            NetError::CertificateUntrusted(why) => ErrorCode::CertificateUntrusted(why),
+            NetError::CertificateNameMismatch(why) => ErrorCode::CertificateNameMismatch(why),
+            NetError::CertificateExpired(why) => ErrorCode::CertificateExpired(why),
+            NetError::TlsHandshake(why) => ErrorCode::TlsHandshake(why),
             NetError::Other(why) => ErrorCode::Other(why),
         }
     }

@@ -35,6 +35,7 @@ mod convert;
 mod listen;
 mod streams;
 mod tcp;
+mod tls;
 mod udp;
 
 use wasmtime::component::{HasData, Linker, ResourceTable};

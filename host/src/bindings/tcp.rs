@@ -19,6 +19,17 @@ fn keepalive(k: Keepalive) -> net::Keepalive {
     }
 }
 
+/// The core's connect options from the WIT record.
+pub(super) fn connect_options(options: ConnectOptions) -> net::ConnectOptions {
+    net::ConnectOptions {
+        timeout: options.timeout.map(duration),
+        nodelay: options.nodelay,
+        keepalive: options.keepalive.map(keepalive),
+        send_buffer_size: options.send_buffer_size,
+        receive_buffer_size: options.receive_buffer_size,
+    }
+}
+
 /// A future for the guest that resolves to how `outcome` ended.
 fn outcome_future<T>(
     store: &mut Access<'_, T, MoatNet>,
@@ -48,14 +59,7 @@ impl<T: Send> HostWithStore<T> for MoatNet {
         options: ConnectOptions,
     ) -> wasmtime::Result<Result<Resource<TcpConn>, ErrorCode>> {
         let net = store.with(|mut access| access.get().net.clone());
-        let options = net::ConnectOptions {
-            timeout: options.timeout.map(duration),
-            nodelay: options.nodelay,
-            keepalive: options.keepalive.map(keepalive),
-            send_buffer_size: options.send_buffer_size,
-            receive_buffer_size: options.receive_buffer_size,
-        };
-        match net.connect(&host, port, &options).await {
+        match net.connect(&host, port, &connect_options(options)).await {
             Ok(conn) => Ok(Ok(store.with(|mut access| access.get().table.push(conn))?)),
             Err(err) => Ok(Err(call_error(err, &host))),
         }

@@ -23,6 +23,9 @@ Examples:
     moat run --allow-net='*.example.com:443,10.0.0.0/8' client.wasm
   Give the guest a directory and a variable:
     moat run --dir=./certs::/certs --env=LOG=debug server.wasm
+  Serve HTTPS with a certificate from a directory, and trust a private CA:
+    moat run --allow-listen=127.0.0.1:8443 --dir=certs http-server.wasm --tls certs/cert.pem certs/key.pem 127.0.0.1:8443
+    moat run --allow-net=db.internal:5432 --ca-file=./private-ca.pem client.wasm
 
 Allowlist entries (comma-separated):
   example.com          that name, any port (any case; a trailing dot is the same name)
@@ -87,6 +90,12 @@ pub(crate) struct RunArgs {
     /// (repeatable). Example: --dir=./certs::/certs
     #[arg(long = "dir", value_name = "HOST_DIR[::GUEST_DIR]")]
     pub(crate) dir: Vec<String>,
+
+    /// Trust the CA certificates in PEM for the guest's TLS connections,
+    /// besides the built-in Mozilla roots (repeatable).
+    /// Example: --ca-file=./certs/private-ca.pem
+    #[arg(long = "ca-file", value_name = "PEM")]
+    pub(crate) ca_file: Vec<PathBuf>,
 
     /// Cache compiled code in DIR [default: $XDG_CACHE_HOME/moat or ~/.cache/moat]
     #[arg(long = "cache-dir", value_name = "DIR", conflicts_with = "no_cache")]

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use clap::Parser;
+use moat_host::net::TlsTrust;
 use moat_host::policy::{Capability, Grant, Policy};
 use moat_host::{CacheDir, Config, Moat, MoatError, RunOptions};
 
@@ -133,6 +134,17 @@ fn prepare(args: &RunArgs) -> anyhow::Result<(RunOptions, Config)> {
             bail!("--dir {dir}: {host} is not a directory");
         }
         options = options.dir(PathBuf::from(host), guest);
+    }
+    if !args.ca_file.is_empty() {
+        let mut trust = TlsTrust::webpki();
+        for file in &args.ca_file {
+            let pem =
+                std::fs::read(file).with_context(|| format!("--ca-file {}", file.display()))?;
+            trust = trust
+                .with_pem(&pem)
+                .with_context(|| format!("--ca-file {}", file.display()))?;
+        }
+        options = options.tls_trust(trust);
     }
     let cache = match (&args.cache_dir, args.no_cache) {
         (_, true) => CacheDir::Off,

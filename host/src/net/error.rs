@@ -42,6 +42,18 @@ pub enum NetError {
     /// The socket or listener was closed.
     #[error("closed")]
     Closed,
+    /// TLS: the peer's certificate does not lead to a trusted root.
+    #[error("certificate not trusted: {0}")]
+    CertificateUntrusted(String),
+    /// TLS: the certificate is not valid for the host that was named.
+    #[error("certificate name mismatch: {0}")]
+    CertificateNameMismatch(String),
+    /// TLS: the certificate has expired or is not valid yet.
+    #[error("certificate expired: {0}")]
+    CertificateExpired(String),
+    /// TLS: the handshake failed otherwise.
+    #[error("tls handshake failed: {0}")]
+    TlsHandshake(String),
     /// Anything else the operating system reported.
     #[error("{0}")]
     Other(String),

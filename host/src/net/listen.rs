@@ -17,7 +17,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use tokio::net::{TcpSocket, TcpStream};
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
+use tokio::net::TcpSocket;
 use tokio::sync::{Mutex, mpsc};
 use tokio::task::JoinHandle;
 
@@ -25,6 +27,8 @@ use super::error::NetError;
 use super::resolve::{buffer_size, resolve};
 use super::tasks::Tasks;
 use super::tcp::TcpConn;
+use super::tcp::io::Io;
+use super::tls::{ServerTls, handshake_server};
 use crate::policy::{Capability, Host, Policy};
 
 /// Connections accepted but not yet taken by the guest. Eight, as in seed
@@ -44,6 +48,11 @@ pub const ACCEPT_RETRY_MAX: Duration = Duration::from_secs(1);
 /// The kernel backlog when the guest does not choose one: 1024, the usual
 /// server default (the kernel caps it at net.core.somaxconn).
 pub const DEFAULT_BACKLOG: u32 = 1024;
+
+/// TLS handshakes a listener runs at once. Each costs a socket and a few
+/// KiB of session state; past this many, the listener stops accepting until
+/// one finishes (or times out), so a flood of slow clients cannot grow it.
+pub const MAX_HANDSHAKES: usize = 256;
 
 /// Options for [`crate::net::Net::listen`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -72,7 +81,7 @@ pub struct AcceptQueue {
 }
 
 struct QueueInner {
-    receiver: Mutex<mpsc::Receiver<TcpStream>>,
+    receiver: Mutex<mpsc::Receiver<Io>>,
     closed: AtomicBool,
     tasks: Tasks,
 }
@@ -85,6 +94,7 @@ pub(crate) async fn listen(
     host: &str,
     port: u16,
     options: &ListenOptions,
+    tls: Option<ServerTls>,
 ) -> Result<TcpListener, NetError> {
     let target = Host::parse(host)?;
     if let Err(denied) = policy.check(Capability::Listen, &target, port) {
@@ -103,7 +113,7 @@ pub(crate) async fn listen(
     let mut last = None;
     for addr in resolve(&target, port).await? {
         match bind(addr, backlog, send_buffer, receive_buffer) {
-            Ok(listener) => return Ok(TcpListener::start(listener, tasks)),
+            Ok(listener) => return Ok(TcpListener::start(listener, tasks, tls)),
             Err(e) => last = Some(e),
         }
     }
@@ -134,13 +144,20 @@ fn bind(
 }
 
 impl TcpListener {
-    fn start(listener: tokio::net::TcpListener, tasks: &Tasks) -> TcpListener {
+    fn start(
+        listener: tokio::net::TcpListener,
+        tasks: &Tasks,
+        tls: Option<ServerTls>,
+    ) -> TcpListener {
         let local = listener
             .local_addr()
             .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
-        tracing::debug!(target: "moat::net", %local, "listening");
+        tracing::debug!(target: "moat::net", %local, tls = tls.is_some(), "listening");
         let (sender, receiver) = mpsc::channel(ACCEPT_QUEUE);
-        let task = tasks.spawn(accept_loop(listener, sender));
+        let task = match tls {
+            None => tasks.spawn(accept_loop(listener, sender)),
+            Some(tls) => tasks.spawn(accept_loop_tls(listener, sender, tls)),
+        };
         TcpListener {
             local,
             queue: AcceptQueue {
@@ -212,16 +229,16 @@ impl AcceptQueue {
             return None;
         }
         let mut receiver = self.inner.receiver.lock().await;
-        let stream = receiver.recv().await?;
+        let io = receiver.recv().await?;
         if self.inner.closed.load(Ordering::Acquire) {
             return None;
         }
-        Some(TcpConn::new(stream, self.inner.tasks.clone()))
+        Some(TcpConn::with_io(io, self.inner.tasks.clone()))
     }
 }
 
 /// The accept task: waits for room in the queue, accepts, queues, forever.
-async fn accept_loop(listener: tokio::net::TcpListener, sender: mpsc::Sender<TcpStream>) {
+async fn accept_loop(listener: tokio::net::TcpListener, sender: mpsc::Sender<Io>) {
     let mut delay = ACCEPT_RETRY_MIN;
     loop {
         // Room first: with the queue full, connections wait in the kernel.
@@ -232,7 +249,7 @@ async fn accept_loop(listener: tokio::net::TcpListener, sender: mpsc::Sender<Tcp
             Ok((stream, peer)) => {
                 tracing::debug!(target: "moat::net", %peer, "accepted");
                 delay = ACCEPT_RETRY_MIN;
-                permit.send(stream);
+                permit.send(Io::Plain(stream));
             }
             Err(error) => {
                 tracing::warn!(
@@ -244,6 +261,51 @@ async fn accept_loop(listener: tokio::net::TcpListener, sender: mpsc::Sender<Tcp
                 tokio::time::sleep(delay).await;
                 delay = (delay * 2).min(ACCEPT_RETRY_MAX);
             }
+        }
+    }
+}
+
+/// The accept task of a TLS listener: handshakes run here, side by side
+/// (a slow one never holds up the next accept), and only finished sessions
+/// reach the queue. They belong to this task, so closing the listener (which
+/// aborts it) ends them too: none keeps the queue alive past a close.
+async fn accept_loop_tls(
+    listener: tokio::net::TcpListener,
+    sender: mpsc::Sender<Io>,
+    tls: ServerTls,
+) {
+    let mut handshakes = FuturesUnordered::new();
+    let mut delay = ACCEPT_RETRY_MIN;
+    let mut backoff: Option<std::pin::Pin<Box<tokio::time::Sleep>>> = None;
+    loop {
+        tokio::select! {
+            accepted = listener.accept(), if backoff.is_none() && handshakes.len() < MAX_HANDSHAKES => {
+                match accepted {
+                    Ok((stream, peer)) => {
+                        delay = ACCEPT_RETRY_MIN;
+                        let tls = tls.clone();
+                        handshakes.push(async move { (peer, handshake_server(&tls, stream, Vec::new()).await) });
+                    }
+                    Err(error) => {
+                        tracing::warn!(target: "moat::net", %error, retry_in = ?delay, "accept failed; retrying");
+                        backoff = Some(Box::pin(tokio::time::sleep(delay)));
+                        delay = (delay * 2).min(ACCEPT_RETRY_MAX);
+                    }
+                }
+            }
+            () = async { if let Some(sleep) = backoff.as_mut() { sleep.await } }, if backoff.is_some() => {
+                backoff = None;
+            }
+            Some((peer, done)) = handshakes.next(), if !handshakes.is_empty() => match done {
+                Ok(session) => {
+                    tracing::debug!(target: "moat::net", %peer, "accepted (tls)");
+                    if sender.send(Io::tls(session)).await.is_err() {
+                        return;
+                    }
+                }
+                // Any peer can fail a handshake on purpose: debug, never warn.
+                Err(reason) => tracing::debug!(target: "moat::net", %peer, %reason, "tls handshake failed"),
+            },
         }
     }
 }

@@ -14,6 +14,7 @@ pub mod listen;
 mod resolve;
 mod tasks;
 pub mod tcp;
+pub mod tls;
 pub mod udp;
 
 use std::sync::Arc;
@@ -23,6 +24,7 @@ pub use error::NetError;
 pub use listen::{AcceptQueue, ListenOptions, TcpListener};
 pub use tasks::PendingWrites;
 pub use tcp::{ConnectOptions, Keepalive, Outcome, Reader, TcpConn, Writer};
+pub use tls::{TlsClientOptions, TlsContext, TlsIdentity, TlsServerOptions, TlsTrust};
 pub use udp::{BindOptions, Datagram, MulticastInterface, UdpSocket};
 
 use crate::policy::Policy;
@@ -35,6 +37,7 @@ use tasks::Tasks;
 pub struct Net {
     policy: Arc<Policy>,
     tasks: Tasks,
+    tls: Arc<TlsContext>,
 }
 
 impl Net {
@@ -49,7 +52,15 @@ impl Net {
         Net {
             policy: Arc::new(policy),
             tasks: Tasks::new(pending),
+            tls: Arc::default(),
         }
+    }
+
+    /// This network with `trust` as the roots TLS clients trust (the
+    /// default is webpki-roots' Mozilla set).
+    pub fn with_tls_trust(mut self, trust: TlsTrust) -> Net {
+        self.tls = Arc::new(TlsContext::new(trust));
+        self
     }
 
     /// The policy every call is checked against.
@@ -75,7 +86,8 @@ impl Net {
         port: u16,
         options: &ConnectOptions,
     ) -> Result<TcpConn, NetError> {
-        tcp::connect(&self.policy, &self.tasks, host, port, options).await
+        let (stream, _) = tcp::connect_stream(&self.policy, host, port, options).await?;
+        Ok(TcpConn::new(stream, self.tasks.clone()))
     }
 
     /// Listens on `host`:`port` (port 0: any free port).
@@ -95,7 +107,115 @@ impl Net {
         port: u16,
         options: &ListenOptions,
     ) -> Result<TcpListener, NetError> {
-        listen::listen(&self.policy, &self.tasks, host, port, options).await
+        listen::listen(&self.policy, &self.tasks, host, port, options, None).await
+    }
+
+    /// Opens a TLS connection to `host`:`port`: the TCP connect (checked
+    /// against the policy as [`connect`](Self::connect) is), then the
+    /// handshake, before the socket is returned; a guest never sees a
+    /// half-open TLS socket. The certificate is verified against `host` as
+    /// written (SNI too; an IP literal sends no SNI and is checked against
+    /// the certificate's IP addresses). `options.timeout` bounds connect and
+    /// handshake together (the handshake alone is bounded by
+    /// [`tls::DEFAULT_HANDSHAKE_TIMEOUT`] otherwise).
+    ///
+    /// # Errors
+    /// [`connect`](Self::connect)'s, and [`NetError::CertificateUntrusted`],
+    /// [`NetError::CertificateNameMismatch`], [`NetError::CertificateExpired`],
+    /// [`NetError::TlsHandshake`]; [`NetError::InvalidArgument`] for unusable
+    /// extra roots or client certificate.
+    pub async fn connect_tls(
+        &self,
+        host: &str,
+        port: u16,
+        options: &ConnectOptions,
+        tls: &TlsClientOptions,
+    ) -> Result<TcpConn, NetError> {
+        let attempt = async {
+            let config = self.tls.client_config(tls)?;
+            let (stream, target) = tcp::connect_stream(
+                &self.policy,
+                host,
+                port,
+                &ConnectOptions {
+                    timeout: None,
+                    ..options.clone()
+                },
+            )
+            .await?;
+            let name = tls::server_name(&target)?;
+            let session = tls::handshake_client(
+                stream,
+                Vec::new(),
+                name,
+                config,
+                tls::DEFAULT_HANDSHAKE_TIMEOUT,
+            )
+            .await?;
+            Ok(TcpConn::with_io(
+                tcp::io::Io::tls(session),
+                self.tasks.clone(),
+            ))
+        };
+        match options.timeout {
+            Some(limit) => tokio::time::timeout(limit, attempt)
+                .await
+                .map_err(|_| NetError::TimedOut)?,
+            None => attempt.await,
+        }
+    }
+
+    /// Listens for TLS connections: as [`listen`](Self::listen), and every
+    /// accepted connection is handed out after its handshake. The
+    /// certificate and key are parsed here, before the port is claimed.
+    ///
+    /// # Errors
+    /// [`listen`](Self::listen)'s; [`NetError::InvalidArgument`] for an
+    /// unusable certificate, key or client roots (no port claimed).
+    pub async fn listen_tls(
+        &self,
+        host: &str,
+        port: u16,
+        options: &ListenOptions,
+        tls: &TlsServerOptions,
+    ) -> Result<TcpListener, NetError> {
+        let server = tls::ServerTls::new(tls)?;
+        listen::listen(&self.policy, &self.tasks, host, port, options, Some(server)).await
+    }
+
+    /// Starts a client-side STARTTLS upgrade of `conn`, verifying the server
+    /// as `server_name`. Options are checked first: if they are unusable the
+    /// socket is left as it was.
+    ///
+    /// # Errors
+    /// [`NetError::InvalidArgument`] for a bad name or options;
+    /// [`NetError::InvalidState`] if `conn` is already TLS or has ended sending.
+    pub fn begin_tls_client(
+        &self,
+        conn: &mut TcpConn,
+        server_name: &str,
+        already_read: Vec<u8>,
+        tls: &TlsClientOptions,
+    ) -> Result<tls::UpgradeToTls, NetError> {
+        let name = tls::server_name(&crate::policy::Host::parse(server_name)?)?;
+        let config = self.tls.client_config(tls)?;
+        tls::UpgradeToTls::client(conn, name, config, already_read)
+    }
+
+    /// Starts a server-side STARTTLS upgrade of `conn`. The certificate and
+    /// key are checked first: if they are unusable the socket is left as
+    /// it was.
+    ///
+    /// # Errors
+    /// As [`begin_tls_client`](Self::begin_tls_client).
+    pub fn begin_tls_server(
+        &self,
+        conn: &mut TcpConn,
+        already_read: Vec<u8>,
+        tls: &TlsServerOptions,
+    ) -> Result<tls::UpgradeToTls, NetError> {
+        let server = tls::ServerTls::new(tls)?;
+        tls::UpgradeToTls::server(conn, server, already_read)
     }
 
     /// Binds a UDP socket to `host`:`port` (port 0: any free port).

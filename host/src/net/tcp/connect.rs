@@ -6,10 +6,9 @@ use std::time::Duration;
 use socket2::{SockRef, TcpKeepalive};
 use tokio::net::{TcpSocket, TcpStream};
 
-use super::{Keepalive, TcpConn};
+use super::Keepalive;
 use crate::net::error::NetError;
 use crate::net::resolve::{buffer_size, resolve};
-use crate::net::tasks::Tasks;
 use crate::policy::{Capability, Host, Policy};
 
 /// Options for [`crate::net::Net::connect`]. The default is what the
@@ -29,15 +28,14 @@ pub struct ConnectOptions {
     pub receive_buffer_size: Option<u64>,
 }
 
-/// Checks the policy, then resolves and connects. See
-/// [`crate::net::Net::connect`].
-pub(crate) async fn connect(
+/// Checks the policy, then resolves and connects; returns the stream and
+/// the host as judged. See [`crate::net::Net::connect`].
+pub(crate) async fn connect_stream(
     policy: &Policy,
-    tasks: &Tasks,
     host: &str,
     port: u16,
     options: &ConnectOptions,
-) -> Result<TcpConn, NetError> {
+) -> Result<(TcpStream, Host), NetError> {
     let target = Host::parse(host)?;
     if port == 0 {
         return Err(NetError::InvalidArgument(
@@ -77,7 +75,7 @@ pub(crate) async fn connect(
         %host, port, peer = ?stream.peer_addr().ok(), local = ?stream.local_addr().ok(),
         "connected"
     );
-    Ok(TcpConn::new(stream, tasks.clone()))
+    Ok((stream, target))
 }
 
 async fn connect_one(

@@ -49,6 +49,7 @@
 //! socket can be taken over (STARTTLS) with nothing lost.
 
 mod connect;
+pub(crate) mod io;
 mod receive;
 mod reclaim;
 mod send;
@@ -69,8 +70,9 @@ use super::error::NetError;
 use super::tasks::Tasks;
 
 pub use connect::ConnectOptions;
-pub(crate) use connect::connect;
+pub(crate) use connect::connect_stream;
 pub use receive::Reader;
+pub use reclaim::Upgrade;
 pub use send::{SEND_BACKLOG_LIMIT, Writer};
 
 /// TCP keep-alive settings; `None` fields keep the system default.
@@ -93,7 +95,10 @@ pub struct Keepalive {
 pub struct TcpConn {
     // Declared first so that it runs while `core` is still held.
     closer: Closer,
-    core: Arc<Core>,
+    /// `None` while a STARTTLS upgrade has the socket, or after it failed.
+    core: Option<Arc<Core>>,
+    /// An upgrade has the socket (else a missing core means it failed).
+    upgrading: bool,
 }
 
 /// Closes the socket when its [`TcpConn`] is dropped, unless disarmed by
@@ -106,14 +111,21 @@ struct Closer(Option<Weak<Core>>);
 /// any drain have let go, the socket closes even if a guest still holds a
 /// stream.
 pub(crate) struct Core {
-    stream: TcpStream,
+    io: io::Io,
     state: Mutex<State>,
     /// Set once the owning [`TcpConn`] is dropped.
     closed: AtomicBool,
     /// The reader's waker while it waits, woken when the socket closes.
     reader_waker: AtomicWaker,
-    /// The writer's waker while it waits for the backlog to drain.
+    /// The writer's waker while it waits for the backlog to drain (or, on
+    /// TLS, for the socket).
     writer_waker: AtomicWaker,
+    /// The TLS drain's waker. A TLS session is one object whose socket keeps
+    /// one write waker: whoever polls it last (reader, writer or drain)
+    /// holds it. So each wakes the others when it may have taken it: the
+    /// reader after every poll (it is only woken by reads, so this cannot
+    /// loop), the writer and the drain when they made progress.
+    drain_waker: AtomicWaker,
     tasks: Tasks,
 }
 
@@ -125,17 +137,43 @@ struct State {
 
 impl TcpConn {
     pub(crate) fn new(stream: TcpStream, tasks: Tasks) -> TcpConn {
+        TcpConn::with_io(io::Io::Plain(stream), tasks)
+    }
+
+    pub(crate) fn with_io(io: io::Io, tasks: Tasks) -> TcpConn {
+        let mut conn = TcpConn {
+            closer: Closer(None),
+            core: None,
+            upgrading: false,
+        };
+        conn.install(io, tasks);
+        conn
+    }
+
+    /// Puts a fresh core (after a STARTTLS upgrade, a TLS one) in place.
+    fn install(&mut self, io: io::Io, tasks: Tasks) {
         let core = Arc::new(Core {
-            stream,
+            io,
             state: Mutex::default(),
             closed: AtomicBool::new(false),
             reader_waker: AtomicWaker::new(),
             writer_waker: AtomicWaker::new(),
+            drain_waker: AtomicWaker::new(),
             tasks,
         });
-        TcpConn {
-            closer: Closer(Some(Arc::downgrade(&core))),
-            core,
+        self.closer = Closer(Some(Arc::downgrade(&core)));
+        self.core = Some(core);
+        self.upgrading = false;
+    }
+
+    /// The socket's core, unless an upgrade has it (or failed with it).
+    fn core(&self) -> Result<&Arc<Core>, NetError> {
+        match (&self.core, self.upgrading) {
+            (Some(core), _) => Ok(core),
+            (None, true) => Err(NetError::InvalidState(
+                "the socket is being upgraded to TLS".into(),
+            )),
+            (None, false) => Err(NetError::Closed),
         }
     }
 
@@ -144,7 +182,7 @@ impl TcpConn {
     /// # Errors
     /// What the operating system reports.
     pub fn local_addr(&self) -> Result<SocketAddr, NetError> {
-        Ok(self.core.stream.local_addr()?)
+        Ok(self.core()?.io.local_addr()?)
     }
 
     /// The peer's address.
@@ -153,7 +191,7 @@ impl TcpConn {
     /// What the operating system reports ([`NetError::ConnectionReset`]
     /// once the connection is gone).
     pub fn peer_addr(&self) -> Result<SocketAddr, NetError> {
-        Ok(self.core.stream.peer_addr()?)
+        Ok(self.core()?.io.peer_addr()?)
     }
 
     /// Sets TCP_NODELAY (disables Nagle's algorithm when `true`).
@@ -161,7 +199,7 @@ impl TcpConn {
     /// # Errors
     /// What the operating system reports.
     pub fn set_nodelay(&self, enabled: bool) -> Result<(), NetError> {
-        Ok(self.core.stream.set_nodelay(enabled)?)
+        Ok(self.core()?.io.with_tcp(|tcp| tcp.set_nodelay(enabled))?)
     }
 
     /// Enables keep-alive probing with `config`, or disables it with `None`.
@@ -170,7 +208,21 @@ impl TcpConn {
     /// [`NetError::InvalidArgument`] for a zero or out-of-range setting;
     /// what the operating system reports.
     pub fn set_keepalive(&self, config: Option<Keepalive>) -> Result<(), NetError> {
-        connect::apply_keepalive(&self.core.stream, config)
+        self.core()?
+            .io
+            .with_tcp(|tcp| connect::apply_keepalive(tcp, config))
+    }
+
+    /// Whether the connection is TLS.
+    pub fn is_tls(&self) -> bool {
+        self.core
+            .as_ref()
+            .is_some_and(|core| matches!(core.io, io::Io::Tls(_)))
+    }
+
+    /// The application protocol TLS negotiated with ALPN, if any.
+    pub fn alpn_protocol(&self) -> Option<Vec<u8>> {
+        self.core.as_ref().and_then(|core| core.io.alpn_protocol())
     }
 }
 
@@ -189,7 +241,7 @@ impl Drop for Closer {
         };
         core.end_streams();
         send::on_close(&core);
-        tracing::debug!(target: "moat::net", local = ?core.stream.local_addr().ok(), "tcp socket closed");
+        tracing::debug!(target: "moat::net", local = ?core.io.local_addr().ok(), "tcp socket closed");
     }
 }
 

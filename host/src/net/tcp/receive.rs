@@ -6,6 +6,12 @@ use std::task::{Context, Poll, ready};
 
 use tokio::sync::oneshot;
 
+use std::pin::Pin;
+
+use tokio::io::{AsyncRead, ReadBuf};
+use tokio::net::TcpStream;
+
+use super::io::{Io, lock};
 use super::{Core, Outcome, TcpConn};
 use crate::net::error::NetError;
 
@@ -44,7 +50,8 @@ impl TcpConn {
     /// # Errors
     /// [`NetError::InvalidState`] while another [`Reader`] is checked out.
     pub fn reader(&self) -> Result<(Reader, Outcome), NetError> {
-        let mut state = self.core.state();
+        let core = self.core()?;
+        let mut state = core.state();
         if state.receive.open {
             return Err(NetError::InvalidState(
                 "a receive stream is already open on this socket".into(),
@@ -53,7 +60,7 @@ impl TcpConn {
         state.receive.open = true;
         let (tx, rx) = oneshot::channel();
         let mut reader = Reader {
-            core: Arc::downgrade(&self.core),
+            core: Arc::downgrade(core),
             outcome: Some(tx),
             ended: state.receive.ended.clone(),
         };
@@ -87,15 +94,19 @@ impl Reader {
         if let Some(end) = self.ended(&core) {
             return Poll::Ready(end);
         }
+        let stream = match &core.io {
+            Io::Plain(stream) => stream,
+            Io::Tls(tls) => return self.poll_read_tls(cx, &core, tls, buf),
+        };
         if buf.is_empty() {
-            return self.poll_ready(cx, &core).map(|_| Ok(0));
+            return self.poll_ready(cx, &core, stream).map(|_| Ok(0));
         }
         loop {
-            match core.stream.try_read(buf) {
+            match stream.try_read(buf) {
                 Ok(0) => return Poll::Ready(self.end(&core, Ok(())).map(|()| 0)),
                 Ok(n) => return Poll::Ready(Ok(n)),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    match ready!(self.poll_ready(cx, &core)) {
+                    match ready!(self.poll_ready(cx, &core, stream)) {
                         Err(e) => return Poll::Ready(self.end(&core, Err(e)).map(|()| 0)),
                         Ok(()) if core.is_closed() => return Poll::Ready(Ok(0)),
                         Ok(()) => {}
@@ -107,14 +118,53 @@ impl Reader {
     }
 
     /// Ready once the socket is readable or closed.
-    fn poll_ready(&self, cx: &mut Context<'_>, core: &Core) -> Poll<Result<(), NetError>> {
+    fn poll_ready(
+        &self,
+        cx: &mut Context<'_>,
+        core: &Core,
+        stream: &TcpStream,
+    ) -> Poll<Result<(), NetError>> {
         // Register for the close bell before looking at the flag, so a close
         // in between is seen by one or the other.
         core.reader_waker.register(cx.waker());
         if core.is_closed() {
             return Poll::Ready(Ok(()));
         }
-        core.stream.poll_read_ready(cx).map_err(NetError::from)
+        stream.poll_read_ready(cx).map_err(NetError::from)
+    }
+
+    /// The TLS read: rustls decrypts straight into `buf`. A peer that
+    /// closes without close_notify ends the stream like a FIN (most HTTP
+    /// clients do; the guest's protocol decides whether that is complete).
+    fn poll_read_tls(
+        &mut self,
+        cx: &mut Context<'_>,
+        core: &Core,
+        tls: &std::sync::Mutex<super::io::TlsStream>,
+        buf: &mut [u8],
+    ) -> Poll<Result<usize, NetError>> {
+        core.reader_waker.register(cx.waker());
+        if core.is_closed() {
+            return Poll::Ready(Ok(0));
+        }
+        if buf.is_empty() {
+            // No way to look without reading: say "ready" and let the read tell.
+            return Poll::Ready(Ok(0));
+        }
+        let mut out = ReadBuf::new(buf);
+        let polled = Pin::new(&mut *lock(tls)).poll_read(cx, &mut out);
+        // rustls may have written (and taken the socket's write waker).
+        core.writer_waker.wake();
+        core.drain_waker.wake();
+        match ready!(polled) {
+            Ok(()) if out.filled().is_empty() => Poll::Ready(self.end(core, Ok(())).map(|()| 0)),
+            Ok(()) => Poll::Ready(Ok(out.filled().len())),
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+                tracing::debug!(target: "moat::net", "tls peer closed without close_notify");
+                Poll::Ready(self.end(core, Ok(())).map(|()| 0))
+            }
+            Err(e) => Poll::Ready(self.end(core, Err(crate::net::tls::error(e))).map(|()| 0)),
+        }
     }
 
     /// `Some` once the read side has ended (or the socket closed).

@@ -11,9 +11,16 @@ use socket2::SockRef;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+use std::future::poll_fn;
+use std::pin::Pin;
+
+use tokio::io::AsyncWrite;
+
+use super::io::{Io, TlsStream, lock};
 use super::{Core, Outcome, State, TcpConn};
 use crate::net::error::NetError;
 use crate::net::tasks::BusyGuard;
+use crate::net::tls;
 
 /// Most bytes a socket holds in the host when the kernel will not take a
 /// write. One SDK read chunk (64 KiB), so a guest echoing what it reads
@@ -35,8 +42,11 @@ pub(super) struct SendState {
     phase: Phase,
     /// Bytes accepted while the kernel was full; `Some` while a drain runs.
     backlog: Option<Backlog>,
-    /// The drain task writing `backlog` out.
+    /// The drain task writing `backlog` (or TLS's buffered records) out.
     drain: Option<JoinHandle<()>>,
+    /// A TLS drain is flushing rustls's buffered records (the writer does
+    /// not wait for it: rustls's own bounded buffer is the backpressure).
+    tls_draining: bool,
     /// Resolved with the open writer's outcome.
     outcome: Option<oneshot::Sender<Result<(), NetError>>>,
     /// `shutdown` calls waiting for the FIN.
@@ -88,7 +98,8 @@ impl TcpConn {
     /// [`NetError::InvalidState`] if a writer is already checked out or
     /// sending has ended.
     pub fn writer(&self) -> Result<(Writer, Outcome), NetError> {
-        let mut state = self.core.state();
+        let core = self.core()?;
+        let mut state = core.state();
         match state.send.phase {
             Phase::Idle => {}
             Phase::Writing => {
@@ -108,7 +119,7 @@ impl TcpConn {
         state.send.outcome = Some(tx);
         Ok((
             Writer {
-                core: Arc::downgrade(&self.core),
+                core: Arc::downgrade(core),
             },
             Outcome(rx),
         ))
@@ -123,7 +134,10 @@ impl TcpConn {
     /// Dropping the future does not undo the shutdown; the FIN still goes
     /// out after the queued bytes.
     pub fn shutdown(&self) -> impl Future<Output = Result<(), NetError>> + Send + use<> {
-        let waiting = begin_shutdown(&self.core);
+        let waiting = match self.core() {
+            Ok(core) => begin_shutdown(core),
+            Err(e) => Ok(Err(e)),
+        };
         async move {
             match waiting {
                 Ok(done) => done,
@@ -148,8 +162,10 @@ fn begin_shutdown(
             state.send.phase = Phase::Finishing;
             // An open writer learns on its next poll that sending ended.
             core.writer_waker.wake();
-            if state.send.backlog.is_none() {
-                return Ok(send_fin(core, &mut state));
+            if state.send.backlog.is_none()
+                && let Some(end) = send_fin(core, &mut state)
+            {
+                return Ok(end);
             }
         }
     }
@@ -199,14 +215,17 @@ impl Writer {
             // The last drain is over; release its task.
             state.send.drain = None;
         }
+        let stream = match &core.io {
+            Io::Plain(stream) => stream,
+            Io::Tls(tls) => return poll_write_tls(cx, &core, &mut state, tls, buf),
+        };
         if buf.is_empty() {
             drop(state);
-            return core
-                .stream
+            return stream
                 .poll_write_ready(cx)
                 .map(|r| r.map(|()| 0).map_err(NetError::from));
         }
-        match core.stream.try_write(buf) {
+        match stream.try_write(buf) {
             Ok(n) => Poll::Ready(Ok(n)),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 let n = buf.len().min(SEND_BACKLOG_LIMIT);
@@ -219,6 +238,52 @@ impl Writer {
                 finish(&mut state, Err(e.clone()));
                 Poll::Ready(Err(e))
             }
+        }
+    }
+}
+
+/// The TLS write: rustls encrypts from `buf` into its own bounded buffer and
+/// writes records out as the socket takes them. Records still buffered when
+/// the write returns are flushed by a drain outside the store, so they go
+/// out while the guest computes.
+fn poll_write_tls(
+    cx: &mut Context<'_>,
+    core: &Arc<Core>,
+    state: &mut State,
+    tls: &std::sync::Mutex<TlsStream>,
+    buf: &[u8],
+) -> Poll<Result<usize, NetError>> {
+    let mut session = lock(tls);
+    let written = match Pin::new(&mut *session).poll_write(cx, buf) {
+        Poll::Pending => {
+            core.writer_waker.register(cx.waker());
+            return Poll::Pending;
+        }
+        Poll::Ready(Ok(n)) => Ok(n),
+        Poll::Ready(Err(e)) => Err(e),
+    };
+    core.drain_waker.wake();
+    let flushed = match written {
+        Ok(_) if session.get_ref().1.wants_write() => {
+            match Pin::new(&mut *session).poll_flush(cx) {
+                Poll::Ready(done) => done,
+                Poll::Pending => {
+                    drop(session);
+                    start_tls_drain(core, state);
+                    Ok(())
+                }
+            }
+        }
+        Ok(_) => Ok(()),
+        Err(_) => Ok(()),
+    };
+    match written.and_then(|n| flushed.map(|()| n)) {
+        Ok(n) => Poll::Ready(Ok(n)),
+        Err(e) => {
+            let e = tls::error(e);
+            tracing::debug!(target: "moat::net", error = %e, "tls send failed");
+            finish(state, Err(e.clone()));
+            Poll::Ready(Err(e))
         }
     }
 }
@@ -275,17 +340,79 @@ fn start_drain(core: &Arc<Core>, state: &mut State, bytes: &[u8]) {
     state.send.drain = Some(core.tasks.spawn(drain(Arc::clone(core), busy)));
 }
 
+/// Spawns the drain that flushes TLS records, unless one is running.
+fn start_tls_drain(core: &Arc<Core>, state: &mut State) {
+    if state.send.tls_draining {
+        return;
+    }
+    state.send.tls_draining = true;
+    let busy = core.tasks.pending_writes().enter();
+    state.send.drain = Some(core.tasks.spawn(drain_tls(Arc::clone(core), busy)));
+}
+
+/// The TLS drain: flushes what rustls holds; if sending ended meanwhile,
+/// sends close_notify and the FIN too.
+async fn drain_tls(core: Arc<Core>, _busy: BusyGuard) {
+    let Io::Tls(tls) = &core.io else {
+        return;
+    };
+    loop {
+        let flushed = poll_fn(|cx| {
+            core.drain_waker.register(cx.waker());
+            let polled = Pin::new(&mut *lock(tls)).poll_flush(cx);
+            if polled.is_ready() {
+                core.writer_waker.wake();
+            }
+            polled
+        })
+        .await;
+        let finishing = {
+            let mut state = core.state();
+            if let Err(e) = flushed {
+                state.send.tls_draining = false;
+                let e = tls::error(e);
+                tracing::debug!(target: "moat::net", error = %e, "tls send failed while draining");
+                finish(&mut state, Err(e));
+                core.writer_waker.wake();
+                return;
+            }
+            if !matches!(state.send.phase, Phase::Finishing) {
+                state.send.tls_draining = false;
+                return;
+            }
+            true
+        };
+        if finishing {
+            let closed = poll_fn(|cx| {
+                core.drain_waker.register(cx.waker());
+                Pin::new(&mut *lock(tls)).poll_shutdown(cx)
+            })
+            .await;
+            let mut state = core.state();
+            state.send.tls_draining = false;
+            let end = closed.map_err(tls::error);
+            tracing::debug!(target: "moat::net", ok = end.is_ok(), "tls send: close_notify and FIN");
+            finish(&mut state, end);
+            core.writer_waker.wake();
+            return;
+        }
+    }
+}
+
 /// The drain: writes the backlog out, then ends (sending the FIN if sending
 /// ended meanwhile) and wakes the writer.
 async fn drain(core: Arc<Core>, _busy: BusyGuard) {
+    let Io::Plain(stream) = &core.io else {
+        return;
+    };
     loop {
-        let ready = core.stream.writable().await;
+        let ready = stream.writable().await;
         let mut state = core.state();
         let Some(backlog) = state.send.backlog.as_mut() else {
             break;
         };
         let written = match ready {
-            Ok(()) => core.stream.try_write(backlog.unsent()),
+            Ok(()) => stream.try_write(backlog.unsent()),
             Err(e) => Err(e),
         };
         match written {
@@ -313,19 +440,29 @@ async fn drain(core: Arc<Core>, _busy: BusyGuard) {
     }
 }
 
-/// Sends the FIN, records the outcome and returns it.
-fn send_fin(core: &Core, state: &mut State) -> Result<(), NetError> {
-    let end = SockRef::from(&core.stream)
-        .shutdown(std::net::Shutdown::Write)
-        .map_err(NetError::from);
-    tracing::debug!(target: "moat::net", ok = end.is_ok(), "tcp send: FIN");
-    finish(state, end.clone());
-    end
+/// Sends the FIN on a plaintext socket, records the outcome and returns
+/// it; on TLS, starts the drain that sends close_notify and the FIN, and
+/// returns `None` (the outcome comes when it is done).
+fn send_fin(core: &Arc<Core>, state: &mut State) -> Option<Result<(), NetError>> {
+    match &core.io {
+        Io::Plain(stream) => {
+            let end = SockRef::from(stream)
+                .shutdown(std::net::Shutdown::Write)
+                .map_err(NetError::from);
+            tracing::debug!(target: "moat::net", ok = end.is_ok(), "tcp send: FIN");
+            finish(state, end.clone());
+            Some(end)
+        }
+        Io::Tls(_) => {
+            start_tls_drain(core, state);
+            None
+        }
+    }
 }
 
 /// [`send_fin`] where the outcome goes only to those waiting for it.
-fn end_sending(core: &Core, state: &mut State) {
-    // The outcome was recorded in `state` and sent to every waiter.
+fn end_sending(core: &Arc<Core>, state: &mut State) {
+    // The outcome is recorded in `state` and sent to every waiter.
     let _recorded = send_fin(core, state);
 }
 

@@ -323,7 +323,10 @@ async fn options_reach_the_socket() {
         ..ConnectOptions::default()
     };
     let (_net, conn, _peer) = pair_with(options).await;
-    let sock = socket2::SockRef::from(&conn.core.stream);
+    let Some(io::Io::Plain(stream)) = conn.core.as_ref().map(|core| &core.io) else {
+        panic!("a plaintext socket");
+    };
+    let sock = socket2::SockRef::from(stream);
     assert!(sock.tcp_nodelay().unwrap());
     assert!(sock.keepalive().unwrap());
     assert_eq!(sock.tcp_keepalive_time().unwrap().as_secs(), 30);

@@ -4,7 +4,10 @@
 use std::time::Duration;
 
 use moat_sdk::time::{now, timeout};
-use moat_sdk::{ConnectOptions, Error, MulticastInterface, TcpListener, TcpStream, UdpSocket};
+use moat_sdk::{
+    ConnectOptions, Error, Identity, MulticastInterface, TcpListener, TcpStream, TlsConnectOptions,
+    TlsListenOptions, UdpSocket,
+};
 
 #[moat_sdk::main]
 async fn main() -> Result<(), Error> {
@@ -63,6 +66,8 @@ async fn main() -> Result<(), Error> {
         }
         "options" => options(arg(1)?, num(2)? as u16).await?,
         "udp-recv" => udp_recv(arg(1)?).await?,
+        "tls-connect" => tls_connect(arg(1)?, num(2)? as u16, args.get(3), args.get(4)).await?,
+        "tls-echo-server" => tls_echo_server(arg(1)?, arg(2)?).await?,
         "udp-many" => udp_many(arg(1)?).await?,
         "udp-close" => udp_close(arg(1)?).await?,
         "udp-send" => {
@@ -330,5 +335,64 @@ async fn udp_multicast(group: &str, on: &str) -> Result<(), Error> {
         group_ip,
         MulticastInterface::Address(on.parse().map_err(bad)?),
     )?;
+    Ok(())
+}
+
+/// Connects with TLS (trusting `ca`, a PEM file, if given; offering the
+/// comma-separated `alpn`), says a line and prints the line that comes back.
+async fn tls_connect(
+    host: &str,
+    port: u16,
+    ca: Option<&String>,
+    alpn: Option<&String>,
+) -> Result<(), Error> {
+    let extra_roots = match ca.filter(|c| !c.is_empty()) {
+        Some(path) => Some(std::fs::read(path).map_err(|e| Error::Other(format!("{path}: {e}")))?),
+        None => None,
+    };
+    let options = TlsConnectOptions {
+        alpn: alpn
+            .map(|a| a.split(',').map(str::to_owned).collect())
+            .unwrap_or_default(),
+        extra_roots,
+        ..Default::default()
+    };
+    let mut stream = match TcpStream::connect_tls(host, port, &options).await {
+        Ok(stream) => stream,
+        Err(e) => {
+            println!("tls error: {e:?}");
+            return Ok(());
+        }
+    };
+    println!("connected, alpn {:?}", stream.alpn_protocol());
+    stream.write_all(b"hello moat\n").await?;
+    let mut buf = Vec::new();
+    if let Some(end) = stream.read_until(&mut buf, b"\n", 4096).await? {
+        println!("got: {}", String::from_utf8_lossy(&buf[..end]).trim_end());
+    }
+    Ok(())
+}
+
+/// A TLS echo server: each connection gets back what it sends.
+async fn tls_echo_server(cert: &str, key: &str) -> Result<(), Error> {
+    let identity = Identity::from_files(cert, key).map_err(|e| Error::Other(e.to_string()))?;
+    let listener = TcpListener::bind_tls("127.0.0.1", 0, &TlsListenOptions::new(identity)).await?;
+    println!("listening on {}", listener.local_addr()?);
+    while let Some(mut conn) = listener.accept().await? {
+        moat_sdk::spawn(async move {
+            let mut buf = Vec::with_capacity(64 * 1024);
+            loop {
+                buf.clear();
+                match conn.read_buf(&mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => match conn.write_all_owned(buf).await {
+                        Ok(emptied) => buf = emptied,
+                        Err(_) => return,
+                    },
+                }
+            }
+            let _ = conn.shutdown().await;
+        });
+    }
     Ok(())
 }

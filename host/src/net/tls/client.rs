@@ -1,0 +1,80 @@
+//! The client side: configurations, server names, handshakes.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rustls::ClientConfig;
+use rustls::pki_types::ServerName;
+use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
+
+use super::{
+    TlsClientOptions, TlsTrust, add_pem_roots, error, parse_identity, provider, versions_error,
+};
+use crate::net::error::NetError;
+use crate::net::tcp::io::{Prefixed, TlsStream};
+use crate::policy::Host;
+
+/// A client configuration for `options` over `trust`.
+pub(super) fn build_config(
+    trust: &TlsTrust,
+    options: &TlsClientOptions,
+) -> Result<ClientConfig, NetError> {
+    let roots = match &options.extra_roots_pem {
+        None => Arc::clone(&trust.roots),
+        Some(pem) => {
+            let mut store = (*trust.roots).clone();
+            add_pem_roots(&mut store, pem)?;
+            Arc::new(store)
+        }
+    };
+    let builder = ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .map_err(versions_error)?
+        .with_root_certificates(roots);
+    let mut config = match &options.identity {
+        None => builder.with_no_client_auth(),
+        Some(identity) => {
+            let (chain, key) = parse_identity(identity)?;
+            builder
+                .with_client_auth_cert(chain, key)
+                .map_err(|e| NetError::InvalidArgument(format!("client certificate: {e}")))?
+        }
+    };
+    config.alpn_protocols = options.alpn.clone();
+    Ok(config)
+}
+
+/// The name a client verifies the server's certificate against, and sends
+/// as SNI: the host as written. An IP literal is verified against the
+/// certificate's IP addresses and sends no SNI.
+pub(crate) fn server_name(host: &Host) -> Result<ServerName<'static>, NetError> {
+    match host {
+        Host::Name(name) => ServerName::try_from(name.clone()).map_err(|e| {
+            NetError::InvalidArgument(format!("{name} is not a TLS server name: {e}"))
+        }),
+        Host::Ip(ip) => Ok(ServerName::IpAddress(ip.to_canonical().into())),
+    }
+}
+
+/// A client handshake over `stream`, after replaying `already_read`,
+/// bounded by `limit`.
+pub(crate) async fn handshake_client(
+    stream: TcpStream,
+    already_read: Vec<u8>,
+    name: ServerName<'static>,
+    config: Arc<ClientConfig>,
+    limit: Duration,
+) -> Result<TlsStream, NetError> {
+    let connector = TlsConnector::from(config);
+    match tokio::time::timeout(
+        limit,
+        connector.connect(name, Prefixed::new(stream, already_read)),
+    )
+    .await
+    {
+        Err(_) => Err(NetError::TimedOut),
+        Ok(Err(e)) => Err(error(e)),
+        Ok(Ok(tls)) => Ok(TlsStream::Client(tls)),
+    }
+}

@@ -1,0 +1,635 @@
+//! TLS through real guests, against real peers: openssl s_server and
+//! s_client, curl (HTTPS and SMTP with STARTTLS), and tokio-rustls.
+
+mod support;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use moat_host::policy::Policy;
+use moat_host::{Input, RunOptions};
+use rand::{RngCore, SeedableRng};
+use rustls::pki_types::ServerName;
+use rustls::pki_types::pem::PemObject;
+use sha2::{Digest, Sha256};
+use support::certs::{Ca, Leaf};
+use support::{PATIENCE, guests, start_with, within};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// A directory of PEM files for one test, given to the guest as /certs.
+struct Certs {
+    dir: PathBuf,
+}
+
+impl Certs {
+    fn new(test: &str, ca: &Ca, leaf: &Leaf) -> Certs {
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("tls-{test}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("ca.pem"), ca.pem()).unwrap();
+        std::fs::write(dir.join("cert.pem"), &leaf.cert_pem).unwrap();
+        std::fs::write(dir.join("key.pem"), &leaf.key_pem).unwrap();
+        Certs { dir }
+    }
+
+    fn path(&self, file: &str) -> String {
+        self.dir.join(file).display().to_string()
+    }
+}
+
+/// `program` is on PATH, or the test is skipped (never in CI).
+fn have(program: &str) -> bool {
+    let found = Command::new(program)
+        .arg("version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok();
+    if !found {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{program} is missing in CI (.ci/run installs it)"
+        );
+        eprintln!("skipping: {program} is not installed");
+    }
+    found
+}
+
+/// A child process killed when the test ends.
+struct Peer(Child);
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Waits until something accepts connections on `port`.
+async fn listening(port: u16) {
+    let deadline = Instant::now() + PATIENCE;
+    while TcpStream::connect(("127.0.0.1", port)).await.is_err() {
+        assert!(Instant::now() < deadline, "nothing listens on {port}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+fn options(policy: Policy, certs: &Certs, args: &[&str]) -> RunOptions {
+    RunOptions::new(policy)
+        .args(args.iter().copied())
+        .dir(&certs.dir, "/certs")
+        .stdin(Input::Empty)
+}
+
+fn client_policy() -> Policy {
+    Policy::new().allow_connect("localhost,127.0.0.1").unwrap()
+}
+
+fn server_policy() -> Policy {
+    Policy::new().allow_listen("127.0.0.1").unwrap()
+}
+
+/// `openssl s_server` reversing each line, with `leaf`, offering `alpn`.
+async fn openssl_server(certs: &Certs, alpn: Option<&str>) -> (Peer, u16) {
+    let port = support::free_port();
+    let mut cmd = Command::new("openssl");
+    cmd.args(["s_server", "-quiet", "-rev", "-accept"])
+        .arg(format!("127.0.0.1:{port}"))
+        .args([
+            "-cert",
+            &certs.path("cert.pem"),
+            "-key",
+            &certs.path("key.pem"),
+        ]);
+    if let Some(alpn) = alpn {
+        cmd.args(["-alpn", alpn]);
+    }
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let peer = Peer(child);
+    listening(port).await;
+    (peer, port)
+}
+
+#[tokio::test]
+async fn a_guest_client_talks_to_openssl_s_server_with_alpn() {
+    if !have("openssl") {
+        return;
+    }
+    let ca = Ca::new("moat test CA");
+    let certs = Certs::new("client", &ca, &ca.leaf(&["localhost"]));
+    let (_server, port) = openssl_server(&certs, Some("h2,http/1.1")).await;
+    let port_arg = port.to_string();
+    let run = start_with(
+        guests::PROBE,
+        options(
+            client_policy(),
+            &certs,
+            &[
+                "probe",
+                "tls-connect",
+                "localhost",
+                &port_arg,
+                "/certs/ca.pem",
+                "http/1.1",
+            ],
+        ),
+    );
+    let done = run.finish().await;
+    assert_eq!(done.code(), 0, "{}", done.stderr);
+    assert!(
+        done.stdout.contains("connected, alpn Some(\"http/1.1\")"),
+        "{}",
+        done.stdout
+    );
+    assert!(done.stdout.contains("got: taom olleh"), "{}", done.stdout);
+}
+
+#[tokio::test]
+async fn untrusted_wrong_name_and_expired_each_give_their_own_error() {
+    if !have("openssl") {
+        return;
+    }
+    let ca = Ca::new("moat test CA");
+    for (test, leaf, host, ca_file, expected) in [
+        (
+            "untrusted",
+            ca.leaf(&["localhost"]),
+            "localhost",
+            "",
+            "CertificateUntrusted",
+        ),
+        (
+            "name",
+            ca.leaf(&["other.example"]),
+            "localhost",
+            "/certs/ca.pem",
+            "CertificateNameMismatch",
+        ),
+        (
+            "expired",
+            ca.expired_leaf(&["localhost"]),
+            "localhost",
+            "/certs/ca.pem",
+            "CertificateExpired",
+        ),
+    ] {
+        let certs = Certs::new(test, &ca, &leaf);
+        let (_server, port) = openssl_server(&certs, None).await;
+        let port = port.to_string();
+        let done = start_with(
+            guests::PROBE,
+            options(
+                client_policy(),
+                &certs,
+                &["probe", "tls-connect", host, &port, ca_file],
+            ),
+        )
+        .finish()
+        .await;
+        assert!(
+            done.stdout.contains(&format!("tls error: {expected}(")),
+            "{test}: {}",
+            done.stdout
+        );
+    }
+}
+
+#[tokio::test]
+async fn ca_file_makes_a_private_root_trusted_for_the_run() {
+    if !have("openssl") {
+        return;
+    }
+    let ca = Ca::new("moat test CA");
+    let certs = Certs::new("ca-file", &ca, &ca.leaf(&["localhost"]));
+    let (_server, port) = openssl_server(&certs, None).await;
+    let out = Command::new(env!("CARGO_BIN_EXE_moat"))
+        .args([
+            "run",
+            "--allow-net=localhost",
+            &format!("--ca-file={}", certs.path("ca.pem")),
+        ])
+        .args([guests::PROBE, "tls-connect", "localhost", &port.to_string()])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("got: taom olleh"),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Without it, the same connection is refused.
+    let out = Command::new(env!("CARGO_BIN_EXE_moat"))
+        .args([
+            "run",
+            "--allow-net=localhost",
+            guests::PROBE,
+            "tls-connect",
+            "localhost",
+            &port.to_string(),
+        ])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("CertificateUntrusted"));
+}
+
+/// A rustls client trusting `ca`.
+fn connector(ca: &Ca, alpn: &[&str]) -> tokio_rustls::TlsConnector {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls::pki_types::CertificateDer::pem_slice_iter(ca.pem().as_bytes()) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    config.alpn_protocols = alpn.iter().map(|p| p.as_bytes().to_vec()).collect();
+    tokio_rustls::TlsConnector::from(Arc::new(config))
+}
+
+#[tokio::test]
+async fn sixteen_mib_through_a_guest_tls_server_and_back() {
+    let ca = Ca::new("moat test CA");
+    let certs = Certs::new("echo", &ca, &ca.leaf(&["localhost"]));
+    let server = start_with(
+        guests::PROBE,
+        options(
+            server_policy(),
+            &certs,
+            &[
+                "probe",
+                "tls-echo-server",
+                "/certs/cert.pem",
+                "/certs/key.pem",
+            ],
+        ),
+    );
+    let addr = server.listening_addr().await;
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let tls = connector(&ca, &[])
+        .connect(ServerName::try_from("localhost").unwrap(), tcp)
+        .await
+        .unwrap();
+    let (mut from_guest, mut to_guest) = tokio::io::split(tls);
+    let mut data = vec![0u8; 16 << 20];
+    rand::rngs::StdRng::seed_from_u64(16).fill_bytes(&mut data);
+    let sent = Sha256::digest(&data);
+    let writing = tokio::spawn(async move {
+        to_guest.write_all(&data).await.unwrap();
+        to_guest.shutdown().await.unwrap();
+        to_guest
+    });
+    let mut back = Vec::new();
+    within("the echo", from_guest.read_to_end(&mut back))
+        .await
+        .unwrap();
+    assert_eq!(back.len(), 16 << 20);
+    assert_eq!(Sha256::digest(&back), sent);
+    drop(writing.await.unwrap());
+}
+
+#[tokio::test]
+async fn a_bad_certificate_fails_listen_and_claims_no_port() {
+    let ca = Ca::new("moat test CA");
+    let good = ca.leaf(&["localhost"]);
+    let broken = Leaf {
+        cert_pem: good.cert_pem.clone(),
+        key_pem: ca.leaf(&["localhost"]).key_pem, // another certificate's key
+    };
+    let certs = Certs::new("bad-cert", &ca, &broken);
+    let port = support::free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let done = start_with(
+        guests::HTTP_SERVER,
+        options(
+            server_policy(),
+            &certs,
+            &[
+                "http-server",
+                "--tls",
+                "/certs/cert.pem",
+                "/certs/key.pem",
+                &addr,
+            ],
+        ),
+    )
+    .finish()
+    .await;
+    assert_eq!(done.code(), 1);
+    assert!(
+        done.stderr
+            .contains("invalid argument: certificate and key"),
+        "{}",
+        done.stderr
+    );
+    assert!(support::port_is_free(port));
+}
+
+/// Starts http-server over TLS and returns (run, port).
+async fn https_server(certs: &Certs) -> (support::Running, u16) {
+    let run = start_with(
+        guests::HTTP_SERVER,
+        options(
+            server_policy(),
+            certs,
+            &[
+                "http-server",
+                "--tls",
+                "/certs/cert.pem",
+                "/certs/key.pem",
+                "127.0.0.1:0",
+            ],
+        ),
+    );
+    let port = run.listening_addr().await.port();
+    (run, port)
+}
+
+#[tokio::test]
+async fn curl_gets_pages_over_https_with_alpn_and_keep_alive() {
+    if !have("curl") {
+        return;
+    }
+    let ca = Ca::new("moat test CA");
+    let certs = Certs::new("https", &ca, &ca.leaf(&["localhost"]));
+    let (_server, port) = https_server(&certs).await;
+    let base = format!("https://localhost:{port}");
+    let out = tokio::process::Command::new("curl")
+        .args(["-sS", "-v", "--http1.1", "--cacert", &certs.path("ca.pem")])
+        .arg(format!("{base}/"))
+        .arg(format!("{base}/whoami"))
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stdout.starts_with("hello from a moat guest\n"), "{stdout}");
+    assert!(stdout.contains("tls true\nalpn http/1.1\n"), "{stdout}");
+    assert!(
+        stderr.contains("ALPN: server accepted http/1.1"),
+        "{stderr}"
+    );
+    // Both requests went over one connection.
+    assert!(
+        stderr.contains("Re-using existing") || stderr.contains("Reusing existing"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test]
+async fn openssl_s_client_talks_to_a_guest_server_with_alpn() {
+    if !have("openssl") {
+        return;
+    }
+    let ca = Ca::new("moat test CA");
+    let certs = Certs::new("s-client", &ca, &ca.leaf(&["localhost"]));
+    let (_server, port) = https_server(&certs).await;
+    let mut client = tokio::process::Command::new("openssl")
+        .args([
+            "s_client",
+            "-connect",
+            &format!("127.0.0.1:{port}"),
+            "-servername",
+            "localhost",
+        ])
+        .args([
+            "-alpn",
+            "http/1.1",
+            "-CAfile",
+            &certs.path("ca.pem"),
+            "-verify_return_error",
+            "-ign_eof",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = client.stdin.take().unwrap();
+    stdin
+        .write_all(b"GET /health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    drop(stdin);
+    let out = within("openssl s_client", client.wait_with_output())
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("ALPN protocol: http/1.1"), "{stdout}");
+    assert!(stdout.contains("Verify return code: 0 (ok)"), "{stdout}");
+    assert!(stdout.contains("HTTP/1.1 200 OK"), "{stdout}");
+}
+
+/// Starts mail-sink with STARTTLS and returns (run, port).
+async fn mail_sink(certs: &Certs) -> (support::Running, u16) {
+    let run = start_with(
+        guests::MAIL_SINK,
+        options(
+            server_policy(),
+            certs,
+            &[
+                "mail-sink",
+                "--tls",
+                "/certs/cert.pem",
+                "/certs/key.pem",
+                "127.0.0.1:0",
+            ],
+        ),
+    );
+    let port = run.listening_addr().await.port();
+    (run, port)
+}
+
+#[tokio::test]
+async fn curl_sends_mail_over_server_side_starttls() {
+    if !have("curl") {
+        return;
+    }
+    let ca = Ca::new("moat test CA");
+    let certs = Certs::new("smtp-curl", &ca, &ca.leaf(&["localhost"]));
+    let (sink, port) = mail_sink(&certs).await;
+    let message = certs.dir.join("message.txt");
+    std::fs::write(
+        &message,
+        "Subject: over STARTTLS\r\n\r\nHello through moat.\r\n",
+    )
+    .unwrap();
+    let out = tokio::process::Command::new("curl")
+        .args(["-sS", "--ssl-reqd", "--cacert", &certs.path("ca.pem")])
+        .arg(format!("smtp://localhost:{port}"))
+        .args([
+            "--mail-from",
+            "alice@example.com",
+            "--mail-rcpt",
+            "bob@example.com",
+            "-T",
+        ])
+        .arg(&message)
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed = sink.wait_for("--- end").await;
+    assert!(
+        printed.contains("--- message from alice@example.com to bob@example.com (tls: true)"),
+        "{printed}"
+    );
+    assert!(printed.contains("Hello through moat."), "{printed}");
+}
+
+#[tokio::test]
+async fn openssl_s_client_starttls_smtp_against_a_guest() {
+    if !have("openssl") {
+        return;
+    }
+    let ca = Ca::new("moat test CA");
+    let certs = Certs::new("smtp-openssl", &ca, &ca.leaf(&["localhost"]));
+    let (_sink, port) = mail_sink(&certs).await;
+    let mut client = tokio::process::Command::new("openssl")
+        .args([
+            "s_client",
+            "-starttls",
+            "smtp",
+            "-connect",
+            &format!("127.0.0.1:{port}"),
+        ])
+        .args([
+            "-servername",
+            "localhost",
+            "-CAfile",
+            &certs.path("ca.pem"),
+            "-verify_return_error",
+            "-ign_eof",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = client.stdin.take().unwrap();
+    stdin.write_all(b"EHLO me\r\nQUIT\r\n").await.unwrap();
+    drop(stdin);
+    let out = within("openssl s_client", client.wait_with_output())
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("Verify return code: 0 (ok)"), "{stdout}");
+    // After the upgrade EHLO no longer offers STARTTLS.
+    assert!(
+        stdout.contains("250 SIZE") && !stdout.contains("250-STARTTLS"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("221 bye"), "{stdout}");
+}
+
+#[tokio::test]
+async fn ncat_starttls_smtp_against_mail_sink_guest_to_guest() {
+    let ca = Ca::new("moat test CA");
+    let certs = Certs::new("smtp-ncat", &ca, &ca.leaf(&["localhost"]));
+    let (sink, port) = mail_sink(&certs).await;
+    let port = port.to_string();
+    let script = b"MAIL FROM:<n@example.com>\r\nRCPT TO:<m@example.com>\r\nDATA\r\nwritten before TLS? no: after\r\n.\r\nQUIT\r\n";
+    let ncat = start_with(
+        guests::NCAT,
+        RunOptions::new(client_policy())
+            .args([
+                "ncat",
+                "--starttls",
+                "smtp",
+                "--ssl-trustfile",
+                "/certs/ca.pem",
+                "localhost",
+                &port,
+            ])
+            .dir(&certs.dir, "/certs")
+            .stdin(Input::Bytes(script.to_vec())),
+    );
+    let done = ncat.finish().await;
+    assert_eq!(done.code(), 0, "{}", done.stderr);
+    assert!(done.stderr.contains("ncat: TLS started"), "{}", done.stderr);
+    assert!(done.stdout.contains("250 OK: received"), "{}", done.stdout);
+    let printed = sink.wait_for("--- end").await;
+    assert!(printed.contains("(tls: true)"), "{printed}");
+}
+
+#[tokio::test]
+async fn ncat_ssl_client_and_server() {
+    let ca = Ca::new("moat test CA");
+    let certs = Certs::new("ncat-ssl", &ca, &ca.leaf(&["localhost"]));
+    let server = start_with(
+        guests::NCAT,
+        options(
+            server_policy(),
+            &certs,
+            &[
+                "ncat",
+                "-l",
+                "--ssl-cert",
+                "/certs/cert.pem",
+                "--ssl-key",
+                "/certs/key.pem",
+                "--ssl-alpn",
+                "moat/1",
+                "127.0.0.1",
+                "0",
+            ],
+        )
+        .stdin(Input::Bytes(b"from the server\n".to_vec())),
+    );
+    let addr: SocketAddr = {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let err = String::from_utf8_lossy(&server.stderr.contents()).into_owned();
+            if let Some(line) = err
+                .lines()
+                .find_map(|l| l.strip_prefix("ncat: listening on "))
+            {
+                break line.parse().unwrap();
+            }
+            assert!(Instant::now() < deadline, "ncat never listened: {err}");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    let port = addr.port().to_string();
+    let client = start_with(
+        guests::NCAT,
+        RunOptions::new(client_policy())
+            .args([
+                "ncat",
+                "--ssl",
+                "--ssl-alpn",
+                "moat/1",
+                "--ssl-trustfile",
+                "/certs/ca.pem",
+                "localhost",
+                &port,
+            ])
+            .dir(&certs.dir, "/certs")
+            .stdin(Input::Bytes(b"from the client\n".to_vec())),
+    );
+    let (client, server) = (client.finish().await, server.finish().await);
+    assert_eq!(client.code(), 0, "{}", client.stderr);
+    assert_eq!(server.code(), 0, "{}", server.stderr);
+    assert_eq!(client.stdout, "from the server\n");
+    assert_eq!(server.stdout, "from the client\n");
+    assert!(
+        client.stderr.contains("ncat: TLS, ALPN moat/1"),
+        "{}",
+        client.stderr
+    );
+}
