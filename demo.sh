@@ -15,8 +15,8 @@ rustup toolchain install >/dev/null 2>&1 || rustup target add wasm32-wasip2
 step "Build moat, the embedding example and the example guests"
 show cargo build -p moat-host -p embed
 cargo build -q -p moat-host -p embed
-show cargo build --release --target wasm32-wasip2 -p echo-server -p ncat -p udp-echo
-cargo build -q --release --target wasm32-wasip2 -p echo-server -p ncat -p udp-echo
+show cargo build --release --target wasm32-wasip2 -p echo-server -p ncat -p udp-echo -p http-server
+cargo build -q --release --target wasm32-wasip2 -p echo-server -p ncat -p udp-echo -p http-server
 
 MOAT=target/debug/moat
 GUESTS=target/wasm32-wasip2/release
@@ -64,6 +64,24 @@ UDP_PORT=$(sed -n 's/^listening on .*://p' "$UDP_LOG" | head -n1)
 show "printf 'one\ntwo\n' | $MOAT run --allow-listen=0.0.0.0:0 --allow-net=127.0.0.1:$UDP_PORT $GUESTS/ncat.wasm -u 127.0.0.1 $UDP_PORT"
 printf 'one\ntwo\n' | "$MOAT" run --allow-listen=0.0.0.0:0 --allow-net="127.0.0.1:$UDP_PORT" "$GUESTS/ncat.wasm" -u 127.0.0.1 "$UDP_PORT"
 kill "$UDP_SERVER" 2>/dev/null; rm -f "$UDP_LOG"
+
+if command -v openssl >/dev/null && command -v curl >/dev/null; then
+  step "TLS in the host: an HTTPS guest, with a certificate from a directory it was given"
+  CERTS=$(mktemp -d)
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /CN=localhost \
+    -addext subjectAltName=DNS:localhost -keyout "$CERTS/key.pem" -out "$CERTS/cert.pem" 2>/dev/null
+  HTTPS_LOG=$(mktemp)
+  show "$MOAT run --allow-listen=127.0.0.1:0 --dir=$CERTS::/certs $GUESTS/http-server.wasm --tls /certs/cert.pem /certs/key.pem 127.0.0.1:0 &"
+  "$MOAT" run --allow-listen=127.0.0.1:0 --dir="$CERTS::/certs" "$GUESTS/http-server.wasm" --tls /certs/cert.pem /certs/key.pem 127.0.0.1:0 >"$HTTPS_LOG" 2>&1 &
+  HTTPS_SERVER=$!
+  for _ in $(seq 1 600); do grep -q '^listening on ' "$HTTPS_LOG" && break; sleep 0.05; done
+  HTTPS_PORT=$(sed -n 's/^listening on .*://p' "$HTTPS_LOG" | head -n1)
+  show "curl --cacert cert.pem https://localhost:$HTTPS_PORT/ https://localhost:$HTTPS_PORT/whoami"
+  curl -sS --cacert "$CERTS/cert.pem" "https://localhost:$HTTPS_PORT/" "https://localhost:$HTTPS_PORT/whoami"
+  kill "$HTTPS_SERVER" 2>/dev/null; rm -rf "$CERTS" "$HTTPS_LOG"
+else
+  step "TLS: skipped (the demo uses openssl and curl, which this machine lacks)"
+fi
 
 step "Socket events, for the curious (RUST_LOG=moat::net=debug)"
 show "printf 'traced\n' | RUST_LOG=moat::net=debug $MOAT run --allow-net=127.0.0.1:$PORT $GUESTS/ncat.wasm 127.0.0.1 $PORT"

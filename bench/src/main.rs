@@ -72,6 +72,7 @@ fn harness(args: &[String]) -> anyhow::Result<()> {
         moat: build_moat(&exe)?,
         exe,
         cache: out.join("cache"),
+        certs: make_certs(&out.join("certs"))?,
     };
     raise_fd_limit();
     measure::num_cpus(); // counted before any pinning
@@ -155,4 +156,13 @@ fn machine() -> String {
             .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
             .unwrap_or_default()
     )
+}
+
+/// A self-signed certificate for localhost, for the TLS servers.
+fn make_certs(dir: &Path) -> anyhow::Result<PathBuf> {
+    std::fs::create_dir_all(dir)?;
+    let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()])?;
+    std::fs::write(dir.join("cert.pem"), cert.cert.pem())?;
+    std::fs::write(dir.join("key.pem"), cert.signing_key.serialize_pem())?;
+    Ok(dir.to_owned())
 }

@@ -20,6 +20,7 @@ pub fn serve(args: &[String]) -> anyhow::Result<()> {
     match mode.as_str() {
         "udp-echo" => return runtime.block_on(udp_echo(arg(1))),
         "udp-send" => return runtime.block_on(udp_send(arg(1), num(2), num(3) as usize)),
+        "tls-echo" => return runtime.block_on(tls_echo(arg(1), arg(2), arg(3))),
         _ => {}
     }
     runtime.block_on(async move {
@@ -122,5 +123,43 @@ async fn udp_send(addr: &str, count: u64, size: usize) -> anyhow::Result<()> {
             socket.send_to(&payload, to).await?;
         }
         socket.send_to(b"done", to).await?;
+    }
+}
+
+async fn tls_echo(addr: &str, cert: &str, key: &str) -> anyhow::Result<()> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let chain = CertificateDer::pem_file_iter(cert)?.collect::<Result<Vec<_>, _>>()?;
+    let key = PrivateKeyDer::from_pem_file(key)?;
+    let config = rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()?
+    .with_no_client_auth()
+    .with_single_cert(chain, key)?;
+    let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config));
+    let listener = TcpListener::bind(addr).await?;
+    println!("listening on {}", listener.local_addr()?);
+    std::io::stdout().flush()?;
+    loop {
+        let (conn, _) = listener.accept().await?;
+        let acceptor = acceptor.clone();
+        tokio::spawn(async move {
+            let Ok(mut tls) = acceptor.accept(conn).await else {
+                return;
+            };
+            let mut buf = vec![0u8; 64 * 1024];
+            loop {
+                match tls.read(&mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => {
+                        if tls.write_all(&buf[..n]).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+            }
+            let _ = tls.shutdown().await;
+        });
     }
 }

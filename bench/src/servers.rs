@@ -48,6 +48,8 @@ pub enum Mode {
     WriteOnce(usize),
     /// Write this many bytes in 64 KiB chunks, then close.
     Stream(usize),
+    /// Echo over TLS (with the certificate in `Setup::certs`).
+    TlsEcho,
     /// Echo datagrams to their senders.
     UdpEcho,
     /// On a "go" datagram, send `count` datagrams of `size` bytes back,
@@ -70,6 +72,7 @@ impl Mode {
             Mode::WriteOnce(bytes) => vec!["write-once".into(), bytes.to_string()],
             Mode::Stream(bytes) => vec!["stream".into(), bytes.to_string()],
             Mode::UdpEcho => vec!["udp-echo".into()],
+            Mode::TlsEcho => vec!["tls-echo".into()],
             Mode::UdpSend { count, size } => {
                 vec!["udp-send".into(), count.to_string(), size.to_string()]
             }
@@ -91,6 +94,8 @@ pub struct Setup {
     pub moat: PathBuf,
     /// Compiled-code cache for moat runs.
     pub cache: PathBuf,
+    /// cert.pem and key.pem (for localhost) for the TLS servers.
+    pub certs: PathBuf,
 }
 
 /// A running server process; killed when dropped.
@@ -121,6 +126,11 @@ impl Server {
                     .arg(&mode_args[0])
                     .arg(&listen);
                 command.args(&mode_args[1..]);
+                if let Mode::TlsEcho = mode {
+                    command
+                        .arg(setup.certs.join("cert.pem"))
+                        .arg(setup.certs.join("key.pem"));
+                }
             }
             Kind::Moat => {
                 command
@@ -135,6 +145,12 @@ impl Server {
                     }
                     Mode::UdpEcho => {
                         command.arg(moat_guests::UDP_ECHO).arg(&listen);
+                    }
+                    Mode::TlsEcho => {
+                        command
+                            .arg(format!("--dir={}::/certs", setup.certs.display()))
+                            .arg(moat_guests::BENCH_SERVER)
+                            .args(["tls-echo", &listen, "/certs/cert.pem", "/certs/key.pem"]);
                     }
                     _ => {
                         // bench-server takes MODE ADDR ARGS...

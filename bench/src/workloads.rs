@@ -38,6 +38,7 @@ pub const ALL: &[&str] = &[
     "cold_start",
     "udp_echo",
     "udp_send",
+    "tls_throughput",
 ];
 
 pub fn run(name: &str, run: &Run) -> anyhow::Result<Workload> {
@@ -53,6 +54,7 @@ pub fn run(name: &str, run: &Run) -> anyhow::Result<Workload> {
         "cold_start" => cold_start(run),
         "udp_echo" => udp_echo(run),
         "udp_send" => udp_send(run),
+        "tls_throughput" => tls_throughput(run),
         other => bail!("unknown workload {other}; known: {}", ALL.join(", ")),
     }
 }
@@ -652,5 +654,95 @@ fn udp_send(run: &Run) -> anyhow::Result<Workload> {
             ratio(&cpu, Kind::Moat)
         ),
         metrics: vec![cpu, delivered],
+    })
+}
+
+// ---------------------------------------------------------------- TLS
+
+fn tls_throughput(run: &Run) -> anyhow::Result<Workload> {
+    const CHUNK: usize = 64 * 1024;
+    let total = run.scale(256, 32) << 20;
+    // wasmtime-wasi has no TLS of its own: a std::net guest would compile
+    // its own TLS stack to wasm, which is not this comparison.
+    let servers: Vec<(Kind, Server)> = [Kind::Native, Kind::Moat]
+        .iter()
+        .map(|&k| Ok((k, Server::start(&run.setup, k, Mode::TlsEcho, true)?)))
+        .collect::<anyhow::Result<_>>()?;
+    let cert = std::fs::read(run.setup.certs.join("cert.pem"))?;
+    let mut roots = rustls::RootCertStore::empty();
+    for der in rustls::pki_types::pem::PemObject::pem_slice_iter(&cert) {
+        roots.add(der?)?;
+    }
+    let config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
+    let mut rate = MetricBuilder::new("throughput", "MiB/s", Better::Higher);
+    let mut cpu = MetricBuilder::new("server CPU per byte", "ns/B", Better::Lower);
+    for _ in 0..run.rounds {
+        for (kind, server) in &servers {
+            let cpu0 = server.cpu_ns();
+            let start = Instant::now();
+            let connector = connector.clone();
+            client(true, async move {
+                let tcp = TcpStream::connect(server.addr).await?;
+                tcp.set_nodelay(true)?;
+                let name = rustls::pki_types::ServerName::try_from("localhost")?;
+                let tls = connector.connect(name, tcp).await?;
+                let (mut rx, mut tx) = tokio::io::split(tls);
+                let writer = async move {
+                    let chunk = vec![7u8; CHUNK];
+                    let mut sent = 0;
+                    while sent < total {
+                        tx.write_all(&chunk).await?;
+                        sent += CHUNK;
+                    }
+                    tx.shutdown().await?;
+                    anyhow::Ok(())
+                };
+                let reader = async move {
+                    let mut buf = vec![0u8; CHUNK];
+                    let mut got = 0;
+                    loop {
+                        match rx.read(&mut buf).await? {
+                            0 => break,
+                            n => got += n,
+                        }
+                    }
+                    anyhow::Ok(got)
+                };
+                let (w, r) = tokio::join!(writer, reader);
+                w?;
+                let got = r?;
+                if got != total {
+                    bail!("echoed {got} of {total} bytes");
+                }
+                Ok(())
+            })?;
+            rate.add(
+                *kind,
+                total as f64 / (1 << 20) as f64 / start.elapsed().as_secs_f64(),
+            );
+            cpu.add(*kind, (server.cpu_ns() - cpu0) as f64 / total as f64);
+        }
+    }
+    let (rate, cpu) = (rate.build(), cpu.build());
+    Ok(Workload {
+        name: "tls_throughput".into(),
+        what: format!(
+            "1 TLS connection, {} MiB echoed in 64 KiB chunks; pinned to CPU 0 (wasmtime-wasi has no TLS: n/a)",
+            total >> 20
+        ),
+        goal: "beside tcp_throughput (no goal set)".into(),
+        met: None,
+        verdict: format!(
+            "moat {:.2}× native TLS throughput, {:.2}× CPU per byte",
+            ratio(&rate, Kind::Moat),
+            ratio(&cpu, Kind::Moat)
+        ),
+        metrics: vec![rate, cpu],
     })
 }

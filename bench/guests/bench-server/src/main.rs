@@ -6,6 +6,7 @@
 //! bench-server stream ADDR BYTES            write BYTES in 64 KiB chunks to each connection, close
 //! bench-server busy ADDR BYTES MS SNDBUF    write BYTES, compute MS without awaiting, close
 //! bench-server udp-send ADDR COUNT SIZE      on a "go" datagram, send COUNT datagrams of SIZE back, then "done"
+//! bench-server tls-echo ADDR CERT KEY        echo over TLS (the echo server's loop, with a TLS listener)
 //! ```
 //!
 //! (The UDP echo server is examples/udp-echo.)
@@ -23,6 +24,9 @@ async fn main() -> Result<(), Error> {
         .ok_or_else(|| Error::InvalidArgument(format!("bad address {:?}", arg(1))))?;
     if arg(0) == "udp-send" {
         return udp_send(host, port, num(2), num(3) as usize).await;
+    }
+    if arg(0) == "tls-echo" {
+        return tls_echo(host, port, arg(2), arg(3)).await;
     }
     let options = ListenOptions {
         send_buffer_size: (arg(0) == "busy" && num(4) > 0).then(|| num(4)),
@@ -104,4 +108,30 @@ async fn udp_send(host: &str, port: u16, count: u64, size: usize) -> Result<(), 
         }
         socket.send_to(b"done", &to, to_port).await?;
     }
+}
+
+/// The echo server's loop over TLS: 64 KiB reads handed back without a copy.
+async fn tls_echo(host: &str, port: u16, cert: &str, key: &str) -> Result<(), Error> {
+    let identity =
+        moat_sdk::Identity::from_files(cert, key).map_err(|e| Error::Other(e.to_string()))?;
+    let listener =
+        TcpListener::bind_tls(host, port, &moat_sdk::TlsListenOptions::new(identity)).await?;
+    println!("listening on {}", listener.local_addr()?);
+    while let Some(mut conn) = listener.accept().await? {
+        moat_sdk::spawn(async move {
+            let mut buf = Vec::with_capacity(64 * 1024);
+            loop {
+                buf.clear();
+                match conn.read_buf(&mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => match conn.write_all_owned(buf).await {
+                        Ok(emptied) => buf = emptied,
+                        Err(_) => return,
+                    },
+                }
+            }
+            let _ = conn.shutdown().await;
+        });
+    }
+    Ok(())
 }
