@@ -335,15 +335,16 @@ async fn a_bad_certificate_fails_listen_and_claims_no_port() {
     assert!(support::port_is_free(port));
 }
 
-/// Starts http-server over TLS and returns (run, port).
-async fn https_server(certs: &Certs) -> (support::Running, u16) {
+/// Starts `guest` (named `name` in its argv) with `--tls` and the test
+/// certificate on a free port, and returns (run, port).
+async fn tls_server(guest: &str, name: &str, certs: &Certs) -> (support::Running, u16) {
     let run = start_with(
-        guests::HTTP_SERVER,
+        guest,
         options(
             server_policy(),
             certs,
             &[
-                "http-server",
+                name,
                 "--tls",
                 "/certs/cert.pem",
                 "/certs/key.pem",
@@ -353,6 +354,11 @@ async fn https_server(certs: &Certs) -> (support::Running, u16) {
     );
     let port = run.listening_addr().await.port();
     (run, port)
+}
+
+/// http-server over TLS.
+async fn https_server(certs: &Certs) -> (support::Running, u16) {
+    tls_server(guests::HTTP_SERVER, "http-server", certs).await
 }
 
 #[tokio::test]
@@ -431,24 +437,9 @@ async fn openssl_s_client_talks_to_a_guest_server_with_alpn() {
     assert!(stdout.contains("HTTP/1.1 200 OK"), "{stdout}");
 }
 
-/// Starts mail-sink with STARTTLS and returns (run, port).
+/// mail-sink offering STARTTLS.
 async fn mail_sink(certs: &Certs) -> (support::Running, u16) {
-    let run = start_with(
-        guests::MAIL_SINK,
-        options(
-            server_policy(),
-            certs,
-            &[
-                "mail-sink",
-                "--tls",
-                "/certs/cert.pem",
-                "/certs/key.pem",
-                "127.0.0.1:0",
-            ],
-        ),
-    );
-    let port = run.listening_addr().await.port();
-    (run, port)
+    tls_server(guests::MAIL_SINK, "mail-sink", certs).await
 }
 
 #[tokio::test]

@@ -10,6 +10,15 @@ use super::generated::moat::net::types::{ErrorCode, SocketAddress};
 use super::{MoatCtxView, MoatNet};
 use crate::net::{self, TcpConn, TcpListener};
 
+/// The core's listen options from the WIT record.
+pub(super) fn listen_options(options: ListenOptions) -> net::ListenOptions {
+    net::ListenOptions {
+        backlog: options.backlog,
+        send_buffer_size: options.send_buffer_size,
+        receive_buffer_size: options.receive_buffer_size,
+    }
+}
+
 impl Host for MoatCtxView<'_> {}
 
 impl<T: Send> HostWithStore<T> for MoatNet {
@@ -20,12 +29,7 @@ impl<T: Send> HostWithStore<T> for MoatNet {
         options: ListenOptions,
     ) -> wasmtime::Result<Result<Resource<TcpListener>, ErrorCode>> {
         let net = store.with(|mut access| access.get().net.clone());
-        let options = net::ListenOptions {
-            backlog: options.backlog,
-            send_buffer_size: options.send_buffer_size,
-            receive_buffer_size: options.receive_buffer_size,
-        };
-        match net.listen(&host, port, &options).await {
+        match net.listen(&host, port, &listen_options(options)).await {
             Ok(listener) => Ok(Ok(
                 store.with(|mut access| access.get().table.push(listener))?
             )),

@@ -9,7 +9,7 @@ use super::generated::moat::net::tls::{
     ClientOptions, Host, HostWithStore, Identity, ServerOptions,
 };
 use super::generated::moat::net::types::ErrorCode;
-use super::{MoatCtxView, MoatNet, tcp::connect_options};
+use super::{MoatCtxView, MoatNet, listen::listen_options, tcp::connect_options};
 use crate::net::{self, NetError, TcpConn, TcpListener};
 
 fn identity(id: Identity) -> net::TlsIdentity {
@@ -79,12 +79,10 @@ impl<T: Send> HostWithStore<T> for MoatNet {
         tls: ServerOptions,
     ) -> wasmtime::Result<Result<Resource<TcpListener>, ErrorCode>> {
         let net = store.with(|mut access| access.get().net.clone());
-        let options = net::ListenOptions {
-            backlog: options.backlog,
-            send_buffer_size: options.send_buffer_size,
-            receive_buffer_size: options.receive_buffer_size,
-        };
-        match net.listen_tls(&host, port, &options, &server(tls)).await {
+        match net
+            .listen_tls(&host, port, &listen_options(options), &server(tls))
+            .await
+        {
             Ok(listener) => Ok(Ok(
                 store.with(|mut access| access.get().table.push(listener))?
             )),

@@ -46,23 +46,26 @@ impl UpgradeToTls {
         config: Arc<ClientConfig>,
         already_read: Vec<u8>,
     ) -> Result<UpgradeToTls, NetError> {
-        let tasks = conn.tasks()?;
-        let upgrade = conn.begin_upgrade()?;
-        Ok(UpgradeToTls {
-            upgrade,
-            already_read,
-            tasks,
-            side: Side::Client {
-                name,
-                config,
-                limit: DEFAULT_HANDSHAKE_TIMEOUT,
-            },
-        })
+        let side = Side::Client {
+            name,
+            config,
+            limit: DEFAULT_HANDSHAKE_TIMEOUT,
+        };
+        UpgradeToTls::begin(conn, side, already_read)
     }
 
     pub(crate) fn server(
         conn: &mut TcpConn,
         tls: ServerTls,
+        already_read: Vec<u8>,
+    ) -> Result<UpgradeToTls, NetError> {
+        UpgradeToTls::begin(conn, Side::Server(tls), already_read)
+    }
+
+    /// Takes `conn`'s socket for the upgrade (see [`TcpConn::begin_upgrade`]).
+    fn begin(
+        conn: &mut TcpConn,
+        side: Side,
         already_read: Vec<u8>,
     ) -> Result<UpgradeToTls, NetError> {
         let tasks = conn.tasks()?;
@@ -71,7 +74,7 @@ impl UpgradeToTls {
             upgrade,
             already_read,
             tasks,
-            side: Side::Server(tls),
+            side,
         })
     }
 
