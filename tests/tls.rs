@@ -6,14 +6,12 @@ mod support;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use moat_host::policy::Policy;
 use moat_host::{Input, RunOptions};
 use rand::{RngCore, SeedableRng};
 use rustls::pki_types::ServerName;
-use rustls::pki_types::pem::PemObject;
 use sha2::{Digest, Sha256};
 use support::certs::{Ca, Leaf};
 use support::{PATIENCE, guests, start_with, within};
@@ -240,23 +238,6 @@ async fn ca_file_makes_a_private_root_trusted_for_the_run() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("CertificateUntrusted"));
 }
 
-/// A rustls client trusting `ca`.
-fn connector(ca: &Ca, alpn: &[&str]) -> tokio_rustls::TlsConnector {
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in rustls::pki_types::CertificateDer::pem_slice_iter(ca.pem().as_bytes()) {
-        roots.add(cert.unwrap()).unwrap();
-    }
-    let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    config.alpn_protocols = alpn.iter().map(|p| p.as_bytes().to_vec()).collect();
-    tokio_rustls::TlsConnector::from(Arc::new(config))
-}
-
 #[tokio::test]
 async fn sixteen_mib_through_a_guest_tls_server_and_back() {
     let ca = Ca::new("moat test CA");
@@ -276,7 +257,8 @@ async fn sixteen_mib_through_a_guest_tls_server_and_back() {
     );
     let addr = server.listening_addr().await;
     let tcp = TcpStream::connect(addr).await.unwrap();
-    let tls = connector(&ca, &[])
+    let tls = ca
+        .connector(&[])
         .connect(ServerName::try_from("localhost").unwrap(), tcp)
         .await
         .unwrap();

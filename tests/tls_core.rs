@@ -3,7 +3,6 @@
 mod support;
 
 use std::future::poll_fn;
-use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
 
@@ -12,55 +11,10 @@ use moat_host::net::{
     TlsServerOptions, TlsTrust, Writer,
 };
 use moat_host::policy::Policy;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use rustls::pki_types::ServerName;
 use support::certs::{Ca, Leaf};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio_rustls::{TlsAcceptor, TlsConnector};
-
-fn provider() -> Arc<rustls::crypto::CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
-}
-
-fn acceptor(leaf: &Leaf, alpn: &[&str]) -> TlsAcceptor {
-    let chain = CertificateDer::pem_slice_iter(leaf.cert_pem.as_bytes())
-        .collect::<Result<Vec<_>, _>>()
-        .unwrap();
-    let key = PrivateKeyDer::from_pem_slice(leaf.key_pem.as_bytes()).unwrap();
-    let mut config = rustls::ServerConfig::builder_with_provider(provider())
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(chain, key)
-        .unwrap();
-    config.alpn_protocols = alpn.iter().map(|p| p.as_bytes().to_vec()).collect();
-    TlsAcceptor::from(Arc::new(config))
-}
-
-fn connector(ca: &Ca, alpn: &[&str], client: Option<&Leaf>) -> TlsConnector {
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_slice_iter(ca.pem().as_bytes()) {
-        roots.add(cert.unwrap()).unwrap();
-    }
-    let builder = rustls::ClientConfig::builder_with_provider(provider())
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots);
-    let mut config = match client {
-        None => builder.with_no_client_auth(),
-        Some(leaf) => builder
-            .with_client_auth_cert(
-                CertificateDer::pem_slice_iter(leaf.cert_pem.as_bytes())
-                    .collect::<Result<Vec<_>, _>>()
-                    .unwrap(),
-                PrivateKeyDer::from_pem_slice(leaf.key_pem.as_bytes()).unwrap(),
-            )
-            .unwrap(),
-    };
-    config.alpn_protocols = alpn.iter().map(|p| p.as_bytes().to_vec()).collect();
-    TlsConnector::from(Arc::new(config))
-}
 
 fn net() -> Net {
     Net::new(Policy::allow_all())
@@ -97,7 +51,7 @@ async fn echo_server(
 ) -> (u16, tokio::task::JoinHandle<Option<Vec<u8>>>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
-    let acceptor = acceptor(leaf, alpn);
+    let acceptor = leaf.acceptor(alpn);
     let task = tokio::spawn(async move {
         let (tcp, _) = listener.accept().await.ok()?;
         let mut tls = acceptor.accept(tcp).await.ok()?;
@@ -256,7 +210,8 @@ async fn a_tls_listener_hands_out_sockets_after_their_handshake() {
     let client = tokio::spawn(async move {
         let tcp = TcpStream::connect(addr).await.unwrap();
         let name = ServerName::try_from("localhost").unwrap();
-        let mut tls = connector(&ca, &["http/1.1"], None)
+        let mut tls = ca
+            .connector(&["http/1.1"])
             .connect(name, tcp)
             .await
             .unwrap();
@@ -293,7 +248,7 @@ async fn a_stalled_handshake_does_not_delay_the_next_client() {
     let prompt = tokio::spawn(async move {
         let tcp = TcpStream::connect(addr).await.unwrap();
         let name = ServerName::try_from("localhost").unwrap();
-        let mut tls = connector(&ca, &[], None).connect(name, tcp).await.unwrap();
+        let mut tls = ca.connector(&[]).connect(name, tcp).await.unwrap();
         tls.write_all(b"second").await.unwrap();
         tls.shutdown().await.unwrap();
         tls
@@ -404,7 +359,7 @@ async fn starttls_client_side_keeps_order_and_replays_what_was_read() {
     let leaf = ca.leaf(&["localhost"]);
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
-    let acceptor = acceptor(&leaf, &[]);
+    let acceptor = leaf.acceptor(&[]);
     let server = tokio::spawn(async move {
         let (mut tcp, _) = listener.accept().await.unwrap();
         let mut line = [0u8; 10];
@@ -465,7 +420,7 @@ async fn starttls_server_side_replays_a_client_hello_sent_with_the_go_ahead() {
             prefix: Some(b"STARTTLS\r\n".to_vec()),
         };
         let name = ServerName::try_from("localhost").unwrap();
-        let mut tls = connector(&ca, &[], None).connect(name, tcp).await.unwrap();
+        let mut tls = ca.connector(&[]).connect(name, tcp).await.unwrap();
         tls.write_all(b"over tls").await.unwrap();
         tls.shutdown().await.unwrap();
         let mut back = Vec::new();

@@ -1,9 +1,23 @@
 //! Certificates made at test time with rcgen: a private CA and leaves.
 #![allow(dead_code)]
 
+use std::sync::Arc;
+
 use rcgen::{
     BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair, date_time_ymd,
 };
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tokio_rustls::{TlsAcceptor, TlsConnector};
+
+/// The peers' crypto provider, named explicitly (as the host does).
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+fn alpn_list(alpn: &[&str]) -> Vec<Vec<u8>> {
+    alpn.iter().map(|p| p.as_bytes().to_vec()).collect()
+}
 
 /// A private certificate authority.
 pub struct Ca {
@@ -29,6 +43,21 @@ impl Ca {
     /// The CA's certificate, PEM (what a client trusts).
     pub fn pem(&self) -> String {
         self.issuer.pem()
+    }
+
+    /// A rustls client (a real peer for the tests) trusting only this CA.
+    pub fn connector(&self, alpn: &[&str]) -> TlsConnector {
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in CertificateDer::pem_slice_iter(self.pem().as_bytes()) {
+            roots.add(cert.unwrap()).unwrap();
+        }
+        let mut config = rustls::ClientConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        config.alpn_protocols = alpn_list(alpn);
+        TlsConnector::from(Arc::new(config))
     }
 
     /// A leaf for `names` (DNS names or IP addresses), valid now.
@@ -60,6 +89,22 @@ impl Ca {
 }
 
 impl Leaf {
+    /// A rustls server (a real peer for the tests) presenting this leaf.
+    pub fn acceptor(&self, alpn: &[&str]) -> TlsAcceptor {
+        let chain = CertificateDer::pem_slice_iter(self.cert_pem.as_bytes())
+            .collect::<Result<Vec<_>, _>>()
+            .unwrap();
+        let key = PrivateKeyDer::from_pem_slice(self.key_pem.as_bytes()).unwrap();
+        let mut config = rustls::ServerConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(chain, key)
+            .unwrap();
+        config.alpn_protocols = alpn_list(alpn);
+        TlsAcceptor::from(Arc::new(config))
+    }
+
     pub fn identity(&self) -> moat_host::net::TlsIdentity {
         moat_host::net::TlsIdentity {
             certificate_chain_pem: self.cert_pem.clone().into_bytes(),

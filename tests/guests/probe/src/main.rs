@@ -35,7 +35,18 @@ async fn main() -> Result<(), Error> {
         "fin-first" => fin_first(arg(1)?, num(2)? as u16).await?,
         "abandon-reads" => abandon_reads(arg(1)?, num(2)? as u16).await?,
         "drop-filled-reads" => drop_filled_reads(arg(1)?, num(2)? as u16, num(3)?).await?,
-        "busy" => busy(arg(1)?, num(2)? as u16, num(3)? as u16, num(4)?, num(5)?).await?,
+        "busy" => {
+            let tls = args.get(6).is_some_and(|a| a == "tls");
+            busy(
+                arg(1)?,
+                num(2)? as u16,
+                num(3)? as u16,
+                num(4)?,
+                num(5)?,
+                tls,
+            )
+            .await?
+        }
         "reset" => reset(arg(1)?, num(2)? as u16).await?,
         "trap" | "exit" => {
             let listener = TcpListener::bind(arg(1)?, num(3)? as u16).await?;
@@ -183,13 +194,26 @@ async fn drop_filled_reads(host: &str, port: u16, rounds: u64) -> Result<(), Err
 }
 
 /// Writes `bytes` to host:port, computes for `ms` without awaiting, then
-/// connects to host:done_port to say the computation is over.
-async fn busy(host: &str, port: u16, done_port: u16, bytes: u64, ms: u64) -> Result<(), Error> {
+/// connects to host:done_port to say the computation is over. With `tls`,
+/// the data connection is TLS (trusting the roots the host was given).
+async fn busy(
+    host: &str,
+    port: u16,
+    done_port: u16,
+    bytes: u64,
+    ms: u64,
+    tls: bool,
+) -> Result<(), Error> {
     let options = ConnectOptions {
         send_buffer_size: Some(64 * 1024),
         ..ConnectOptions::default()
     };
-    let mut stream = TcpStream::connect_with(host, port, &options).await?;
+    let mut stream = match tls {
+        false => TcpStream::connect_with(host, port, &options).await?,
+        true => {
+            TcpStream::connect_tls_with(host, port, &options, &TlsConnectOptions::default()).await?
+        }
+    };
     let data: Vec<u8> = (0..bytes).map(|i| (i % 251) as u8).collect();
     stream.write_all_owned(data).await?;
     let start = now();
