@@ -29,6 +29,7 @@ fn main() -> anyhow::Result<()> {
     match args.get(1).map(String::as_str) {
         Some("serve-native") => native::serve(&args[2..]),
         Some("serve-wasi") => wasi::serve(&args[2..]),
+        Some("run-wasi") => wasi::run(&args[2..]),
         Some("measure") => measure::child(&args[2..]),
         _ => harness(&args[1..]),
     }
