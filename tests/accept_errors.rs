@@ -13,7 +13,7 @@ use std::fs::File;
 use std::future::Future;
 use std::future::poll_fn;
 use std::io::{self, Write};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use moat_host::net::{ListenOptions, Net, TcpListener, TlsServerOptions};
 use moat_host::policy::Policy;
@@ -65,7 +65,19 @@ fn logs() -> &'static Logs {
 }
 
 /// The descriptor limit is process-wide: one test at a time exhausts it.
-static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+static TURN: Mutex<()> = Mutex::new(());
+
+/// Runs `test` on a runtime of its own, taking its turn first. The runtime
+/// is made after the turn is taken: made while another test had the
+/// descriptors exhausted, it would find none for its own.
+fn in_turn(test: impl Future<Output = ()>) {
+    let _turn = TURN.lock().unwrap_or_else(PoisonError::into_inner);
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(test);
+}
 
 /// Uses up every free file descriptor until dropped, then restores the
 /// limit: the soft limit is lowered just above the descriptors open now,
@@ -155,9 +167,12 @@ where
     assert_eq!(got, message);
 }
 
-#[tokio::test]
-async fn a_plain_listener_accepts_again_once_descriptors_are_free() {
-    let _turn = TURN.lock().await;
+#[test]
+fn a_plain_listener_accepts_again_once_descriptors_are_free() {
+    in_turn(plain_listener());
+}
+
+async fn plain_listener() {
     let listener = Net::new(Policy::allow_all())
         .listen("127.0.0.1", 0, &ListenOptions::default())
         .await
@@ -170,9 +185,12 @@ async fn a_plain_listener_accepts_again_once_descriptors_are_free() {
     accepts_after_emfile(listener, client, b"accepted after EMFILE").await;
 }
 
-#[tokio::test]
-async fn a_tls_listener_accepts_again_once_descriptors_are_free() {
-    let _turn = TURN.lock().await;
+#[test]
+fn a_tls_listener_accepts_again_once_descriptors_are_free() {
+    in_turn(tls_listener());
+}
+
+async fn tls_listener() {
     let ca = Ca::new("moat accept-errors CA");
     let options = TlsServerOptions {
         identity: ca.leaf(&["localhost"]).identity(),
