@@ -39,6 +39,7 @@ pub const ALL: &[&str] = &[
     "udp_echo",
     "udp_send",
     "tls_throughput",
+    "tls_connect",
 ];
 
 pub fn run(name: &str, run: &Run) -> anyhow::Result<Workload> {
@@ -55,6 +56,7 @@ pub fn run(name: &str, run: &Run) -> anyhow::Result<Workload> {
         "udp_echo" => udp_echo(run),
         "udp_send" => udp_send(run),
         "tls_throughput" => tls_throughput(run),
+        "tls_connect" => tls_connect(run),
         other => bail!("unknown workload {other}; known: {}", ALL.join(", ")),
     }
 }
@@ -693,27 +695,45 @@ fn udp_send(run: &Run) -> anyhow::Result<Workload> {
 
 // ---------------------------------------------------------------- TLS
 
-fn tls_throughput(run: &Run) -> anyhow::Result<Workload> {
-    const CHUNK: usize = 64 * 1024;
-    let total = run.scale(256, 32) << 20;
-    // wasmtime-wasi has no TLS of its own: a std::net guest would compile
-    // its own TLS stack to wasm, which is not this comparison.
-    let servers: Vec<(Kind, Server)> = [Kind::Native, Kind::Moat]
+// ---------------------------------------------------------------- TLS
+
+/// The TLS echo servers, pinned: native tokio-rustls and moat. wasmtime-wasi
+/// has no TLS of its own: a std::net guest would compile its own TLS stack
+/// to wasm, which is not this comparison.
+fn tls_servers(run: &Run) -> anyhow::Result<Vec<(Kind, Server)>> {
+    [Kind::Native, Kind::Moat]
         .iter()
         .map(|&k| Ok((k, Server::start(&run.setup, k, Mode::TlsEcho, true)?)))
-        .collect::<anyhow::Result<_>>()?;
+        .collect()
+}
+
+/// A client trusting the servers' certificate. Without `resume`, every
+/// connection makes a full handshake (no session tickets, no session IDs).
+fn tls_connector(run: &Run, resume: bool) -> anyhow::Result<tokio_rustls::TlsConnector> {
     let cert = std::fs::read(run.setup.certs.join("cert.pem"))?;
     let mut roots = rustls::RootCertStore::empty();
     for der in rustls::pki_types::pem::PemObject::pem_slice_iter(&cert) {
         roots.add(der?)?;
     }
-    let config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+    let mut config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
         rustls::crypto::ring::default_provider(),
     ))
     .with_safe_default_protocol_versions()?
     .with_root_certificates(roots)
     .with_no_client_auth();
-    let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
+    if !resume {
+        config.resumption = rustls::client::Resumption::disabled();
+    }
+    Ok(tokio_rustls::TlsConnector::from(std::sync::Arc::new(
+        config,
+    )))
+}
+
+fn tls_throughput(run: &Run) -> anyhow::Result<Workload> {
+    const CHUNK: usize = 64 * 1024;
+    let total = run.scale(256, 32) << 20;
+    let servers = tls_servers(run)?;
+    let connector = tls_connector(run, true)?;
     let mut rate = MetricBuilder::new("throughput", "MiB/s", Better::Higher);
     let mut cpu = MetricBuilder::new("server CPU per byte", "ns/B", Better::Lower);
     for _ in 0..run.rounds {
@@ -774,6 +794,54 @@ fn tls_throughput(run: &Run) -> anyhow::Result<Workload> {
         met: None,
         verdict: format!(
             "moat {:.2}× native TLS throughput, {:.2}× CPU per byte",
+            ratio(&rate, Kind::Moat),
+            ratio(&cpu, Kind::Moat)
+        ),
+        metrics: vec![rate, cpu],
+    })
+}
+
+fn tls_connect(run: &Run) -> anyhow::Result<Workload> {
+    let conns = run.scale(1_000, 200);
+    let servers = tls_servers(run)?;
+    let connector = tls_connector(run, false)?;
+    let mut rate = MetricBuilder::new("sequential connections", "conn/s", Better::Higher);
+    let mut cpu = MetricBuilder::new("server CPU per connection", "µs", Better::Lower);
+    for _ in 0..run.rounds {
+        for (kind, server) in &servers {
+            let (addr, connector) = (server.addr, connector.clone());
+            let cpu0 = server.cpu_ns();
+            let start = Instant::now();
+            client(true, async move {
+                for _ in 0..conns {
+                    let tcp = TcpStream::connect(addr).await?;
+                    tcp.set_nodelay(true)?;
+                    let name = rustls::pki_types::ServerName::try_from("localhost")?;
+                    let mut tls = connector.connect(name, tcp).await?;
+                    tls.write_all(&[7u8; 16]).await?;
+                    tls.shutdown().await?;
+                    let mut got = Vec::with_capacity(16);
+                    tls.read_to_end(&mut got).await?;
+                    if got.len() != 16 {
+                        bail!("echoed {} of 16 bytes", got.len());
+                    }
+                }
+                Ok(())
+            })?;
+            rate.add(*kind, conns as f64 / start.elapsed().as_secs_f64());
+            cpu.add(*kind, (server.cpu_ns() - cpu0) as f64 / conns as f64 / 1e3);
+        }
+    }
+    let (rate, cpu) = (rate.build(), cpu.build());
+    Ok(Workload {
+        name: "tls_connect".into(),
+        what: format!(
+            "{conns} × (TCP connect, full TLS handshake, 16 B echoed, close), one after another; pinned to CPU 0 (wasmtime-wasi has no TLS: n/a)"
+        ),
+        goal: "beside tcp_connect (no goal set)".into(),
+        met: None,
+        verdict: format!(
+            "moat {:.2}× native TLS connections/s, {:.2}× server CPU per connection",
             ratio(&rate, Kind::Moat),
             ratio(&cpu, Kind::Moat)
         ),

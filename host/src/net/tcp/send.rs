@@ -4,7 +4,7 @@
 use std::future::Future;
 use std::io;
 use std::sync::{Arc, Weak};
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use socket2::SockRef;
@@ -453,9 +453,31 @@ fn send_fin(core: &Arc<Core>, state: &mut State) -> Option<Result<(), NetError>>
             finish(state, end.clone());
             Some(end)
         }
-        Io::Tls(_) => {
-            start_tls_drain(core, state);
-            None
+        Io::Tls(tls) => {
+            // close_notify is one small record, and the socket almost always
+            // takes it at once: finish here. Only a socket that is full
+            // needs the drain (a task, and the busy gauge that wakes the
+            // epoch ticker, whose ticks make the guest yield): with every
+            // close going through it, a TLS connection cost 353 µs of server
+            // CPU against 289 µs now (`tls_connect`, native tokio-rustls:
+            // 221). Polling with a no-op waker is sound: on Pending the
+            // drain polls again with its own.
+            if state.send.tls_draining {
+                return None;
+            }
+            let mut cx = Context::from_waker(Waker::noop());
+            match Pin::new(&mut *lock(tls)).poll_shutdown(&mut cx) {
+                Poll::Ready(closed) => {
+                    let end = closed.map_err(tls::error);
+                    tracing::debug!(target: "moat::net", ok = end.is_ok(), "tls send: close_notify and FIN");
+                    finish(state, end.clone());
+                    Some(end)
+                }
+                Poll::Pending => {
+                    start_tls_drain(core, state);
+                    None
+                }
+            }
         }
     }
 }
