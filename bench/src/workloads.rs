@@ -5,7 +5,7 @@ use std::io::Read;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::measure::{self, command_cost};
@@ -93,6 +93,44 @@ fn median(w: &crate::report::Metric, kind: Kind) -> f64 {
 
 // ---------------------------------------------------------------- throughput
 
+/// Writes `total` bytes in `chunk`-sized writes, then half-closes, while
+/// reading the echo back; fails unless all of it came back.
+async fn echo_through(
+    mut rx: impl AsyncRead + Unpin,
+    mut tx: impl AsyncWrite + Unpin,
+    total: usize,
+    chunk: usize,
+) -> anyhow::Result<()> {
+    let writer = async move {
+        let data = vec![7u8; chunk];
+        let mut sent = 0;
+        while sent < total {
+            tx.write_all(&data).await?;
+            sent += chunk;
+        }
+        tx.shutdown().await?;
+        anyhow::Ok(())
+    };
+    let reader = async move {
+        let mut buf = vec![0u8; chunk];
+        let mut got = 0;
+        loop {
+            match rx.read(&mut buf).await? {
+                0 => break,
+                n => got += n,
+            }
+        }
+        anyhow::Ok(got)
+    };
+    let (w, r) = tokio::join!(writer, reader);
+    w?;
+    let got = r?;
+    if got != total {
+        bail!("echoed {got} of {total} bytes");
+    }
+    Ok(())
+}
+
 fn tcp_throughput(run: &Run) -> anyhow::Result<Workload> {
     const CHUNK: usize = 64 * 1024;
     let total = run.scale(512, 64) << 20;
@@ -106,35 +144,8 @@ fn tcp_throughput(run: &Run) -> anyhow::Result<Workload> {
             client(true, async {
                 let stream = TcpStream::connect(server.addr).await?;
                 stream.set_nodelay(true)?;
-                let (mut rx, mut tx) = stream.into_split();
-                let writer = async move {
-                    let chunk = vec![7u8; CHUNK];
-                    let mut sent = 0;
-                    while sent < total {
-                        tx.write_all(&chunk).await?;
-                        sent += CHUNK;
-                    }
-                    tx.shutdown().await?;
-                    anyhow::Ok(())
-                };
-                let reader = async move {
-                    let mut buf = vec![0u8; CHUNK];
-                    let mut got = 0;
-                    loop {
-                        match rx.read(&mut buf).await? {
-                            0 => break,
-                            n => got += n,
-                        }
-                    }
-                    anyhow::Ok(got)
-                };
-                let (w, r) = tokio::join!(writer, reader);
-                w?;
-                let got = r?;
-                if got != total {
-                    bail!("echoed {got} of {total} bytes");
-                }
-                Ok(())
+                let (rx, tx) = stream.into_split();
+                echo_through(rx, tx, total, CHUNK).await
             })?;
             let secs = start.elapsed().as_secs_f64();
             rate.add(*kind, total as f64 / (1 << 20) as f64 / secs);
@@ -746,35 +757,8 @@ fn tls_throughput(run: &Run) -> anyhow::Result<Workload> {
                 tcp.set_nodelay(true)?;
                 let name = rustls::pki_types::ServerName::try_from("localhost")?;
                 let tls = connector.connect(name, tcp).await?;
-                let (mut rx, mut tx) = tokio::io::split(tls);
-                let writer = async move {
-                    let chunk = vec![7u8; CHUNK];
-                    let mut sent = 0;
-                    while sent < total {
-                        tx.write_all(&chunk).await?;
-                        sent += CHUNK;
-                    }
-                    tx.shutdown().await?;
-                    anyhow::Ok(())
-                };
-                let reader = async move {
-                    let mut buf = vec![0u8; CHUNK];
-                    let mut got = 0;
-                    loop {
-                        match rx.read(&mut buf).await? {
-                            0 => break,
-                            n => got += n,
-                        }
-                    }
-                    anyhow::Ok(got)
-                };
-                let (w, r) = tokio::join!(writer, reader);
-                w?;
-                let got = r?;
-                if got != total {
-                    bail!("echoed {got} of {total} bytes");
-                }
-                Ok(())
+                let (rx, tx) = tokio::io::split(tls);
+                echo_through(rx, tx, total, CHUNK).await
             })?;
             rate.add(
                 *kind,
