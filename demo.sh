@@ -8,7 +8,7 @@ cd "$(dirname "$0")"
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 show() { printf '$ %s\n' "$*"; }
 
-step "Toolchain (rust-toolchain.toml: Rust 1.95 with the wasm32-wasip2 target)"
+step "Toolchain (rust-toolchain.toml: Rust 1.99.1 with the wasm32-wasip2 target)"
 show rustup toolchain install
 rustup toolchain install >/dev/null 2>&1 || rustup target add wasm32-wasip2
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use moat_host::policy::Policy;
 use moat_host::{Input, RunOptions};
-use rand::{Rng, RngCore, SeedableRng};
+use rand::{Rng, RngExt, SeedableRng};
 use sha2::{Digest, Sha256};
 use support::{guests, start, start_with};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use moat_host::policy::Policy;
 use moat_host::{Input, RunOptions};
-use rand::{RngCore, SeedableRng};
+use rand::{Rng, SeedableRng};
 use rustls::pki_types::ServerName;
 use sha2::{Digest, Sha256};
 use support::certs::{Ca, Leaf};
