@@ -5,7 +5,8 @@ mod support;
 
 use std::net::TcpListener;
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 use support::guests;
 
@@ -122,6 +123,44 @@ fn a_trap_exits_134_with_the_reason() {
     assert_eq!(out.status.code(), Some(134));
     let err = text(&out.stderr);
     assert!(err.contains("probe: trapping with sockets open"), "{err}");
+    assert!(err.contains("moat: error: the guest trapped"), "{err}");
+}
+
+#[test]
+fn a_guest_whose_tasks_only_wait_on_each_other_stops_instead_of_hanging() {
+    // Nothing on the host (no socket, timer or stdin) can wake such a
+    // guest: its runtime panics, and `moat run` ends as for any trap.
+    let mut child = Command::new(MOAT)
+        .arg("run")
+        .arg(format!("--cache-dir={}", cache_dir().display()))
+        .args([guests::PROBE, "deadlock"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("moat runs");
+    let deadline = Instant::now() + support::PATIENCE;
+    while child.try_wait().expect("wait").is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!(
+                "the deadlocked guest still runs after {:?}",
+                support::PATIENCE
+            );
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let out = child.wait_with_output().expect("output");
+    assert_eq!(out.status.code(), Some(134), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("waiting on a task that never ends"),
+        "{}",
+        text(&out.stdout)
+    );
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("cannot sleep waiting only on Rust-originating events"),
+        "{err}"
+    );
     assert!(err.contains("moat: error: the guest trapped"), "{err}");
 }
 

@@ -37,6 +37,11 @@
 //! run. A task that computes without awaiting holds the others back, but
 //! not its sockets: bytes it already wrote keep flowing (the host writes
 //! them out while the guest computes).
+//!
+//! A program whose tasks all wait on one another, and none on the host (a
+//! socket, a timer, stdin), can never run again: it stops with a panic
+//! ("cannot sleep waiting only on Rust-originating events") instead of
+//! hanging, and `moat run` exits as for any trap.
 #![warn(missing_docs)]
 
 mod addr;

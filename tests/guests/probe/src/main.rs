@@ -99,6 +99,12 @@ async fn main() -> Result<(), Error> {
             }
         }
         "udp-multicast" => udp_multicast(arg(1)?, arg(2)?).await?,
+        "deadlock" => {
+            // Every task waits on another task, none on the host: nothing
+            // can ever wake this program again.
+            println!("waiting on a task that never ends");
+            moat_sdk::spawn(std::future::pending::<()>()).await;
+        }
         other => {
             return Err(Error::InvalidArgument(format!(
                 "probe: unknown command {other}"
