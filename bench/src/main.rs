@@ -2,11 +2,14 @@
 //! three server processes, rounds interleaved, ratios to native.
 //!
 //! ```text
-//! cargo run --release -p moat-bench -- [--quick] [--rounds N] [WORKLOAD...]
+//! cargo run --release -p moat-bench -- [--quick] [--rounds N] [--baseline DIR] [WORKLOAD...]
 //! ```
 //!
 //! Writes `target/bench/latest.json`, `target/bench/latest.md` (the table)
-//! and `target/bench/ratios.svg` (the chart).
+//! and `target/bench/ratios.svg` (the chart). `--baseline DIR` also runs
+//! the `moat` and wasmtime-wasi servers of another build of this repository
+//! (DIR is that checkout's target directory) in the same rounds, and writes
+//! the A/B table to `target/bench/latest-ab.md`.
 
 mod measure;
 mod native;
@@ -21,7 +24,7 @@ use std::process::Command;
 use anyhow::{Context, bail};
 
 use report::Report;
-use servers::Setup;
+use servers::{Baseline, Setup};
 use workloads::Run;
 
 fn main() -> anyhow::Result<()> {
@@ -38,15 +41,23 @@ fn main() -> anyhow::Result<()> {
 fn harness(args: &[String]) -> anyhow::Result<()> {
     let mut quick = false;
     let mut rounds = None;
+    let mut baseline = None;
     let mut chosen = Vec::new();
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         match arg.as_str() {
             "--quick" => quick = true,
             "--rounds" => rounds = Some(it.next().context("--rounds N")?.parse()?),
+            "--baseline" => {
+                baseline = Some(PathBuf::from(it.next().context("--baseline DIR")?));
+            }
             "-h" | "--help" => {
                 println!(
-                    "usage: moat-bench [--quick] [--rounds N] [WORKLOAD...]\nworkloads: {}",
+                    "usage: moat-bench [--quick] [--rounds N] [--baseline DIR] [WORKLOAD...]\n\
+                     --baseline DIR: also run the moat and wasmtime-wasi of the build in the\n\
+                     target directory DIR (another checkout, built with `cargo build --release\n\
+                     -p moat-host -p moat-bench -p moat-guests`), in the same rounds\n\
+                     workloads: {}",
                     workloads::ALL.join(" ")
                 );
                 return Ok(());
@@ -74,6 +85,10 @@ fn harness(args: &[String]) -> anyhow::Result<()> {
         exe,
         cache: out.join("cache"),
         certs: make_certs(&out.join("certs"))?,
+        baseline: baseline
+            .as_deref()
+            .map(Baseline::in_target_dir)
+            .transpose()?,
     };
     raise_fd_limit();
     measure::num_cpus(); // counted before any pinning
@@ -86,6 +101,7 @@ fn harness(args: &[String]) -> anyhow::Result<()> {
         quick,
         rounds: run.rounds,
         machine: machine(),
+        baseline: baseline.map(|dir| dir.display().to_string()),
         workloads: Vec::new(),
     };
     eprintln!("{}", report.machine);
@@ -107,8 +123,17 @@ fn harness(args: &[String]) -> anyhow::Result<()> {
         serde_json::to_string_pretty(&report)?,
     )?;
     std::fs::write(out.join("latest.md"), &table)?;
+    let ab = report::ab_table(&report);
+    if !ab.is_empty() {
+        println!("{ab}");
+        std::fs::write(out.join("latest-ab.md"), &ab)?;
+    }
     report::chart(&report, &out.join("ratios.svg"))?;
-    eprintln!("wrote {}/latest.json, latest.md, ratios.svg", out.display());
+    eprintln!(
+        "wrote {}/latest.json, latest.md, ratios.svg{}",
+        out.display(),
+        if ab.is_empty() { "" } else { ", latest-ab.md" }
+    );
     Ok(())
 }
 

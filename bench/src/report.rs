@@ -120,6 +120,8 @@ pub struct Report {
     pub quick: bool,
     pub rounds: usize,
     pub machine: String,
+    /// The target directory of the baseline build, if one ran beside this.
+    pub baseline: Option<String>,
     pub workloads: Vec<Workload>,
 }
 
@@ -188,6 +190,50 @@ pub fn table(report: &Report) -> String {
     out
 }
 
+/// The A/B table: each metric of this build beside the baseline build's,
+/// as markdown. Empty without a baseline.
+pub fn ab_table(report: &Report) -> String {
+    if report.baseline.is_none() {
+        return String::new();
+    }
+    let mut out = String::new();
+    out.push_str("| workload | metric | moat, baseline | moat | moat / baseline | wasmtime-wasi, baseline | wasmtime-wasi | wasmtime-wasi / baseline |\n");
+    out.push_str("|---|---|---|---|---|---|---|---|\n");
+    for w in &report.workloads {
+        for (i, m) in w.metrics.iter().enumerate() {
+            let cell = |k: Kind| {
+                m.servers
+                    .get(&k)
+                    .map(|s| format!("{} ({}..{})", fmt(s.median), fmt(s.min), fmt(s.max)))
+                    .unwrap_or_else(|| "-".into())
+            };
+            let ratio = |new: Kind, old: Kind| match (m.servers.get(&new), m.servers.get(&old)) {
+                (Some(new), Some(old)) if old.median != 0.0 => {
+                    format!("{:.2}", new.median / old.median)
+                }
+                _ => "-".into(),
+            };
+            out.push_str(&format!(
+                "| {} | {} ({}, {}) | {} | {} | {} | {} | {} | {} |\n",
+                if i == 0 { w.name.as_str() } else { "" },
+                m.name,
+                m.unit,
+                match m.better {
+                    Better::Higher => "higher is better",
+                    Better::Lower => "lower is better",
+                },
+                cell(Kind::MoatBaseline),
+                cell(Kind::Moat),
+                ratio(Kind::Moat, Kind::MoatBaseline),
+                cell(Kind::WasmtimeWasiBaseline),
+                cell(Kind::WasmtimeWasi),
+                ratio(Kind::WasmtimeWasi, Kind::WasmtimeWasiBaseline),
+            ));
+        }
+    }
+    out
+}
+
 /// A chart of every metric's ratio to native, moat beside wasmtime-wasi.
 pub fn chart(report: &Report, path: &Path) -> anyhow::Result<()> {
     let rows: Vec<(String, Option<f64>, Option<f64>)> = report
@@ -196,7 +242,10 @@ pub fn chart(report: &Report, path: &Path) -> anyhow::Result<()> {
         .flat_map(|w| {
             w.metrics
                 .iter()
-                .filter(|m| m.ratio_to_native.len() > 1)
+                .filter(|m| {
+                    m.ratio_to_native.contains_key(&Kind::Moat)
+                        || m.ratio_to_native.contains_key(&Kind::WasmtimeWasi)
+                })
                 .map(move |m| {
                     let arrow = match m.better {
                         Better::Higher => "↑",

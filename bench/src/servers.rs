@@ -1,9 +1,11 @@
-//! The three servers, each a process of its own: native tokio, moat running
-//! a guest, and a std::net guest on wasmtime-wasi's own sockets.
+//! The servers, each a process of its own: native tokio, moat running a
+//! guest, and a std::net guest on wasmtime-wasi's own sockets; with
+//! `--baseline`, also moat and wasmtime-wasi from another build of this
+//! repository (the A/B of a change).
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
@@ -20,19 +22,61 @@ pub enum Kind {
     Native,
     /// `moat run` with a moat-sdk guest.
     Moat,
+    /// `moat run` of the baseline build, with the baseline's guests.
+    MoatBaseline,
     /// A std::net guest on wasmtime-wasi's p2 sockets, the way wasmtime's
     /// CLI runs it: what users would pick instead.
     WasmtimeWasi,
+    /// The same, served by the baseline build's harness (its wasmtime-wasi).
+    WasmtimeWasiBaseline,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 3] = [Kind::Native, Kind::Moat, Kind::WasmtimeWasi];
-
     pub fn label(self) -> &'static str {
         match self {
             Kind::Native => "native",
             Kind::Moat => "moat",
+            Kind::MoatBaseline => "moat (baseline)",
             Kind::WasmtimeWasi => "wasmtime-wasi",
+            Kind::WasmtimeWasiBaseline => "wasmtime-wasi (baseline)",
+        }
+    }
+
+    /// Whether the server is `moat run`.
+    pub fn is_moat(self) -> bool {
+        matches!(self, Kind::Moat | Kind::MoatBaseline)
+    }
+}
+
+/// The guests the servers run.
+#[derive(Debug, Clone, Copy)]
+pub enum Guest {
+    EchoServer,
+    UdpEcho,
+    BenchServer,
+    BenchStd,
+    Hello,
+}
+
+impl Guest {
+    fn package(self) -> &'static str {
+        match self {
+            Guest::EchoServer => "echo-server",
+            Guest::UdpEcho => "udp-echo",
+            Guest::BenchServer => "bench-server",
+            Guest::BenchStd => "bench-std",
+            Guest::Hello => "hello",
+        }
+    }
+
+    /// This build's component.
+    fn current(self) -> &'static str {
+        match self {
+            Guest::EchoServer => moat_guests::ECHO_SERVER,
+            Guest::UdpEcho => moat_guests::UDP_ECHO,
+            Guest::BenchServer => moat_guests::BENCH_SERVER,
+            Guest::BenchStd => moat_guests::BENCH_STD,
+            Guest::Hello => moat_guests::HELLO,
         }
     }
 }
@@ -96,6 +140,107 @@ pub struct Setup {
     pub cache: PathBuf,
     /// cert.pem and key.pem (for localhost) for the TLS servers.
     pub certs: PathBuf,
+    /// Another build to measure beside this one, if any.
+    pub baseline: Option<Baseline>,
+}
+
+/// Another build of this repository, measured in the same run: its `moat`,
+/// its harness (for its wasmtime-wasi) and its guests, all from the target
+/// directory of that checkout after `cargo build --release -p moat-host
+/// -p moat-bench -p moat-guests`.
+pub struct Baseline {
+    /// `DIR/release/moat`.
+    pub moat: PathBuf,
+    /// `DIR/release/moat-bench`.
+    pub bench: PathBuf,
+    /// `DIR/guests/wasm32-wasip2/release`.
+    pub guests: PathBuf,
+}
+
+impl Baseline {
+    /// The baseline in the target directory `dir`; fails unless every file
+    /// it needs is there.
+    pub fn in_target_dir(dir: &Path) -> anyhow::Result<Baseline> {
+        let baseline = Baseline {
+            moat: dir.join("release/moat"),
+            bench: dir.join("release/moat-bench"),
+            guests: dir.join("guests/wasm32-wasip2/release"),
+        };
+        let mut needed = vec![baseline.moat.clone(), baseline.bench.clone()];
+        for guest in [
+            Guest::EchoServer,
+            Guest::UdpEcho,
+            Guest::BenchServer,
+            Guest::BenchStd,
+            Guest::Hello,
+        ] {
+            needed.push(baseline.guests.join(format!("{}.wasm", guest.package())));
+        }
+        if let Some(missing) = needed.iter().find(|p| !p.exists()) {
+            bail!(
+                "--baseline {}: {} is missing (build that checkout with `cargo build --release -p moat-host -p moat-bench -p moat-guests`)",
+                dir.display(),
+                missing.display()
+            );
+        }
+        Ok(baseline)
+    }
+}
+
+impl Setup {
+    /// Every server kind of this run, in the order each round visits them.
+    pub fn kinds(&self) -> Vec<Kind> {
+        let mut kinds = vec![Kind::Native, Kind::Moat];
+        if self.baseline.is_some() {
+            kinds.push(Kind::MoatBaseline);
+        }
+        kinds.push(Kind::WasmtimeWasi);
+        if self.baseline.is_some() {
+            kinds.push(Kind::WasmtimeWasiBaseline);
+        }
+        kinds
+    }
+
+    fn baseline(&self) -> &Baseline {
+        self.baseline
+            .as_ref()
+            .expect("baseline kinds run only with --baseline")
+    }
+
+    /// The `moat` binary of a moat kind.
+    pub fn moat_binary(&self, kind: Kind) -> &Path {
+        match kind {
+            Kind::MoatBaseline => &self.baseline().moat,
+            _ => &self.moat,
+        }
+    }
+
+    /// The harness that serves a wasmtime-wasi kind.
+    pub fn wasi_binary(&self, kind: Kind) -> &Path {
+        match kind {
+            Kind::WasmtimeWasiBaseline => &self.baseline().bench,
+            _ => &self.exe,
+        }
+    }
+
+    /// Where `kind`'s copy of `guest` is.
+    pub fn guest(&self, kind: Kind, guest: Guest) -> PathBuf {
+        match kind {
+            Kind::MoatBaseline | Kind::WasmtimeWasiBaseline => self
+                .baseline()
+                .guests
+                .join(format!("{}.wasm", guest.package())),
+            _ => PathBuf::from(guest.current()),
+        }
+    }
+
+    /// The compiled-code cache of a moat kind (each build its own).
+    pub fn cache_for(&self, kind: Kind) -> PathBuf {
+        match kind {
+            Kind::MoatBaseline => self.cache.join("baseline"),
+            _ => self.cache.clone(),
+        }
+    }
 }
 
 /// A running server process; killed when dropped.
@@ -132,43 +277,45 @@ impl Server {
                         .arg(setup.certs.join("key.pem"));
                 }
             }
-            Kind::Moat => {
+            Kind::Moat | Kind::MoatBaseline => {
                 command
-                    .arg(&setup.moat)
+                    .arg(setup.moat_binary(kind))
                     .arg("run")
-                    .arg(format!("--cache-dir={}", setup.cache.display()))
+                    .arg(format!("--cache-dir={}", setup.cache_for(kind).display()))
                     .arg("--allow-listen=127.0.0.1:0")
                     .arg("--allow-net=127.0.0.1");
                 match mode {
                     Mode::Echo => {
-                        command.arg(moat_guests::ECHO_SERVER).arg(&listen);
+                        command
+                            .arg(setup.guest(kind, Guest::EchoServer))
+                            .arg(&listen);
                     }
                     Mode::UdpEcho => {
-                        command.arg(moat_guests::UDP_ECHO).arg(&listen);
+                        command.arg(setup.guest(kind, Guest::UdpEcho)).arg(&listen);
                     }
                     Mode::TlsEcho => {
                         command
                             .arg(format!("--dir={}::/certs", setup.certs.display()))
-                            .arg(moat_guests::BENCH_SERVER)
+                            .arg(setup.guest(kind, Guest::BenchServer))
                             .args(["tls-echo", &listen, "/certs/cert.pem", "/certs/key.pem"]);
                     }
                     _ => {
                         // bench-server takes MODE ADDR ARGS...
                         let rest = mode_args.split_off(1);
                         command
-                            .arg(moat_guests::BENCH_SERVER)
+                            .arg(setup.guest(kind, Guest::BenchServer))
                             .arg(&mode_args[0])
                             .arg(&listen)
                             .args(rest);
                     }
                 }
             }
-            Kind::WasmtimeWasi => {
+            Kind::WasmtimeWasi | Kind::WasmtimeWasiBaseline => {
                 let rest = mode_args.split_off(1);
                 command
-                    .arg(&setup.exe)
+                    .arg(setup.wasi_binary(kind))
                     .arg("serve-wasi")
-                    .arg(moat_guests::BENCH_STD)
+                    .arg(setup.guest(kind, Guest::BenchStd))
                     .arg(&mode_args[0])
                     .arg(&listen)
                     .args(rest);

@@ -1,7 +1,9 @@
-//! The workloads: each runs the same job against the three servers, rounds
-//! interleaved (native, moat, wasmtime-wasi, native, ...).
+//! The workloads: each runs the same job against every server, rounds
+//! interleaved (native, moat, wasmtime-wasi, native, ...; with a baseline,
+//! its moat after moat and its wasmtime-wasi after wasmtime-wasi).
 
 use std::io::Read;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -10,7 +12,7 @@ use tokio::net::TcpStream;
 
 use crate::measure::{self, command_cost};
 use crate::report::{Better, MetricBuilder, Workload};
-use crate::servers::{Kind, Mode, Server, Setup};
+use crate::servers::{Guest, Kind, Mode, Server, Setup};
 
 /// Settings of one harness run.
 pub struct Run {
@@ -77,9 +79,10 @@ fn client<T>(
 }
 
 fn started(run: &Run, mode: Mode, pinned: bool) -> anyhow::Result<Vec<(Kind, Server)>> {
-    Kind::ALL
-        .iter()
-        .map(|&k| Ok((k, Server::start(&run.setup, k, mode, pinned)?)))
+    run.setup
+        .kinds()
+        .into_iter()
+        .map(|k| Ok((k, Server::start(&run.setup, k, mode, pinned)?)))
         .collect()
 }
 
@@ -298,7 +301,7 @@ fn idle_sockets(run: &Run) -> anyhow::Result<Workload> {
     let count = run.scale(10_000, 2_000);
     let mut per_socket = MetricBuilder::new("server memory per idle socket", "B", Better::Lower);
     for _ in 0..run.rounds.min(3) {
-        for kind in Kind::ALL {
+        for kind in run.setup.kinds() {
             let server = Server::start(&run.setup, kind, Mode::Hold, false)?;
             // Settle: one connection first, so lazily made state is counted out.
             let warm = std::net::TcpStream::connect(server.addr)?;
@@ -387,7 +390,7 @@ fn large_write(run: &Run) -> anyhow::Result<Workload> {
         .collect();
     let mut doubling = MetricBuilder::new("CPU growth per doubling", "×", Better::Lower);
     for _ in 0..run.rounds {
-        for kind in Kind::ALL {
+        for kind in run.setup.kinds() {
             let mut cpu = Vec::new();
             for (i, mib) in sizes.iter().enumerate() {
                 let bytes = mib << 20;
@@ -509,7 +512,7 @@ fn rss_after_burst(run: &Run) -> anyhow::Result<Workload> {
     let mut growth = MetricBuilder::new("RSS after the burst, minus before", "MiB", Better::Lower);
     let mut peak = MetricBuilder::new("peak RSS", "MiB", Better::Lower);
     for _ in 0..run.rounds.min(3) {
-        for kind in Kind::ALL {
+        for kind in run.setup.kinds() {
             let server = Server::start(&run.setup, kind, Mode::Stream(bytes), false)?;
             std::thread::sleep(Duration::from_millis(300));
             let (before, _) = server.rss_kib();
@@ -543,50 +546,66 @@ fn rss_after_burst(run: &Run) -> anyhow::Result<Workload> {
 
 // ---------------------------------------------------------------- cold start
 
+/// A file-name-safe name of `kind`.
+fn kind_slug(kind: Kind) -> String {
+    kind.label()
+        .chars()
+        .filter_map(|c| match c {
+            'a'..='z' | '0'..='9' | '-' => Some(c),
+            ' ' => Some('-'),
+            _ => None,
+        })
+        .collect()
+}
+
 /// Rounds of `cold_start`, whatever `--rounds` says: a first start varies
 /// by ±15% from run to run here, and a round costs only about 0.2 s, so
 /// nine rounds buy a steadier median cheaply.
 const COLD_START_ROUNDS: usize = 9;
 
 fn cold_start(run: &Run) -> anyhow::Result<Workload> {
-    let moat = run.setup.moat.to_string_lossy().into_owned();
-    let exe = &run.setup.exe;
-    let exe_str = exe.to_string_lossy().into_owned();
-    let moat_cache = run.setup.cache.join("cold-start");
-    let wasi_cache = run.setup.cache.join("cold-start-wasmtime");
-    let moat_cache_flag = format!("--cache-dir={}", moat_cache.display());
-    let wasi_cache_dir = wasi_cache.to_string_lossy().into_owned();
+    let setup = &run.setup;
+    let exe = &setup.exe;
     let mut first = MetricBuilder::new("first run (compiles)", "ms", Better::Lower);
     let mut cached = MetricBuilder::new("cached run", "ms", Better::Lower);
     let mut rss = MetricBuilder::new("peak RSS, cached run", "MiB", Better::Lower);
-    let hello = moat_guests::HELLO;
     // The same component both ways: moat compiles it with its own engine
     // configuration; the wasmtime-wasi column runs it as `wasmtime run`
     // does (wasmtime's default configuration and cache).
-    let first_run = |kind: Kind| -> anyhow::Result<_> {
-        match kind {
-            Kind::Moat => command_cost(exe, &[&moat, "run", "--no-cache", hello]),
-            _ => command_cost(exe, &[&exe_str, "run-wasi", hello]),
+    let command = |kind: Kind, cache: Option<&Path>| -> Vec<String> {
+        let hello = setup.guest(kind, Guest::Hello).display().to_string();
+        if kind.is_moat() {
+            let cache = match cache {
+                Some(dir) => format!("--cache-dir={}", dir.display()),
+                None => "--no-cache".into(),
+            };
+            let moat = setup.moat_binary(kind).display().to_string();
+            vec![moat, "run".into(), cache, hello]
+        } else {
+            let mut command = vec![
+                setup.wasi_binary(kind).display().to_string(),
+                "run-wasi".into(),
+            ];
+            if let Some(dir) = cache {
+                command.extend(["--cache-dir".into(), dir.display().to_string()]);
+            }
+            command.push(hello);
+            command
         }
     };
-    let cached_run = |kind: Kind| -> anyhow::Result<_> {
-        match kind {
-            Kind::Moat => command_cost(exe, &[&moat, "run", &moat_cache_flag, hello]),
-            _ => command_cost(
-                exe,
-                &[&exe_str, "run-wasi", "--cache-dir", &wasi_cache_dir, hello],
-            ),
-        }
+    let cost = |args: Vec<String>| {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        command_cost(exe, &args)
     };
     for _ in 0..run.rounds.max(COLD_START_ROUNDS) {
-        for kind in [Kind::Moat, Kind::WasmtimeWasi] {
-            first.add(kind, first_run(kind)?.wall_ms);
-            let _ = std::fs::remove_dir_all(&moat_cache);
-            let _ = std::fs::remove_dir_all(&wasi_cache);
-            cached_run(kind)?;
-            let cost = cached_run(kind)?;
-            cached.add(kind, cost.wall_ms);
-            rss.add(kind, cost.max_rss_kib as f64 / 1024.0);
+        for kind in setup.kinds().into_iter().filter(|&k| k != Kind::Native) {
+            let cache = setup.cache.join(format!("cold-start-{}", kind_slug(kind)));
+            first.add(kind, cost(command(kind, None))?.wall_ms);
+            let _ = std::fs::remove_dir_all(&cache);
+            cost(command(kind, Some(&cache)))?;
+            let cached_cost = cost(command(kind, Some(&cache)))?;
+            cached.add(kind, cached_cost.wall_ms);
+            rss.add(kind, cached_cost.max_rss_kib as f64 / 1024.0);
         }
     }
     let (first, cached, rss) = (first.build(), cached.build(), rss.build());
@@ -706,15 +725,15 @@ fn udp_send(run: &Run) -> anyhow::Result<Workload> {
 
 // ---------------------------------------------------------------- TLS
 
-// ---------------------------------------------------------------- TLS
-
 /// The TLS echo servers, pinned: native tokio-rustls and moat. wasmtime-wasi
 /// has no TLS of its own: a std::net guest would compile its own TLS stack
 /// to wasm, which is not this comparison.
 fn tls_servers(run: &Run) -> anyhow::Result<Vec<(Kind, Server)>> {
-    [Kind::Native, Kind::Moat]
-        .iter()
-        .map(|&k| Ok((k, Server::start(&run.setup, k, Mode::TlsEcho, true)?)))
+    run.setup
+        .kinds()
+        .into_iter()
+        .filter(|k| *k == Kind::Native || k.is_moat())
+        .map(|k| Ok((k, Server::start(&run.setup, k, Mode::TlsEcho, true)?)))
         .collect()
 }
 
