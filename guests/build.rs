@@ -34,7 +34,8 @@ fn main() {
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     let target_dir = guest_target_dir(&root, &out);
 
-    for watched in ["guest-sdk", "wit", "Cargo.lock"] {
+    // bench/src/pattern.rs: the bench guests include it by path.
+    for watched in ["guest-sdk", "wit", "Cargo.lock", "bench/src/pattern.rs"] {
         println!("cargo:rerun-if-changed={}", root.join(watched).display());
     }
     for (_, _, dir) in GUESTS {

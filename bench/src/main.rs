@@ -13,6 +13,7 @@
 
 mod measure;
 mod native;
+mod pattern;
 mod report;
 mod servers;
 mod wasi;

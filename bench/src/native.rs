@@ -8,6 +8,8 @@ use anyhow::Context;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
+use crate::pattern::pattern;
+
 /// `moat-bench serve-native MODE ADDR [ARGS]`.
 pub fn serve(args: &[String]) -> anyhow::Result<()> {
     let arg = |i: usize| args.get(i).map(String::as_str).unwrap_or("");
@@ -46,10 +48,6 @@ pub fn serve(args: &[String]) -> anyhow::Result<()> {
             }
         }
     })
-}
-
-fn pattern(bytes: usize) -> Vec<u8> {
-    (0..bytes).map(|i| (i % 251) as u8).collect()
 }
 
 async fn echo(mut conn: TcpStream) {

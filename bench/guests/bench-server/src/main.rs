@@ -15,6 +15,11 @@ use std::time::Duration;
 
 use moat_sdk::{Error, ListenOptions, TcpListener, TcpStream};
 
+// The servers' bytes, shared with the harness's native server.
+#[path = "../../../src/pattern.rs"]
+mod pattern;
+use pattern::pattern;
+
 #[moat_sdk::main]
 async fn main() -> Result<(), Error> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -55,10 +60,6 @@ async fn main() -> Result<(), Error> {
         }
     }
     Ok(())
-}
-
-fn pattern(bytes: usize) -> Vec<u8> {
-    (0..bytes).map(|i| (i % 251) as u8).collect()
 }
 
 async fn write_once(mut conn: TcpStream, bytes: usize) -> Result<(), Error> {

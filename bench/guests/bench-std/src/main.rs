@@ -11,6 +11,11 @@ use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
+// The servers' bytes, shared with the harness's native server.
+#[path = "../../../src/pattern.rs"]
+mod pattern;
+use pattern::pattern;
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let arg = |i: usize| args.get(i).map(String::as_str).unwrap_or("");
@@ -37,10 +42,6 @@ fn main() {
             other => panic!("unknown mode {other}"),
         }
     }
-}
-
-fn pattern(bytes: usize) -> Vec<u8> {
-    (0..bytes).map(|i| (i % 251) as u8).collect()
 }
 
 fn echo(mut conn: TcpStream) {
