@@ -58,6 +58,25 @@ pub struct Metric {
     pub ratio_to_native: BTreeMap<Kind, f64>,
 }
 
+impl Metric {
+    /// `name (unit, which way is better)`, the table's metric column.
+    fn label(&self) -> String {
+        let better = match self.better {
+            Better::Higher => "higher is better",
+            Better::Lower => "lower is better",
+        };
+        format!("{} ({}, {better})", self.name, self.unit)
+    }
+
+    /// `median (min..max)` of one server, or `-`.
+    fn cell(&self, kind: Kind) -> String {
+        self.servers
+            .get(&kind)
+            .map(|s| format!("{} ({}..{})", fmt(s.median), fmt(s.min), fmt(s.max)))
+            .unwrap_or_else(|| "-".into())
+    }
+}
+
 /// Collects samples for one metric.
 pub struct MetricBuilder {
     name: String,
@@ -144,12 +163,6 @@ pub fn table(report: &Report) -> String {
     out.push_str("|---|---|---|---|---|---|---|---|---|\n");
     for w in &report.workloads {
         for (i, m) in w.metrics.iter().enumerate() {
-            let cell = |k: Kind| {
-                m.servers
-                    .get(&k)
-                    .map(|s| format!("{} ({}..{})", fmt(s.median), fmt(s.min), fmt(s.max)))
-                    .unwrap_or_else(|| "-".into())
-            };
             let ratio = |k: Kind| {
                 m.ratio_to_native
                     .get(&k)
@@ -169,17 +182,12 @@ pub fn table(report: &Report) -> String {
                 (String::new(), String::new())
             };
             out.push_str(&format!(
-                "| {} | {} ({}, {}) | {} | {} | {} | {} | {} | {} | {} |\n",
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
                 if i == 0 { w.name.as_str() } else { "" },
-                m.name,
-                m.unit,
-                match m.better {
-                    Better::Higher => "higher is better",
-                    Better::Lower => "lower is better",
-                },
-                cell(Kind::Native),
-                cell(Kind::Moat),
-                cell(Kind::WasmtimeWasi),
+                m.label(),
+                m.cell(Kind::Native),
+                m.cell(Kind::Moat),
+                m.cell(Kind::WasmtimeWasi),
                 ratio(Kind::Moat),
                 ratio(Kind::WasmtimeWasi),
                 goal,
@@ -201,12 +209,6 @@ pub fn ab_table(report: &Report) -> String {
     out.push_str("|---|---|---|---|---|---|---|---|\n");
     for w in &report.workloads {
         for (i, m) in w.metrics.iter().enumerate() {
-            let cell = |k: Kind| {
-                m.servers
-                    .get(&k)
-                    .map(|s| format!("{} ({}..{})", fmt(s.median), fmt(s.min), fmt(s.max)))
-                    .unwrap_or_else(|| "-".into())
-            };
             let ratio = |new: Kind, old: Kind| match (m.servers.get(&new), m.servers.get(&old)) {
                 (Some(new), Some(old)) if old.median != 0.0 => {
                     format!("{:.2}", new.median / old.median)
@@ -214,19 +216,14 @@ pub fn ab_table(report: &Report) -> String {
                 _ => "-".into(),
             };
             out.push_str(&format!(
-                "| {} | {} ({}, {}) | {} | {} | {} | {} | {} | {} |\n",
+                "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
                 if i == 0 { w.name.as_str() } else { "" },
-                m.name,
-                m.unit,
-                match m.better {
-                    Better::Higher => "higher is better",
-                    Better::Lower => "lower is better",
-                },
-                cell(Kind::MoatBaseline),
-                cell(Kind::Moat),
+                m.label(),
+                m.cell(Kind::MoatBaseline),
+                m.cell(Kind::Moat),
                 ratio(Kind::Moat, Kind::MoatBaseline),
-                cell(Kind::WasmtimeWasiBaseline),
-                cell(Kind::WasmtimeWasi),
+                m.cell(Kind::WasmtimeWasiBaseline),
+                m.cell(Kind::WasmtimeWasi),
                 ratio(Kind::WasmtimeWasi, Kind::WasmtimeWasiBaseline),
             ));
         }
