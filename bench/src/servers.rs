@@ -42,6 +42,17 @@ impl Kind {
         }
     }
 
+    /// The kind as a file name (and as in the JSON).
+    pub fn slug(self) -> &'static str {
+        match self {
+            Kind::Native => "native",
+            Kind::Moat => "moat",
+            Kind::MoatBaseline => "moat-baseline",
+            Kind::WasmtimeWasi => "wasmtime-wasi",
+            Kind::WasmtimeWasiBaseline => "wasmtime-wasi-baseline",
+        }
+    }
+
     /// Whether the server is `moat run`.
     pub fn is_moat(self) -> bool {
         matches!(self, Kind::Moat | Kind::MoatBaseline)

@@ -546,18 +546,6 @@ fn rss_after_burst(run: &Run) -> anyhow::Result<Workload> {
 
 // ---------------------------------------------------------------- cold start
 
-/// A file-name-safe name of `kind`.
-fn kind_slug(kind: Kind) -> String {
-    kind.label()
-        .chars()
-        .filter_map(|c| match c {
-            'a'..='z' | '0'..='9' | '-' => Some(c),
-            ' ' => Some('-'),
-            _ => None,
-        })
-        .collect()
-}
-
 /// Rounds of `cold_start`, whatever `--rounds` says: a first start varies
 /// by ±15% from run to run here, and a round costs only about 0.2 s, so
 /// nine rounds buy a steadier median cheaply.
@@ -599,7 +587,7 @@ fn cold_start(run: &Run) -> anyhow::Result<Workload> {
     };
     for _ in 0..run.rounds.max(COLD_START_ROUNDS) {
         for kind in setup.kinds().into_iter().filter(|&k| k != Kind::Native) {
-            let cache = setup.cache.join(format!("cold-start-{}", kind_slug(kind)));
+            let cache = setup.cache.join(format!("cold-start-{}", kind.slug()));
             first.add(kind, cost(command(kind, None))?.wall_ms);
             let _ = std::fs::remove_dir_all(&cache);
             cost(command(kind, Some(&cache)))?;
