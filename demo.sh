@@ -91,4 +91,4 @@ step "A Rust program embedding moat, with its policy built in code"
 show target/debug/embed "$GUESTS/ncat.wasm"
 target/debug/embed "$GUESTS/ncat.wasm"
 
-step "Done. The whole test suite: cargo test"
+step "Done. The whole test suite: rustup toolchain install && cargo test"
