@@ -23,8 +23,10 @@ const MAX_LABEL_LEN: usize = 63;
 pub enum Host {
     /// A DNS name: lower case, without a trailing dot.
     Name(String),
-    /// An IP literal. IPv4-mapped IPv6 addresses (`::ffff:a.b.c.d`) are kept
-    /// as written here; [`Host::canonical_ip`] gives the address compared.
+    /// An IP literal, in its one canonical form: an IPv4-mapped IPv6
+    /// address (`::ffff:a.b.c.d`) is the IPv4 address it carries, since that
+    /// is where a connection to it goes. No two spellings of one
+    /// destination are ever different `Host`s.
     Ip(IpAddr),
 }
 
@@ -64,23 +66,27 @@ impl Host {
         if let Some(inner) = text.strip_prefix('[').and_then(|t| t.strip_suffix(']')) {
             return inner
                 .parse::<Ipv6Addr>()
-                .map(|ip| Host::Ip(IpAddr::V6(ip)))
+                .map(|ip| Host::Ip(IpAddr::V6(ip).to_canonical()))
                 .map_err(|_| HostError::InvalidName {
                     host: text.to_owned(),
                     reason: "brackets must hold an IPv6 address",
                 });
         }
         if let Ok(ip) = text.parse::<IpAddr>() {
-            return Ok(Host::Ip(ip));
+            return Ok(Host::Ip(ip.to_canonical()));
         }
         parse_name(text).map(Host::Name)
     }
 
-    /// The address used for comparisons: an IPv4-mapped IPv6 address becomes
-    /// the IPv4 address it carries, since that is where a connection goes.
-    pub fn canonical_ip(&self) -> Option<IpAddr> {
+    /// An address as a host: canonical, as [`Host::parse`] makes it.
+    pub fn ip(ip: IpAddr) -> Host {
+        Host::Ip(ip.to_canonical())
+    }
+
+    /// The address, for an IP literal.
+    pub fn as_ip(&self) -> Option<IpAddr> {
         match self {
-            Host::Ip(ip) => Some(ip.to_canonical()),
+            Host::Ip(ip) => Some(*ip),
             Host::Name(_) => None,
         }
     }
@@ -107,6 +113,22 @@ fn parse_name(text: &str) -> Result<String, HostError> {
     if name.is_empty() {
         return Err(invalid("a name needs at least one label"));
     }
+    if name.starts_with('.') {
+        return Err(invalid("a name cannot start with '.'"));
+    }
+    if name.contains('%') && name.contains(':') {
+        return Err(invalid(
+            "an IPv6 zone (like %eth0) is not supported: give the address alone",
+        ));
+    }
+    if name.contains(':') {
+        return Err(invalid(
+            "':' appears only in IPv6 addresses; a port is given separately",
+        ));
+    }
+    if name.contains(char::is_whitespace) {
+        return Err(invalid("a name cannot contain spaces"));
+    }
     if !name.is_ascii() {
         return Err(invalid(
             "only ASCII names are accepted; write internationalised names in punycode (xn--...)",
@@ -130,9 +152,7 @@ fn parse_name(text: &str) -> Result<String, HostError> {
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
         {
-            return Err(invalid(
-                "a label holds only letters, digits, '-' and '_' (an IPv6 zone like %eth0 is not supported)",
-            ));
+            return Err(invalid("a label holds only letters, digits, '-' and '_'"));
         }
     }
     if name.split('.').next_back().is_some_and(is_numeric_label) {
@@ -224,12 +244,29 @@ mod tests {
     }
 
     #[test]
-    fn mapped_ipv6_compares_as_the_ipv4_it_carries() {
-        let mapped = Host::parse("::ffff:127.0.0.1").unwrap();
-        assert_eq!(mapped.canonical_ip(), Some("127.0.0.1".parse().unwrap()));
+    fn mapped_ipv6_is_the_ipv4_it_carries() {
+        let v4 = Host::parse("127.0.0.1").unwrap();
+        for mapped in [
+            "::ffff:127.0.0.1",
+            "[::ffff:127.0.0.1]",
+            "::FFFF:7f00:1",
+            "0:0:0:0:0:ffff:127.0.0.1",
+        ] {
+            assert_eq!(Host::parse(mapped).unwrap(), v4, "{mapped}");
+        }
+        assert_eq!(v4.to_string(), "127.0.0.1");
         // The deprecated IPv4-compatible form is a different (IPv6) address.
-        let compat = Host::parse("::127.0.0.1").unwrap();
-        assert_ne!(compat.canonical_ip(), Some("127.0.0.1".parse().unwrap()));
+        assert_ne!(Host::parse("::127.0.0.1").unwrap(), v4);
+    }
+
+    #[test]
+    fn messages_say_what_is_wrong() {
+        let reason = |s: &str| Host::parse(s).unwrap_err().to_string();
+        assert!(reason(".example.com").contains("cannot start with '.'"));
+        assert!(reason("a..b").contains("two dots in a row"));
+        assert!(reason("a b.example").contains("spaces"));
+        assert!(reason("fe80::1%eth0").contains("zone"));
+        assert!(reason("a.example:80").contains("port"));
     }
 
     #[test]

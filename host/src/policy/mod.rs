@@ -5,12 +5,20 @@
 //! [`Capability::Listen`] (being reachable, `--allow-listen`). Each is a
 //! [`Grant`]: nothing, everything, or an allowlist of [`Rule`]s.
 //!
+//! Each capability also has a [`DenyList`] (`--deny-net`, `--deny-listen`)
+//! that wins over any grant, with the words `private` and `metadata` for the
+//! local network and the cloud metadata service.
+//!
 //! This module is the one place a capability is checked. The socket core
 //! ([`crate::net`]) calls [`Policy::check`] before it resolves a name or
 //! makes a socket, so a denied call costs no syscall, no DNS query and no
 //! port. Hosts are judged as the guest wrote them ([`Host`]): allowing
-//! `localhost` does not allow `127.0.0.1` nor the reverse, and an attacker's
-//! DNS answer cannot turn an allowed name into an address that was not.
+//! `localhost` does not allow `127.0.0.1` nor the reverse. A name's DNS
+//! answer can still point anywhere (DNS rebinding), so the core also calls
+//! [`Policy::check_resolved`] on every address a name resolved to, before it
+//! connects, binds or sends there: deny rules judge the addresses actually
+//! used. `--allow-net=api.example.com --deny-net=private` reaches that name
+//! only where it resolves outside the local network.
 //!
 //! ```
 //! use moat_host::policy::{Capability, Host, Policy};
@@ -32,12 +40,15 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod deny;
 mod host;
 mod rule;
 
 use std::fmt;
+use std::net::IpAddr;
 use std::str::FromStr;
 
+pub use deny::{DenyEntry, DenyList, METADATA_ADDRESSES, PRIVATE_RANGES};
 pub use host::{Host, HostError};
 pub use rule::Rule;
 
@@ -56,6 +67,14 @@ impl Capability {
         match self {
             Capability::Connect => "--allow-net",
             Capability::Listen => "--allow-listen",
+        }
+    }
+
+    /// The command-line flag that denies within this capability.
+    pub fn deny_flag(self) -> &'static str {
+        match self {
+            Capability::Connect => "--deny-net",
+            Capability::Listen => "--deny-listen",
         }
     }
 
@@ -135,7 +154,7 @@ pub enum PolicyError {
     },
 }
 
-/// A refused call: which capability it needed and for what.
+/// A refused call: which capability it needed, for what, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Denied {
     /// The capability the call needed.
@@ -144,22 +163,61 @@ pub struct Denied {
     pub host: Host,
     /// The port asked for.
     pub port: u16,
+    /// Why.
+    pub reason: DenyReason,
+}
+
+/// Why a call was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DenyReason {
+    /// No entry of the grant allows the host as written.
+    NotGranted,
+    /// A deny entry matched the host as written, or (with `address`) an
+    /// address the name resolved to.
+    DeniedBy {
+        /// The deny entry, as written (`private`, `10.0.0.0/8`, ...).
+        entry: String,
+        /// The resolved address it matched, when it was not the host itself.
+        address: Option<IpAddr>,
+    },
 }
 
 impl fmt::Display for Denied {
-    /// `connect to example.com:443 denied: needs --allow-net=example.com:443`
+    /// `connect to example.com:443 denied: needs --allow-net=example.com:443`,
+    /// or `connect to rebind.example:80 denied by --deny-net=private (it
+    /// resolved to 127.0.0.1)`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let Denied {
             capability,
             host,
             port,
+            reason,
         } = self;
-        write!(
-            f,
-            "{} {host}:{port} denied: needs {}={host}:{port}",
-            capability.verb(),
-            capability.flag()
-        )
+        let verb = capability.verb();
+        match reason {
+            DenyReason::NotGranted => write!(
+                f,
+                "{verb} {host}:{port} denied: needs {}={host}:{port}",
+                capability.flag()
+            ),
+            DenyReason::DeniedBy {
+                entry,
+                address: None,
+            } => write!(
+                f,
+                "{verb} {host}:{port} denied by {}={entry}",
+                capability.deny_flag()
+            ),
+            DenyReason::DeniedBy {
+                entry,
+                address: Some(ip),
+            } => write!(
+                f,
+                "{verb} {host}:{port} denied by {}={entry} (it resolved to {})",
+                capability.deny_flag(),
+                Host::ip(*ip)
+            ),
+        }
     }
 }
 
@@ -171,6 +229,8 @@ impl std::error::Error for Denied {}
 pub struct Policy {
     connect: Grant,
     listen: Grant,
+    deny_connect: DenyList,
+    deny_listen: DenyList,
 }
 
 impl Policy {
@@ -184,6 +244,7 @@ impl Policy {
         Policy {
             connect: Grant::Everything,
             listen: Grant::Everything,
+            ..Policy::default()
         }
     }
 
@@ -211,6 +272,46 @@ impl Policy {
         self.allow(Capability::Listen, list)
     }
 
+    /// Adds the entries of `list` (as for `--deny-net=LIST`: allow-list
+    /// entries and the words `private` and `metadata`) to what connect
+    /// refuses, whatever the grant.
+    ///
+    /// # Errors
+    /// [`PolicyError`] if an entry is invalid.
+    pub fn deny_connect(self, list: &str) -> Result<Policy, PolicyError> {
+        self.deny(Capability::Connect, list)
+    }
+
+    /// Adds the entries of `list` (as for `--deny-listen=LIST`) to what
+    /// listen refuses, whatever the grant.
+    ///
+    /// # Errors
+    /// [`PolicyError`] if an entry is invalid.
+    pub fn deny_listen(self, list: &str) -> Result<Policy, PolicyError> {
+        self.deny(Capability::Listen, list)
+    }
+
+    /// Adds `list` to what `capability` refuses.
+    pub fn with_denied(mut self, capability: Capability, list: DenyList) -> Policy {
+        match capability {
+            Capability::Connect => self.deny_connect.extend(list),
+            Capability::Listen => self.deny_listen.extend(list),
+        }
+        self
+    }
+
+    fn deny(self, capability: Capability, list: &str) -> Result<Policy, PolicyError> {
+        Ok(self.with_denied(capability, list.parse()?))
+    }
+
+    /// What `capability` refuses whatever its grant.
+    pub fn denied(&self, capability: Capability) -> &DenyList {
+        match capability {
+            Capability::Connect => &self.deny_connect,
+            Capability::Listen => &self.deny_listen,
+        }
+    }
+
     fn allow(mut self, capability: Capability, list: &str) -> Result<Policy, PolicyError> {
         let added: Grant = list.parse()?;
         let grant = self.grant_mut(capability);
@@ -233,23 +334,63 @@ impl Policy {
         }
     }
 
-    /// Checks that `capability` is granted for `host`:`port`.
+    /// Checks that `capability` is granted for `host`:`port` as written and
+    /// that no deny entry matches it.
     ///
     /// # Errors
-    /// [`Denied`] naming the capability and the flag entry that would allow
-    /// the call.
+    /// [`Denied`] naming the capability and the deny entry that matched, or
+    /// the flag entry that would allow the call.
     pub fn check(&self, capability: Capability, host: &Host, port: u16) -> Result<(), Denied> {
+        let denied = |reason| Denied {
+            capability,
+            host: host.clone(),
+            port,
+            reason,
+        };
+        if let Some(entry) = self.denied(capability).matching(host, port) {
+            return Err(denied(DenyReason::DeniedBy {
+                entry: entry.as_written().to_owned(),
+                address: None,
+            }));
+        }
         if self.grant(capability).allows(host, port) {
             Ok(())
         } else {
-            Err(Denied {
+            Err(denied(DenyReason::NotGranted))
+        }
+    }
+
+    /// Checks an address that `host` (already allowed by
+    /// [`check`](Self::check)) resolved to, before it is used: the deny
+    /// entries judge the address itself. For an IP literal, the address is
+    /// the host and was judged already.
+    ///
+    /// # Errors
+    /// [`Denied`] naming the deny entry and the address.
+    pub fn check_resolved(
+        &self,
+        capability: Capability,
+        host: &Host,
+        port: u16,
+        address: IpAddr,
+    ) -> Result<(), Denied> {
+        match self.denied(capability).matching_address(address, port) {
+            None => Ok(()),
+            Some(entry) => Err(Denied {
                 capability,
                 host: host.clone(),
                 port,
-            })
+                reason: DenyReason::DeniedBy {
+                    entry: entry.as_written().to_owned(),
+                    address: (Host::ip(address) != *host).then_some(address),
+                },
+            }),
         }
     }
 }
+
+#[cfg(test)]
+mod spelling_tests;
 
 #[cfg(test)]
 mod tests {
@@ -304,6 +445,70 @@ mod tests {
         // The hint itself is a valid entry that allows the call.
         let fixed = Policy::new().allow_listen("[::1]:8080").unwrap();
         assert!(fixed.check(Capability::Listen, &host("::1"), 8080).is_ok());
+    }
+
+    #[test]
+    fn a_deny_entry_wins_over_any_grant_and_names_itself() {
+        let p = Policy::allow_all()
+            .deny_connect("private,metadata")
+            .unwrap()
+            .deny_listen("0.0.0.0")
+            .unwrap();
+        let d = p
+            .check(Capability::Connect, &host("::ffff:169.254.169.254"), 80)
+            .unwrap_err();
+        assert_eq!(
+            d.to_string(),
+            "connect to 169.254.169.254:80 denied by --deny-net=private"
+        );
+        assert!(p.check(Capability::Connect, &host("8.8.8.8"), 53).is_ok());
+        assert!(
+            p.check(Capability::Listen, &host("::ffff:0.0.0.0"), 1)
+                .is_err()
+        );
+        assert!(p.check(Capability::Listen, &host("127.0.0.1"), 1).is_ok());
+    }
+
+    #[test]
+    fn resolved_addresses_are_judged_by_the_deny_entries() {
+        let p = Policy::new()
+            .allow_connect("rebind.example")
+            .unwrap()
+            .deny_connect("metadata,private")
+            .unwrap();
+        let name = host("rebind.example");
+        assert!(p.check(Capability::Connect, &name, 80).is_ok());
+        let d = p
+            .check_resolved(Capability::Connect, &name, 80, "127.0.0.1".parse().unwrap())
+            .unwrap_err();
+        assert_eq!(
+            d.to_string(),
+            "connect to rebind.example:80 denied by --deny-net=private (it resolved to 127.0.0.1)"
+        );
+        let d = p
+            .check_resolved(
+                Capability::Connect,
+                &name,
+                80,
+                "169.254.169.254".parse().unwrap(),
+            )
+            .unwrap_err();
+        assert!(d.to_string().contains("--deny-net=metadata"), "{d}");
+        assert!(
+            p.check_resolved(
+                Capability::Connect,
+                &name,
+                80,
+                "93.184.215.14".parse().unwrap()
+            )
+            .is_ok()
+        );
+        // Without deny entries, a granted name goes wherever it resolves.
+        let open = Policy::new().allow_connect("rebind.example").unwrap();
+        assert!(
+            open.check_resolved(Capability::Connect, &name, 80, "127.0.0.1".parse().unwrap())
+                .is_ok()
+        );
     }
 
     #[test]

@@ -4,7 +4,7 @@ use std::fmt;
 use std::net::IpAddr;
 use std::str::FromStr;
 
-use ipnet::IpNet;
+use ipnet::{IpNet, Ipv4Net};
 
 use super::PolicyError;
 use super::host::{Host, HostError};
@@ -22,6 +22,12 @@ use super::host::{Host, HostError};
 ///
 /// Names only ever match names and addresses only addresses: the guest's
 /// host is judged as written, before any resolution.
+///
+/// Addresses and ranges have one canonical form, as [`Host`] does: an
+/// IPv4-mapped IPv6 address is the IPv4 address it carries, and an IPv6
+/// range inside `::ffff:0:0/96` is the IPv4 range it maps
+/// (`::ffff:10.0.0.0/104` is `10.0.0.0/8`). So `::/0` is every IPv6
+/// address and no IPv4 one, however the IPv4 address is spelled.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rule {
     hosts: HostPattern,
@@ -39,7 +45,7 @@ enum HostPattern {
     Subdomains(String),
     /// One address, canonical (IPv4-mapped IPv6 stored as IPv4).
     Ip(IpAddr),
-    /// A CIDR range.
+    /// A CIDR range, canonical (see [`canonical_range`]).
     Range(IpNet),
 }
 
@@ -62,9 +68,40 @@ impl PortRange {
 }
 
 impl Rule {
-    /// Whether this entry allows `host`:`port`.
+    /// Whether this entry matches `host`:`port`.
     pub fn matches(&self, host: &Host, port: u16) -> bool {
         self.ports.contains(port) && self.hosts.matches(host)
+    }
+
+    /// An entry for every address in `net` (made canonical), any port.
+    pub(super) fn range(net: IpNet) -> Rule {
+        Rule {
+            hosts: HostPattern::Range(canonical_range(net)),
+            ports: PortRange::ANY,
+        }
+    }
+
+    /// Whether this entry names hosts by name (it can only match a name
+    /// as written, never an address a name resolved to).
+    pub(super) fn names_only(&self) -> bool {
+        matches!(
+            self.hosts,
+            HostPattern::Name(_) | HostPattern::Subdomains(_)
+        )
+    }
+}
+
+/// `net` in its one form: a range inside `::ffff:0:0/96` is the IPv4 range
+/// it maps, since canonical hosts never hold a mapped address.
+fn canonical_range(net: IpNet) -> IpNet {
+    match net {
+        IpNet::V6(v6) if v6.prefix_len() >= 96 => match v6.network().to_ipv4_mapped() {
+            Some(v4) => Ipv4Net::new(v4, v6.prefix_len() - 96)
+                .map(IpNet::V4)
+                .unwrap_or(net),
+            None => net,
+        },
+        _ => net,
     }
 }
 
@@ -76,10 +113,8 @@ impl HostPattern {
             (HostPattern::Subdomains(suffix), Host::Name(name)) => name
                 .strip_suffix(suffix.as_str())
                 .is_some_and(|head| head.len() > 1 && head.ends_with('.')),
-            (HostPattern::Ip(want), Host::Ip(ip)) => *want == ip.to_canonical(),
-            (HostPattern::Range(net), Host::Ip(ip)) => {
-                net.contains(&ip.to_canonical()) || net.contains(ip)
-            }
+            (HostPattern::Ip(want), Host::Ip(ip)) => want == ip,
+            (HostPattern::Range(net), Host::Ip(ip)) => net.contains(ip),
             _ => false,
         }
     }
@@ -97,7 +132,7 @@ impl FromStr for Rule {
         if entry.is_empty() {
             return Err(invalid("empty entry".into()));
         }
-        let (host, port) = split_host_port(entry).map_err(|r| invalid(r.into()))?;
+        let (host, port) = split_host_port(entry).map_err(invalid)?;
         let ports = match port {
             None => PortRange::ANY,
             Some(port) => parse_ports(port).map_err(invalid)?,
@@ -108,32 +143,56 @@ impl FromStr for Rule {
 }
 
 /// Splits `HOST[:PORT]`, where an IPv6 host with a port is in brackets.
-fn split_host_port(entry: &str) -> Result<(&str, Option<&str>), &'static str> {
+fn split_host_port(entry: &str) -> Result<(&str, Option<&str>), String> {
     if let Some(rest) = entry.strip_prefix('[') {
         let (host, after) = rest.split_once(']').ok_or("a '[' needs its closing ']'")?;
+        if !host.contains(':') {
+            return Err(format!(
+                "brackets hold an IPv6 address or range only; write `{host}` without them"
+            ));
+        }
         return match after {
             "" => Ok((host, None)),
             _ => match after.strip_prefix(':') {
                 Some(port) => Ok((host, Some(port))),
-                None => Err("only ':PORT' may follow ']'"),
+                None => Err("only ':PORT' may follow ']'".into()),
             },
         };
     }
+    if entry.contains(']') {
+        return Err("a ']' without its opening '['".into());
+    }
     match entry.matches(':').count() {
         0 => Ok((entry, None)),
-        1 => entry
+        1 => Ok(entry
             .split_once(':')
-            .map(|(h, p)| (h, Some(p)))
-            .ok_or("unreachable"),
+            .map_or((entry, None), |(h, p)| (h, Some(p)))),
         // A bare IPv6 address or range: no port (use brackets for one).
-        _ => Ok((entry, None)),
+        // One whose last group could be a port is refused as ambiguous:
+        // `::1:80` is an address, but rarely what was meant.
+        _ => match entry.rsplit_once(':') {
+            Some((head, tail))
+                if !tail.is_empty()
+                    && tail.bytes().all(|b| b.is_ascii_digit())
+                    && head.parse::<std::net::Ipv6Addr>().is_ok() =>
+            {
+                Err(format!(
+                    "ambiguous: for {head} with port {tail} write `[{head}]:{tail}`; for the address {entry} write `[{entry}]`"
+                ))
+            }
+            _ => Ok((entry, None)),
+        },
     }
 }
 
 fn parse_ports(text: &str) -> Result<PortRange, String> {
+    // Digits only: `u16::from_str` would also take `+80`.
     let number = |s: &str| {
-        s.parse::<u16>()
-            .map_err(|_| format!("`{s}` is not a port (0 to 65535)"))
+        s.bytes()
+            .all(|b| b.is_ascii_digit())
+            .then(|| s.parse::<u16>().ok())
+            .flatten()
+            .ok_or_else(|| format!("`{s}` is not a port (0 to 65535)"))
     };
     let (first, last) = match text.split_once('-') {
         Some((a, b)) => (number(a)?, number(b)?),
@@ -172,11 +231,11 @@ fn parse_host_pattern(text: &str) -> Result<HostPattern, String> {
                 net.trunc()
             ));
         }
-        return Ok(HostPattern::Range(net));
+        return Ok(HostPattern::Range(canonical_range(net)));
     }
     match Host::parse(text) {
         Ok(Host::Name(name)) => Ok(HostPattern::Name(name)),
-        Ok(Host::Ip(ip)) => Ok(HostPattern::Ip(ip.to_canonical())),
+        Ok(Host::Ip(ip)) => Ok(HostPattern::Ip(ip)),
         Err(HostError::Empty) => Err("the host is empty".into()),
         Err(e) => Err(e.to_string()),
     }
@@ -247,11 +306,34 @@ mod tests {
     #[test]
     fn addresses_compare_as_addresses() {
         assert!(allows("127.0.0.1", "::ffff:127.0.0.1", 1));
+        assert!(allows("127.0.0.1", "[::ffff:7f00:1]", 1));
         assert!(allows("::ffff:127.0.0.1", "127.0.0.1", 1));
         assert!(!allows("127.0.0.1", "::1", 1));
         assert!(allows("[::1]:80", "0:0:0:0:0:0:0:1", 80));
         assert!(allows("::1", "[::1]", 80));
         assert!(!allows("127.0.0.1", "0.0.0.0", 1));
+    }
+
+    #[test]
+    fn an_ipv6_range_never_admits_an_ipv4_address_in_mapped_form() {
+        for range in ["::/0", "::/1", "::/80", "::fffe:0:0/95"] {
+            for v4 in ["::ffff:127.0.0.1", "::ffff:169.254.169.254", "127.0.0.1"] {
+                assert!(!allows(range, v4, 80), "{range} admitted {v4}");
+            }
+        }
+        assert!(allows("::/0", "::1", 80));
+        assert!(!allows("[::/0]:80", "::ffff:0.0.0.0", 80));
+    }
+
+    #[test]
+    fn a_mapped_range_is_the_ipv4_range_it_maps() {
+        assert_eq!(rule("::ffff:10.0.0.0/104"), rule("10.0.0.0/8"));
+        assert_eq!(rule("[::ffff:0:0/96]:53"), rule("0.0.0.0/0:53"));
+        for spelling in ["10.0.0.1", "::ffff:10.0.0.1", "::ffff:a00:1"] {
+            assert!(allows("::ffff:10.0.0.0/104", spelling, 1), "{spelling}");
+            assert!(allows("10.0.0.0/8", spelling, 1), "{spelling}");
+        }
+        assert!(!allows("::ffff:10.0.0.0/104", "11.0.0.1", 1));
     }
 
     #[test]
@@ -281,11 +363,36 @@ mod tests {
             "10.0.0.0/33",
             "127.1",
             "*.127.0.0.1",
+            "a.example:+80",
+            "a.example:8 0",
+            "a.example:-80",
+            "[example.com]:80",
+            "[10.0.0.0/8]",
+            "[*.example.com]:443",
+            "[127.0.0.1]:80",
+            "example.com]:80",
+            "::1:80",
+            "fe80::1:443",
+            ".example.com",
+            "a b.example",
         ] {
             assert!(bad.parse::<Rule>().is_err(), "{bad:?} should be refused");
         }
-        let err = "10.1.2.3/8".parse::<Rule>().unwrap_err().to_string();
-        assert!(err.contains("10.0.0.0/8"), "{err}");
+        let err = |s: &str| s.parse::<Rule>().unwrap_err().to_string();
+        assert!(err("10.1.2.3/8").contains("10.0.0.0/8"));
+        assert!(err("::1:80").contains("[::1]:80"), "{}", err("::1:80"));
+        assert!(err("[example.com]:80").contains("brackets hold an IPv6"));
+        assert!(err("a.example:+80").contains("not a port"));
+        // Still fine: IPv6 forms whose last group cannot be a port.
+        for good in [
+            "::1",
+            "2001:db8::1",
+            "::ffff:10.0.0.1",
+            "fd00::/8",
+            "[::1:80]",
+        ] {
+            assert!(good.parse::<Rule>().is_ok(), "{good}");
+        }
     }
 
     #[test]
