@@ -19,6 +19,7 @@ const GUESTS: &[(&str, &str, &str)] = &[
     ("MAIL_SINK", "mail-sink", "examples/mail-sink"),
     ("PROBE", "probe", "tests/guests/probe"),
     ("STD_NET", "std-net", "tests/guests/std-net"),
+    ("HOSTILE", "hostile", "tests/guests/hostile"),
     ("BENCH_SERVER", "bench-server", "bench/guests/bench-server"),
     ("BENCH_STD", "bench-std", "bench/guests/bench-std"),
     ("HELLO", "hello", "bench/guests/hello"),

@@ -207,10 +207,29 @@ fn multicast_on_loopback(group: &str) -> bool {
 #[tokio::test]
 async fn multicast_join_send_and_receive_on_loopback() {
     const GROUP: &str = "239.255.77.1";
+    // Joining makes the socket reachable by whoever sends to the group: it
+    // needs the listen grant for the group, which the bind's does not give.
+    let denied = support::run(
+        guests::PROBE,
+        grants("0.0.0.0", GROUP),
+        &["udp-multicast", GROUP, "127.0.0.1"],
+    )
+    .await;
+    assert_eq!(denied.code(), 1, "{}", denied.stdout);
+    assert!(
+        denied.stderr.contains(&format!("listen on {GROUP}:")),
+        "{}",
+        denied.stderr
+    );
+    assert!(
+        denied.stderr.contains("--allow-listen="),
+        "{}",
+        denied.stderr
+    );
     if !multicast_on_loopback(GROUP) {
         return;
     }
-    let policy = grants("0.0.0.0", GROUP);
+    let policy = grants(&format!("0.0.0.0,{GROUP}"), GROUP);
     let done = support::run(
         guests::PROBE,
         policy,

@@ -100,6 +100,9 @@ pub enum Error {
     CertificateExpired(String),
     /// TLS: the handshake failed otherwise.
     TlsHandshake(String),
+    /// A bound of the run was reached (too many open sockets); the text
+    /// names it and the `moat run` flag that raises it.
+    LimitReached(String),
     /// Anything else (the text is the host's).
     Other(String),
 }
@@ -122,6 +125,7 @@ impl fmt::Display for Error {
             Error::CertificateNameMismatch(why) => write!(f, "certificate name mismatch: {why}"),
             Error::CertificateExpired(why) => write!(f, "certificate expired: {why}"),
             Error::TlsHandshake(why) => write!(f, "tls handshake failed: {why}"),
+            Error::LimitReached(why) => write!(f, "limit reached: {why}"),
             Error::Other(why) => f.write_str(why),
         }
     }
@@ -155,6 +159,7 @@ impl From<ErrorCode> for Error {
             ErrorCode::CertificateNameMismatch(why) => Error::CertificateNameMismatch(why),
             ErrorCode::CertificateExpired(why) => Error::CertificateExpired(why),
             ErrorCode::TlsHandshake(why) => Error::TlsHandshake(why),
+            ErrorCode::LimitReached(why) => Error::LimitReached(why),
             ErrorCode::Other(why) => Error::Other(why),
         }
     }

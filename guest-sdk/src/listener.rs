@@ -26,6 +26,14 @@ pub struct ListenOptions {
     pub send_buffer_size: Option<u64>,
     /// Kernel receive buffer of accepted connections, in bytes.
     pub receive_buffer_size: Option<u64>,
+    /// Most connections from this listener open at once; past it the host
+    /// stops accepting until one closes (default: the run's
+    /// `--max-connections`).
+    pub max_connections: Option<u32>,
+    /// Most connections open at once from one peer address; one more is
+    /// reset as soon as it arrives (default: the run's
+    /// `--max-connections-per-peer`).
+    pub max_connections_per_peer: Option<u32>,
 }
 
 impl From<&ListenOptions> for listen::ListenOptions {
@@ -34,6 +42,8 @@ impl From<&ListenOptions> for listen::ListenOptions {
             backlog: options.backlog,
             send_buffer_size: options.send_buffer_size,
             receive_buffer_size: options.receive_buffer_size,
+            max_connections: options.max_connections,
+            max_connections_per_peer: options.max_connections_per_peer,
         }
     }
 }

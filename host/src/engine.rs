@@ -91,6 +91,13 @@ pub enum MoatError {
     /// The guest trapped (or a host call failed fatally) while running.
     #[error("the guest trapped: {0}")]
     Trap(String),
+    /// The guest tried to grow its memory past the run's limit, and was
+    /// stopped.
+    #[error("{0}")]
+    MemoryLimit(#[source] crate::bounds::MemoryLimitReached),
+    /// The run's time limit passed, and the guest was stopped.
+    #[error("{0}")]
+    TimeLimit(#[source] crate::bounds::TimeLimitReached),
 }
 
 /// A compiled guest, ready to run any number of times.

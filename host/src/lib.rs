@@ -1,15 +1,18 @@
 //! moat: a WebAssembly host that lets sandboxed components use the network,
 //! and only as far as the person running them allows.
 //!
-//! - [`policy`]: the two capabilities (connect, listen) and their allowlists.
-//! - [`net`]: the socket core, plain tokio: policy-checked TCP sockets and
-//!   listeners.
+//! - [`policy`]: the two capabilities (connect, listen), their allowlists
+//!   and deny lists.
+//! - [`net`]: the socket core, plain tokio: policy-checked TCP sockets,
+//!   listeners and UDP, within the run's [`net::Limits`].
+//! - [`bounds`]: the run's memory and time limits.
 //!
 //! The crate forbids `unsafe` code.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod bindings;
+pub mod bounds;
 mod engine;
 pub mod net;
 pub mod policy;

@@ -2,6 +2,8 @@
 //! stdio, the store it runs in, and how it ended.
 
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use wasmtime::Store;
 use wasmtime::component::{Linker, ResourceTable};
@@ -9,8 +11,11 @@ use wasmtime_wasi::p2::pipe::{MemoryInputPipe, MemoryOutputPipe};
 use wasmtime_wasi::{FsPerms, I32Exit, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use crate::bindings::{MoatCtxView, MoatView};
+use crate::bounds::{
+    Alarm, DEFAULT_MAX_MEMORY, Limiter, MemoryLimitReached, TimeLimitReached, deadline_callback,
+};
 use crate::engine::{Guest, Moat, MoatError};
-use crate::net::{Net, TlsTrust};
+use crate::net::{Limits, Net, Resolver, TlsTrust};
 use crate::policy::Policy;
 
 /// Most bytes a captured stdout or stderr keeps; a guest printing more is
@@ -74,9 +79,13 @@ pub struct Preopen {
 }
 
 /// Everything one run is given: its capabilities and its process context.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct RunOptions {
     policy: Policy,
+    limits: Limits,
+    max_memory: Option<u64>,
+    timeout: Option<Duration>,
+    resolver: Option<Arc<dyn Resolver>>,
     tls_trust: Option<TlsTrust>,
     args: Vec<String>,
     env: Vec<(String, String)>,
@@ -150,9 +159,53 @@ impl RunOptions {
         self
     }
 
+    /// Sets the network bounds (sockets, lookups, handshakes, listener
+    /// caps); the default is [`Limits::default`].
+    pub fn limits(mut self, limits: Limits) -> RunOptions {
+        self.limits = limits;
+        self
+    }
+
+    /// Bounds the guest's linear memory, all memories together, in bytes
+    /// (default [`DEFAULT_MAX_MEMORY`]). Growing past it traps the guest
+    /// and the run ends with [`MoatError::MemoryLimit`].
+    pub fn max_memory(mut self, bytes: u64) -> RunOptions {
+        self.max_memory = Some(bytes);
+        self
+    }
+
+    /// Bounds the run's wall-clock time (default: none, so that servers
+    /// run until stopped). When it is up the guest is stopped, computing or
+    /// waiting, and the run ends with [`MoatError::TimeLimit`].
+    pub fn timeout(mut self, limit: Duration) -> RunOptions {
+        self.timeout = Some(limit);
+        self
+    }
+
+    /// Resolves the guest's names with `resolver` instead of the system's
+    /// DNS configuration (see [`crate::net::resolve`]).
+    pub fn resolver(mut self, resolver: Arc<dyn Resolver>) -> RunOptions {
+        self.resolver = Some(resolver);
+        self
+    }
+
     /// The policy of this run.
     pub fn policy(&self) -> &Policy {
         &self.policy
+    }
+}
+
+impl std::fmt::Debug for RunOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunOptions")
+            .field("policy", &self.policy)
+            .field("limits", &self.limits)
+            .field("max_memory", &self.max_memory)
+            .field("timeout", &self.timeout)
+            .field("resolver", &self.resolver.as_ref().map(|_| "custom"))
+            .field("args", &self.args)
+            .field("dirs", &self.dirs)
+            .finish_non_exhaustive()
     }
 }
 
@@ -178,6 +231,7 @@ pub struct RunState {
     wasi: WasiCtx,
     net: Net,
     table: ResourceTable,
+    limiter: Limiter,
 }
 
 impl WasiView for RunState {
@@ -267,24 +321,49 @@ impl Moat {
     /// traps. A guest that exits with a code is an `Ok(Exit)`.
     pub async fn run(&self, guest: &Guest, options: RunOptions) -> Result<Exit, MoatError> {
         let wasi = wasi_ctx(&options)?;
-        let net = Net::with_pending_writes(options.policy, self.pending_writes().clone());
-        let net = match options.tls_trust {
-            Some(trust) => net.with_tls_trust(trust),
-            None => net,
-        };
+        let mut net = Net::with_pending_writes(options.policy, self.pending_writes().clone())
+            .with_limits(options.limits);
+        if let Some(resolver) = options.resolver {
+            net = net.with_resolver(resolver);
+        }
+        if let Some(trust) = options.tls_trust {
+            net = net.with_tls_trust(trust);
+        }
+        let max_memory = options.max_memory.unwrap_or(DEFAULT_MAX_MEMORY);
         let mut store = Store::new(
             self.engine(),
             RunState {
                 wasi,
                 net: net.clone(),
                 table: ResourceTable::new(),
+                limiter: Limiter::new(max_memory),
             },
         );
+        store.limiter(|state| &mut state.limiter);
         // Yield at every epoch tick; ticks only happen while a socket has
-        // bytes queued (see `ticker`).
+        // bytes queued (see `ticker`), and at a run's deadline.
         store.set_epoch_deadline(1);
-        store.epoch_deadline_async_yield_and_update(1);
-        let ended = call_run(&mut store, guest, self.linker()).await;
+        let ended = match options.timeout {
+            None => {
+                store.epoch_deadline_async_yield_and_update(1);
+                call_run(&mut store, guest, self.linker()).await
+            }
+            Some(limit) => {
+                let mut callback = deadline_callback(Instant::now() + limit, limit);
+                store.epoch_deadline_callback(move |_| callback());
+                let _alarm = Alarm::set(self.engine().clone(), limit).map_err(|e| {
+                    MoatError::Engine(format!("cannot start the timeout thread: {e}"))
+                })?;
+                match tokio::time::timeout(limit, call_run(&mut store, guest, self.linker())).await
+                {
+                    Ok(ended) => ended,
+                    Err(_) => {
+                        tracing::debug!(target: "moat::run", ?limit, "time limit reached: stopping the waiting guest");
+                        Err(MoatError::TimeLimit(TimeLimitReached { limit }))
+                    }
+                }
+            }
+        };
         drop(store);
         net.finish(self.linger()).await;
         ended
@@ -322,9 +401,16 @@ async fn call_run(
     match result {
         Ok(Ok(())) => Ok(Exit(0)),
         Ok(Err(())) => Ok(Exit(1)),
-        Err(e) => match e.downcast_ref::<I32Exit>() {
-            Some(exit) => Ok(Exit(exit.0)),
-            None => Err(MoatError::Trap(format!("{e:?}"))),
-        },
+        Err(e) => {
+            if let Some(exit) = e.downcast_ref::<I32Exit>() {
+                Ok(Exit(exit.0))
+            } else if let Some(reached) = e.downcast_ref::<MemoryLimitReached>() {
+                Err(MoatError::MemoryLimit(reached.clone()))
+            } else if let Some(reached) = e.downcast_ref::<TimeLimitReached>() {
+                Err(MoatError::TimeLimit(reached.clone()))
+            } else {
+                Err(MoatError::Trap(format!("{e:?}")))
+            }
+        }
     }
 }

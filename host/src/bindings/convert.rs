@@ -35,6 +35,7 @@ impl From<NetError> for ErrorCode {
             NetError::CertificateNameMismatch(why) => ErrorCode::CertificateNameMismatch(why),
             NetError::CertificateExpired(why) => ErrorCode::CertificateExpired(why),
             NetError::TlsHandshake(why) => ErrorCode::TlsHandshake(why),
+            NetError::LimitReached(why) => ErrorCode::LimitReached(why),
             NetError::Other(why) => ErrorCode::Other(why),
         }
     }

@@ -16,6 +16,8 @@ pub(super) fn listen_options(options: ListenOptions) -> net::ListenOptions {
         backlog: options.backlog,
         send_buffer_size: options.send_buffer_size,
         receive_buffer_size: options.receive_buffer_size,
+        max_connections: options.max_connections,
+        max_connections_per_peer: options.max_connections_per_peer,
     }
 }
 
@@ -45,6 +47,10 @@ impl<T: Send> HostListenerWithStore<T> for MoatNet {
     ) -> wasmtime::Result<Result<Option<Resource<TcpConn>>, ErrorCode>> {
         let queue =
             store.with(|mut access| access.get().table.get(&listener).map(TcpListener::queue))?;
+        let _waiting = match queue.enter_waiting() {
+            Ok(permit) => permit,
+            Err(e) => return Ok(Err(e.into())),
+        };
         // No await between taking the connection and pushing it: a guest
         // cancelling this accept either gets the socket or leaves it queued.
         match queue.accept().await {

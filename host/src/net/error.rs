@@ -54,6 +54,10 @@ pub enum NetError {
     /// TLS: the handshake failed otherwise.
     #[error("tls handshake failed: {0}")]
     TlsHandshake(String),
+    /// A bound of the run was reached (sockets, ...); the text names it and
+    /// the flag that raises it.
+    #[error("limit reached: {0}")]
+    LimitReached(String),
     /// Anything else the operating system reported.
     #[error("{0}")]
     Other(String),

@@ -24,12 +24,14 @@ use tokio::sync::{Mutex, mpsc};
 use tokio::task::JoinHandle;
 
 use super::error::NetError;
-use super::resolve::{buffer_size, resolve};
+use super::gate::Gate;
+use super::limits::{ConnectionCaps, SocketSlot};
+use super::resolve::buffer_size;
 use super::tasks::Tasks;
 use super::tcp::TcpConn;
 use super::tcp::io::Io;
 use super::tls::{ServerTls, handshake_server};
-use crate::policy::{Capability, Host, Policy};
+use crate::policy::{Capability, Host};
 
 /// Connections accepted but not yet taken by the guest. Eight, as in seed
 /// 004: enough to absorb a burst while the guest's accept loop turns round;
@@ -64,6 +66,15 @@ pub struct ListenOptions {
     pub send_buffer_size: Option<u64>,
     /// SO_RCVBUF for accepted connections, in bytes.
     pub receive_buffer_size: Option<u64>,
+    /// Most connections from this listener open at once; past it the
+    /// listener stops accepting until one closes (clients wait in the
+    /// kernel's backlog). `None`: the run's default
+    /// ([`crate::net::Limits::max_connections`]).
+    pub max_connections: Option<u32>,
+    /// Most connections open at once from one peer address; one more is
+    /// accepted and reset at once. `None`: the run's default
+    /// ([`crate::net::Limits::max_connections_per_peer`]).
+    pub max_connections_per_peer: Option<u32>,
 }
 
 /// A listening TCP socket. Dropping it closes it (see [`close`](Self::close)).
@@ -80,27 +91,43 @@ pub struct AcceptQueue {
     inner: Arc<QueueInner>,
 }
 
+/// An accepted connection and its place in the run's socket count.
+type Accepted = (Io, SocketSlot);
+
 struct QueueInner {
-    receiver: Mutex<mpsc::Receiver<Io>>,
+    receiver: Mutex<mpsc::Receiver<Accepted>>,
     closed: AtomicBool,
     tasks: Tasks,
+    gate: Arc<Gate>,
 }
 
 /// Checks the policy, then binds, listens and starts the accept task. See
 /// [`crate::net::Net::listen`].
 pub(crate) async fn listen(
-    policy: &Policy,
+    gate: &Arc<Gate>,
     tasks: &Tasks,
     host: &str,
     port: u16,
     options: &ListenOptions,
     tls: Option<ServerTls>,
 ) -> Result<TcpListener, NetError> {
-    let target = Host::parse(host)?;
-    if let Err(denied) = policy.check(Capability::Listen, &target, port) {
-        tracing::debug!(target: "moat::net", %denied, "denied");
-        return Err(denied.into());
+    let target = gate.admit(Capability::Listen, host, port)?;
+    for (name, cap) in [
+        ("max-connections", options.max_connections),
+        ("max-connections-per-peer", options.max_connections_per_peer),
+    ] {
+        if cap == Some(0) {
+            return Err(NetError::InvalidArgument(format!(
+                "{name} must be at least 1"
+            )));
+        }
     }
+    let caps = ConnectionCaps::new(
+        options.max_connections.or(gate.limits.max_connections),
+        options
+            .max_connections_per_peer
+            .or(gate.limits.max_connections_per_peer),
+    );
     let backlog = options.backlog.unwrap_or(DEFAULT_BACKLOG);
     if backlog == 0 {
         return Err(NetError::InvalidArgument(
@@ -110,18 +137,40 @@ pub(crate) async fn listen(
     let send_buffer = options.send_buffer_size.map(buffer_size).transpose()?;
     let receive_buffer = options.receive_buffer_size.map(buffer_size).transpose()?;
 
+    let slot = gate.slots.try_take()?;
     let mut last = None;
-    for addr in resolve(&target, port).await? {
-        match bind(addr, backlog, send_buffer, receive_buffer) {
-            Ok(listener) => return Ok(TcpListener::start(listener, tasks, tls)),
+    for addr in gate.addresses(Capability::Listen, &target, port).await? {
+        let dual_stack = dual_stack_allowed(gate, addr);
+        match bind(addr, dual_stack, backlog, send_buffer, receive_buffer) {
+            Ok(listener) => {
+                let accepting = Accepting {
+                    gate: Arc::clone(gate),
+                    caps,
+                };
+                return Ok(TcpListener::start(listener, tasks, tls, accepting, slot));
+            }
             Err(e) => last = Some(e),
         }
     }
     Err(last.unwrap_or_else(|| NetError::NameNotResolved(format!("{target}: no addresses"))))
 }
 
+/// Whether a socket bound to `addr` may also take IPv4 (dual stack). On
+/// Linux a socket on `::` takes IPv4 on every interface too, as if bound
+/// to `0.0.0.0` as well; so it does only when the listen grant allows
+/// `0.0.0.0` on that port too, and is IPv6-only otherwise.
+pub(crate) fn dual_stack_allowed(gate: &Gate, addr: SocketAddr) -> bool {
+    let any_v4 = Host::ip(std::net::Ipv4Addr::UNSPECIFIED.into());
+    addr.ip() != std::net::IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED)
+        || gate
+            .policy
+            .check(Capability::Listen, &any_v4, addr.port())
+            .is_ok()
+}
+
 fn bind(
     addr: SocketAddr,
+    dual_stack: bool,
     backlog: u32,
     send_buffer: Option<u32>,
     receive_buffer: Option<u32>,
@@ -130,6 +179,9 @@ fn bind(
         SocketAddr::V4(_) => TcpSocket::new_v4()?,
         SocketAddr::V6(_) => TcpSocket::new_v6()?,
     };
+    if addr.is_ipv6() {
+        socket2::SockRef::from(&socket).set_only_v6(!dual_stack)?;
+    }
     // As std and tokio do on Unix: a restarted server can bind while old
     // connections sit in TIME_WAIT.
     socket.set_reuseaddr(true)?;
@@ -143,20 +195,57 @@ fn bind(
     Ok(socket.listen(backlog)?)
 }
 
+/// What an accept loop needs to admit a connection: the run's socket
+/// count, and the listener's caps.
+struct Accepting {
+    gate: Arc<Gate>,
+    caps: ConnectionCaps,
+}
+
+impl Accepting {
+    /// A slot for the next connection: waits while the run holds its
+    /// maximum of sockets or the listener its maximum of connections.
+    async fn slot(&self) -> SocketSlot {
+        let mut slot = self.gate.slots.take().await;
+        self.caps.reserve(&mut slot).await;
+        slot
+    }
+
+    /// Counts `stream` against its peer's share, or resets it if the peer
+    /// has its share open already.
+    fn admit(
+        &self,
+        slot: &mut SocketSlot,
+        stream: &tokio::net::TcpStream,
+        peer: SocketAddr,
+    ) -> bool {
+        if self.caps.admit(slot, peer.ip()) {
+            return true;
+        }
+        tracing::debug!(target: "moat::net", %peer, "peer has its share of connections open: resetting");
+        // A reset, not a FIN: the client learns at once it was refused.
+        let _ = socket2::SockRef::from(stream).set_linger(Some(Duration::ZERO));
+        false
+    }
+}
+
 impl TcpListener {
     fn start(
         listener: tokio::net::TcpListener,
         tasks: &Tasks,
         tls: Option<ServerTls>,
+        accepting: Accepting,
+        slot: SocketSlot,
     ) -> TcpListener {
         let local = listener
             .local_addr()
             .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
         tracing::debug!(target: "moat::net", %local, tls = tls.is_some(), "listening");
+        let gate = Arc::clone(&accepting.gate);
         let (sender, receiver) = mpsc::channel(ACCEPT_QUEUE);
         let task = match tls {
-            None => tasks.spawn(accept_loop(listener, sender)),
-            Some(tls) => tasks.spawn(accept_loop_tls(listener, sender, tls)),
+            None => tasks.spawn(accept_loop(listener, sender, accepting, slot)),
+            Some(tls) => tasks.spawn(accept_loop_tls(listener, sender, tls, accepting, slot)),
         };
         TcpListener {
             local,
@@ -165,6 +254,7 @@ impl TcpListener {
                     receiver: Mutex::new(receiver),
                     closed: AtomicBool::new(false),
                     tasks: tasks.clone(),
+                    gate,
                 }),
             },
             task: Some(task),
@@ -219,37 +309,53 @@ impl Drop for TcpListener {
 }
 
 impl AcceptQueue {
+    /// Counts one accept as waiting, for the run's limit on waiting calls;
+    /// the guest's accepts hold one while they wait.
+    ///
+    /// # Errors
+    /// [`NetError::LimitReached`] when the run has its maximum waiting.
+    pub(crate) fn enter_waiting(&self) -> Result<tokio::sync::OwnedSemaphorePermit, NetError> {
+        self.inner.gate.waiting.enter("accept")
+    }
+
     /// The next accepted connection, or `None` once the listener is closed.
     ///
     /// # Cancel safety
     /// Cancel-safe: a connection is taken from the queue only when this
     /// returns it, so an abandoned accept loses none.
     pub async fn accept(&self) -> Option<TcpConn> {
-        if self.inner.closed.load(Ordering::Acquire) {
-            return None;
-        }
         let mut receiver = self.inner.receiver.lock().await;
-        let io = receiver.recv().await?;
+        let (io, slot) = receiver.recv().await?;
         if self.inner.closed.load(Ordering::Acquire) {
             return None;
         }
-        Some(TcpConn::with_io(io, self.inner.tasks.clone()))
+        Some(TcpConn::with_io(io, self.inner.tasks.clone(), slot))
     }
 }
 
-/// The accept task: waits for room in the queue, accepts, queues, forever.
-async fn accept_loop(listener: tokio::net::TcpListener, sender: mpsc::Sender<Io>) {
+/// The accept task: waits for room in the queue and a socket slot,
+/// accepts, queues, forever. It owns the listener's own slot.
+async fn accept_loop(
+    listener: tokio::net::TcpListener,
+    sender: mpsc::Sender<Accepted>,
+    accepting: Accepting,
+    _own_slot: SocketSlot,
+) {
     let mut delay = ACCEPT_RETRY_MIN;
     loop {
-        // Room first: with the queue full, connections wait in the kernel.
+        // Room first: with the queue full, or the run at its socket cap,
+        // connections wait in the kernel.
         let Ok(permit) = sender.reserve().await else {
             return;
         };
+        let mut slot = accepting.slot().await;
         match listener.accept().await {
             Ok((stream, peer)) => {
-                tracing::debug!(target: "moat::net", %peer, "accepted");
                 delay = ACCEPT_RETRY_MIN;
-                permit.send(Io::Plain(stream));
+                if accepting.admit(&mut slot, &stream, peer) {
+                    tracing::debug!(target: "moat::net", %peer, "accepted");
+                    permit.send((Io::Plain(stream), slot));
+                }
             }
             Err(error) => {
                 tracing::warn!(
@@ -257,7 +363,7 @@ async fn accept_loop(listener: tokio::net::TcpListener, sender: mpsc::Sender<Io>
                     %error, retry_in = ?delay,
                     "accept failed; retrying"
                 );
-                drop(permit);
+                drop((permit, slot));
                 tokio::time::sleep(delay).await;
                 delay = (delay * 2).min(ACCEPT_RETRY_MAX);
             }
@@ -271,20 +377,30 @@ async fn accept_loop(listener: tokio::net::TcpListener, sender: mpsc::Sender<Io>
 /// aborts it) ends them too: none keeps the queue alive past a close.
 async fn accept_loop_tls(
     listener: tokio::net::TcpListener,
-    sender: mpsc::Sender<Io>,
+    sender: mpsc::Sender<Accepted>,
     tls: ServerTls,
+    accepting: Accepting,
+    _own_slot: SocketSlot,
 ) {
     let mut handshakes = FuturesUnordered::new();
     let mut delay = ACCEPT_RETRY_MIN;
     let mut backoff: Option<std::pin::Pin<Box<tokio::time::Sleep>>> = None;
+    // The slot for the next connection, taken before it is accepted.
+    let mut next_slot: Option<SocketSlot> = None;
     loop {
         tokio::select! {
-            accepted = listener.accept(), if backoff.is_none() && handshakes.len() < MAX_HANDSHAKES => {
+            slot = accepting.slot(), if next_slot.is_none() && backoff.is_none() && handshakes.len() < MAX_HANDSHAKES => {
+                next_slot = Some(slot);
+            }
+            accepted = listener.accept(), if next_slot.is_some() && backoff.is_none() && handshakes.len() < MAX_HANDSHAKES => {
                 match accepted {
                     Ok((stream, peer)) => {
                         delay = ACCEPT_RETRY_MIN;
-                        let tls = tls.clone();
-                        handshakes.push(async move { (peer, handshake_server(&tls, stream, Vec::new()).await) });
+                        let Some(mut slot) = next_slot.take() else { continue };
+                        if accepting.admit(&mut slot, &stream, peer) {
+                            let tls = tls.clone();
+                            handshakes.push(async move { (peer, slot, handshake_server(&tls, stream, Vec::new()).await) });
+                        }
                     }
                     Err(error) => {
                         tracing::warn!(target: "moat::net", %error, retry_in = ?delay, "accept failed; retrying");
@@ -296,10 +412,10 @@ async fn accept_loop_tls(
             () = async { if let Some(sleep) = backoff.as_mut() { sleep.await } }, if backoff.is_some() => {
                 backoff = None;
             }
-            Some((peer, done)) = handshakes.next(), if !handshakes.is_empty() => match done {
+            Some((peer, slot, done)) = handshakes.next(), if !handshakes.is_empty() => match done {
                 Ok(session) => {
                     tracing::debug!(target: "moat::net", %peer, "accepted (tls)");
-                    if sender.send(Io::tls(session)).await.is_err() {
+                    if sender.send((Io::tls(session), slot)).await.is_err() {
                         return;
                     }
                 }

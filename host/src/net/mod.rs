@@ -10,8 +10,10 @@
 //! - [`error`]: [`NetError`], the WIT `error-code` as a Rust enum.
 
 pub mod error;
+mod gate;
+pub mod limits;
 pub mod listen;
-mod resolve;
+pub mod resolve;
 mod tasks;
 pub mod tcp;
 pub mod tls;
@@ -21,21 +23,25 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use error::NetError;
+pub use limits::Limits;
 pub use listen::{AcceptQueue, ListenOptions, TcpListener};
+pub use resolve::{Resolver, SystemResolver};
 pub use tasks::PendingWrites;
 pub use tcp::{ConnectOptions, Keepalive, Outcome, Reader, TcpConn, Writer};
 pub use tls::{TlsClientOptions, TlsContext, TlsIdentity, TlsServerOptions, TlsTrust};
 pub use udp::{BindOptions, Datagram, MulticastInterface, UdpSocket};
 
 use crate::policy::Policy;
+use gate::Gate;
 use tasks::Tasks;
 
-/// The network of one guest run: what it may do, and the tasks it spawned.
+/// The network of one guest run: what it may do, what it may hold, and the
+/// tasks it spawned.
 ///
-/// Cloning is cheap and shares both.
+/// Cloning is cheap and shares all of it.
 #[derive(Clone)]
 pub struct Net {
-    policy: Arc<Policy>,
+    gate: Arc<Gate>,
     tasks: Tasks,
     tls: Arc<TlsContext>,
 }
@@ -50,10 +56,31 @@ impl Net {
     /// bytes on `pending` (the host shares one gauge between runs).
     pub fn with_pending_writes(policy: Policy, pending: Arc<PendingWrites>) -> Net {
         Net {
-            policy: Arc::new(policy),
+            gate: Arc::new(Gate::new(policy, Limits::default(), None)),
             tasks: Tasks::new(pending),
             tls: Arc::default(),
         }
+    }
+
+    /// This network with `limits` instead of [`Limits::default`]. Call it
+    /// before opening sockets (they count against the limits they were
+    /// opened under).
+    pub fn with_limits(mut self, limits: Limits) -> Net {
+        self.gate = Arc::new(self.gate.rebuilt(Some(limits), None));
+        self
+    }
+
+    /// This network resolving names with `resolver` instead of the
+    /// [`SystemResolver`]. The lookup limits and the deny rules apply to
+    /// its answers as to the system's.
+    pub fn with_resolver(mut self, resolver: Arc<dyn Resolver>) -> Net {
+        self.gate = Arc::new(self.gate.rebuilt(None, Some(resolver)));
+        self
+    }
+
+    /// The limits every socket of this network counts against.
+    pub fn limits(&self) -> &Limits {
+        &self.gate.limits
     }
 
     /// This network with `trust` as the roots TLS clients trust (the
@@ -65,7 +92,7 @@ impl Net {
 
     /// The policy every call is checked against.
     pub fn policy(&self) -> &Policy {
-        &self.policy
+        &self.gate.policy
     }
 
     /// Opens a TCP connection to `host`:`port`, `host` as the guest wrote it.
@@ -86,8 +113,8 @@ impl Net {
         port: u16,
         options: &ConnectOptions,
     ) -> Result<TcpConn, NetError> {
-        let (stream, _) = tcp::connect_stream(&self.policy, host, port, options).await?;
-        Ok(TcpConn::new(stream, self.tasks.clone()))
+        let (stream, _, slot) = tcp::connect_stream(&self.gate, host, port, options).await?;
+        Ok(TcpConn::new(stream, self.tasks.clone(), slot))
     }
 
     /// Listens on `host`:`port` (port 0: any free port).
@@ -107,7 +134,7 @@ impl Net {
         port: u16,
         options: &ListenOptions,
     ) -> Result<TcpListener, NetError> {
-        listen::listen(&self.policy, &self.tasks, host, port, options, None).await
+        listen::listen(&self.gate, &self.tasks, host, port, options, None).await
     }
 
     /// Opens a TLS connection to `host`:`port`: the TCP connect (checked
@@ -133,8 +160,8 @@ impl Net {
     ) -> Result<TcpConn, NetError> {
         let attempt = async {
             let config = self.tls.client_config(tls)?;
-            let (stream, target) = tcp::connect_stream(
-                &self.policy,
+            let (stream, target, slot) = tcp::connect_stream(
+                &self.gate,
                 host,
                 port,
                 &ConnectOptions {
@@ -149,12 +176,13 @@ impl Net {
                 Vec::new(),
                 name,
                 config,
-                tls::DEFAULT_HANDSHAKE_TIMEOUT,
+                tls::DEFAULT_HANDSHAKE_TIMEOUT.min(self.gate.limits.tls_handshake_timeout),
             )
             .await?;
             Ok(TcpConn::with_io(
                 tcp::io::Io::tls(session),
                 self.tasks.clone(),
+                slot,
             ))
         };
         match options.timeout {
@@ -179,8 +207,8 @@ impl Net {
         options: &ListenOptions,
         tls: &TlsServerOptions,
     ) -> Result<TcpListener, NetError> {
-        let server = tls::ServerTls::new(tls)?;
-        listen::listen(&self.policy, &self.tasks, host, port, options, Some(server)).await
+        let server = tls::ServerTls::new(tls, self.gate.limits.tls_handshake_timeout)?;
+        listen::listen(&self.gate, &self.tasks, host, port, options, Some(server)).await
     }
 
     /// Starts a client-side STARTTLS upgrade of `conn`, verifying the server
@@ -199,7 +227,8 @@ impl Net {
     ) -> Result<tls::UpgradeToTls, NetError> {
         let name = tls::server_name(&crate::policy::Host::parse(server_name)?)?;
         let config = self.tls.client_config(tls)?;
-        tls::UpgradeToTls::client(conn, name, config, already_read)
+        let limit = tls::DEFAULT_HANDSHAKE_TIMEOUT.min(self.gate.limits.tls_handshake_timeout);
+        tls::UpgradeToTls::client(conn, name, config, already_read, limit)
     }
 
     /// Starts a server-side STARTTLS upgrade of `conn`. The certificate and
@@ -214,7 +243,7 @@ impl Net {
         already_read: Vec<u8>,
         tls: &TlsServerOptions,
     ) -> Result<tls::UpgradeToTls, NetError> {
-        let server = tls::ServerTls::new(tls)?;
+        let server = tls::ServerTls::new(tls, self.gate.limits.tls_handshake_timeout)?;
         tls::UpgradeToTls::server(conn, server, already_read)
     }
 
@@ -232,7 +261,7 @@ impl Net {
         port: u16,
         options: &BindOptions,
     ) -> Result<UdpSocket, NetError> {
-        udp::bind(&self.policy, host, port, options).await
+        udp::bind(&self.gate, host, port, options).await
     }
 
     /// Ends the run's network: waits up to `linger` for sockets to write

@@ -1,32 +1,159 @@
-//! Turning a checked [`Host`] into socket addresses.
+//! Turning a checked [`Host`] into socket addresses: name lookups, bounded.
+//!
+//! moat resolves names itself, through a [`Resolver`] an embedder can
+//! replace. The default, [`SystemResolver`], reads the system's
+//! configuration (`/etc/resolv.conf` and `/etc/hosts`) and asks the name
+//! servers over the network, asynchronously: a lookup is a future, not a
+//! thread, so abandoning it (a connect timed out or dropped) ends it.
+//!
+//! A name is looked up as the absolute name the policy judged: the
+//! resolver's search list and `domain` are never applied, so an allowed
+//! `api` can never become `api.corp.example`.
 
-use std::net::SocketAddr;
+use std::future::Future;
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hickory_resolver::TokioResolver;
+use hickory_resolver::config::{ResolverConfig, ResolverOpts};
+use hickory_resolver::net::runtime::TokioRuntimeProvider;
+use hickory_resolver::proto::rr::Name;
+use tokio::sync::{OnceCell, Semaphore};
 
 use super::error::NetError;
 use crate::policy::Host;
 
-/// The addresses to try for `host`:`port`, in the resolver's order.
+/// The future a [`Resolver`] returns.
+pub type Lookup<'a> = Pin<Box<dyn Future<Output = io::Result<Vec<IpAddr>>> + Send + 'a>>;
+
+/// Answers name lookups for the socket core.
 ///
-/// Call only after the policy allowed `host`: for a name this is the DNS
-/// query. An IP literal is used as is, an IPv4-mapped IPv6 literal as the
-/// IPv4 address it carries (the address the policy judged).
+/// `name` is a checked DNS name (lower case, no trailing dot), to be looked
+/// up as an absolute name. The core bounds how many lookups run at once
+/// and how long each may take, and judges every address returned against
+/// the run's deny rules before using it.
+pub trait Resolver: Send + Sync + 'static {
+    /// The addresses of `name`, in preference order.
+    fn lookup<'a>(&'a self, name: &'a str) -> Lookup<'a>;
+}
+
+/// The system's DNS configuration, without its search list: hickory-dns
+/// over `/etc/resolv.conf`'s name servers, and `/etc/hosts`.
 ///
-/// # Errors
-/// [`NetError::NameNotResolved`] if the name has no address.
-pub(crate) async fn resolve(host: &Host, port: u16) -> Result<Vec<SocketAddr>, NetError> {
-    match host {
-        Host::Ip(ip) => Ok(vec![SocketAddr::new(ip.to_canonical(), port)]),
-        Host::Name(name) => {
-            let addrs: Vec<SocketAddr> = tokio::net::lookup_host((name.as_str(), port))
-                .await
-                .map_err(|e| NetError::NameNotResolved(format!("{name}: {e}")))?
-                .collect();
-            if addrs.is_empty() {
-                return Err(NetError::NameNotResolved(format!("{name}: no addresses")));
-            }
-            tracing::debug!(target: "moat::net", %name, ?addrs, "resolved");
-            Ok(addrs)
+/// It is set up on first use, on the runtime of the run that uses it (its
+/// connections are tasks of that runtime).
+#[derive(Default)]
+pub struct SystemResolver {
+    inner: OnceCell<Result<TokioResolver, String>>,
+}
+
+impl SystemResolver {
+    /// A resolver that reads the system's configuration on first use.
+    pub fn new() -> SystemResolver {
+        SystemResolver::default()
+    }
+
+    async fn resolver(&self) -> io::Result<&TokioResolver> {
+        let built = self
+            .inner
+            .get_or_init(|| async {
+                let (config, options) = hickory_resolver::system_conf::read_system_conf()
+                    .map_err(|e| format!("cannot read the system's DNS configuration: {e}"))?;
+                absolute_only(config, options)
+            })
+            .await;
+        built.as_ref().map_err(|e| io::Error::other(e.clone()))
+    }
+}
+
+/// A resolver for `config`'s name servers that looks every name up as
+/// absolute: no domain, no search list, whatever `config` says.
+fn absolute_only(config: ResolverConfig, options: ResolverOpts) -> Result<TokioResolver, String> {
+    let (_, _, servers) = config.into_parts();
+    let config = ResolverConfig::from_parts(None, Vec::new(), servers);
+    let mut builder = TokioResolver::builder_with_config(config, TokioRuntimeProvider::default());
+    *builder.options_mut() = options;
+    builder.options_mut().ndots = 0;
+    builder.build().map_err(|e| e.to_string())
+}
+
+async fn lookup_absolute(resolver: &TokioResolver, name: &str) -> io::Result<Vec<IpAddr>> {
+    let absolute = Name::from_ascii(format!("{name}."))
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+    let answer = resolver
+        .lookup_ip(absolute)
+        .await
+        .map_err(|e| io::Error::new(io::ErrorKind::NotFound, e.to_string()))?;
+    Ok(answer.iter().collect())
+}
+
+impl Resolver for SystemResolver {
+    fn lookup<'a>(&'a self, name: &'a str) -> Lookup<'a> {
+        Box::pin(async move { lookup_absolute(self.resolver().await?, name).await })
+    }
+}
+
+/// A run's lookups: its resolver, how many may run at once, and how long
+/// each may take.
+#[derive(Clone)]
+pub(crate) struct Lookups {
+    resolver: Arc<dyn Resolver>,
+    turns: Arc<Semaphore>,
+    timeout: Duration,
+}
+
+impl Lookups {
+    pub(crate) fn new(resolver: Arc<dyn Resolver>, max: u32, timeout: Duration) -> Lookups {
+        Lookups {
+            resolver,
+            turns: Arc::new(Semaphore::new(max.max(1) as usize)),
+            timeout,
         }
+    }
+
+    pub(crate) fn resolver(&self) -> Arc<dyn Resolver> {
+        Arc::clone(&self.resolver)
+    }
+
+    /// The addresses for `host`:`port`, in the resolver's order. An IP
+    /// literal is used as is (it is canonical already).
+    ///
+    /// # Errors
+    /// [`NetError::NameNotResolved`] if the name has no address or the
+    /// resolver failed; [`NetError::TimedOut`] past the lookup timeout.
+    pub(crate) async fn resolve(
+        &self,
+        host: &Host,
+        port: u16,
+    ) -> Result<Vec<SocketAddr>, NetError> {
+        let name = match host {
+            Host::Ip(ip) => return Ok(vec![SocketAddr::new(*ip, port)]),
+            Host::Name(name) => name,
+        };
+        let lookup = async {
+            let _turn = self.turns.acquire().await;
+            self.resolver.lookup(name).await
+        };
+        let answer = match tokio::time::timeout(self.timeout, lookup).await {
+            Ok(answer) => answer,
+            Err(_) => {
+                tracing::debug!(target: "moat::net", %name, timeout = ?self.timeout, "lookup timed out");
+                return Err(NetError::TimedOut);
+            }
+        };
+        let addrs: Vec<SocketAddr> = answer
+            .map_err(|e| NetError::NameNotResolved(format!("{name}: {e}")))?
+            .into_iter()
+            .map(|ip| SocketAddr::new(ip.to_canonical(), port))
+            .collect();
+        if addrs.is_empty() {
+            return Err(NetError::NameNotResolved(format!("{name}: no addresses")));
+        }
+        tracing::debug!(target: "moat::net", %name, ?addrs, "resolved");
+        Ok(addrs)
     }
 }
 
@@ -44,4 +171,81 @@ pub(crate) fn buffer_size(bytes: u64) -> Result<u32, NetError> {
                 i32::MAX
             ))
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use hickory_resolver::config::{ConnectionConfig, NameServerConfig};
+
+    use super::*;
+
+    /// A DNS server on loopback that answers every query "no such name"
+    /// and records the names it was asked.
+    async fn recording_server() -> (SocketAddr, Arc<Mutex<Vec<String>>>) {
+        let socket = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let addr = socket.local_addr().unwrap();
+        let asked = Arc::new(Mutex::new(Vec::new()));
+        let record = Arc::clone(&asked);
+        tokio::spawn(async move {
+            let mut buf = [0u8; 512];
+            while let Ok((n, from)) = socket.recv_from(&mut buf).await {
+                let mut query = buf[..n].to_vec();
+                // The question's name: length-prefixed labels from byte 12.
+                let mut labels = Vec::new();
+                let mut at = 12;
+                while let Some(&len) = query.get(at).filter(|&&l| l > 0) {
+                    let label = query.get(at + 1..at + 1 + len as usize).unwrap_or_default();
+                    labels.push(String::from_utf8_lossy(label).into_owned());
+                    at += 1 + len as usize;
+                }
+                record.lock().unwrap().push(labels.join(".") + ".");
+                // A response (QR), recursion available, NXDOMAIN.
+                query[2] |= 0x80;
+                query[3] = 0x80 | 3;
+                let _ = socket.send_to(&query, from).await;
+            }
+        });
+        (addr, asked)
+    }
+
+    fn config_with_search_list(server: SocketAddr) -> (ResolverConfig, ResolverOpts) {
+        let mut udp = ConnectionConfig::udp();
+        udp.port = server.port();
+        let servers = vec![NameServerConfig::new(server.ip(), true, vec![udp])];
+        let corp = Name::from_ascii("corp.example.").unwrap();
+        let config = ResolverConfig::from_parts(Some(corp.clone()), vec![corp], servers);
+        let mut options = ResolverOpts::default();
+        options.ndots = 5;
+        options.attempts = 0;
+        (config, options)
+    }
+
+    #[tokio::test]
+    async fn names_are_looked_up_as_written_never_through_the_search_list() {
+        let (server, asked) = recording_server().await;
+        let (config, options) = config_with_search_list(server);
+        let resolver = absolute_only(config, options).unwrap();
+        assert!(lookup_absolute(&resolver, "api").await.is_err());
+        assert!(lookup_absolute(&resolver, "db.internal").await.is_err());
+        let names = asked.lock().unwrap().clone();
+        assert!(!names.is_empty());
+        assert!(
+            names.iter().all(|n| n == "api." || n == "db.internal."),
+            "{names:?}"
+        );
+
+        // The same configuration used as is would have asked for
+        // api.corp.example: the test can tell.
+        let (config, options) = config_with_search_list(server);
+        let mut builder =
+            TokioResolver::builder_with_config(config, TokioRuntimeProvider::default());
+        *builder.options_mut() = options;
+        let searching = builder.build().unwrap();
+        asked.lock().unwrap().clear();
+        assert!(searching.lookup_ip("api").await.is_err());
+        let names = asked.lock().unwrap().clone();
+        assert!(names.iter().any(|n| n == "api.corp.example."), "{names:?}");
+    }
 }

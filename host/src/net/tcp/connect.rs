@@ -8,15 +8,19 @@ use tokio::net::{TcpSocket, TcpStream};
 
 use super::Keepalive;
 use crate::net::error::NetError;
-use crate::net::resolve::{buffer_size, resolve};
-use crate::policy::{Capability, Host, Policy};
+use crate::net::gate::Gate;
+use crate::net::limits::SocketSlot;
+use crate::net::resolve::buffer_size;
+use crate::policy::{Capability, Host};
 
 /// Options for [`crate::net::Net::connect`]. The default is what the
 /// operating system does.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ConnectOptions {
     /// Give up after this long with [`NetError::TimedOut`]; covers name
-    /// resolution and every address tried.
+    /// resolution and every address tried. Without it, the lookup has its
+    /// own bound ([`crate::net::Limits::lookup_timeout`]) and each attempt
+    /// the operating system's.
     pub timeout: Option<Duration>,
     /// Set TCP_NODELAY from the start.
     pub nodelay: bool,
@@ -28,30 +32,32 @@ pub struct ConnectOptions {
     pub receive_buffer_size: Option<u64>,
 }
 
-/// Checks the policy, then resolves and connects; returns the stream and
-/// the host as judged. See [`crate::net::Net::connect`].
+/// Checks the policy, takes a socket slot, then resolves and connects;
+/// returns the stream, the host as judged and its slot. See
+/// [`crate::net::Net::connect`].
+///
+/// Dropping the future (or its timeout firing) drops the socket being
+/// connected, which closes it: no attempt outlives its caller.
 pub(crate) async fn connect_stream(
-    policy: &Policy,
+    gate: &Gate,
     host: &str,
     port: u16,
     options: &ConnectOptions,
-) -> Result<(TcpStream, Host), NetError> {
+) -> Result<(TcpStream, Host, SocketSlot), NetError> {
     let target = Host::parse(host)?;
     if port == 0 {
         return Err(NetError::InvalidArgument(
             "port 0 cannot be connected to".into(),
         ));
     }
-    if let Err(denied) = policy.check(Capability::Connect, &target, port) {
-        tracing::debug!(target: "moat::net", %denied, "denied");
-        return Err(denied.into());
-    }
+    let target = gate.admit_host(Capability::Connect, target, port)?;
     // Validate before any syscall, so a bad option fails the same way
     // whatever the network does.
     let send_buffer = options.send_buffer_size.map(buffer_size).transpose()?;
     let receive_buffer = options.receive_buffer_size.map(buffer_size).transpose()?;
+    let slot = gate.slots.try_take()?;
     let attempt = async {
-        let addrs = resolve(&target, port).await?;
+        let addrs = gate.addresses(Capability::Connect, &target, port).await?;
         let mut last = None;
         for addr in addrs {
             match connect_one(addr, options, send_buffer, receive_buffer).await {
@@ -75,7 +81,7 @@ pub(crate) async fn connect_stream(
         %host, port, peer = ?stream.peer_addr().ok(), local = ?stream.local_addr().ok(),
         "connected"
     );
-    Ok((stream, target))
+    Ok((stream, target, slot))
 }
 
 async fn connect_one(

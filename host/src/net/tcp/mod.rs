@@ -67,13 +67,14 @@ use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 
 use super::error::NetError;
+use super::limits::SocketSlot;
 use super::tasks::Tasks;
 
 pub use connect::ConnectOptions;
 pub(crate) use connect::connect_stream;
 pub use receive::Reader;
 pub use reclaim::Upgrade;
-pub use send::{SEND_BACKLOG_LIMIT, Writer};
+pub use send::{CLOSE_LINGER, SEND_BACKLOG_LIMIT, Writer};
 
 /// TCP keep-alive settings; `None` fields keep the system default.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -127,6 +128,9 @@ pub(crate) struct Core {
     /// loop), the writer and the drain when they made progress.
     drain_waker: AtomicWaker,
     tasks: Tasks,
+    /// The socket's place in the run's socket count: held as long as the
+    /// descriptor, drains included.
+    slot: SocketSlot,
 }
 
 #[derive(Default)]
@@ -136,22 +140,22 @@ struct State {
 }
 
 impl TcpConn {
-    pub(crate) fn new(stream: TcpStream, tasks: Tasks) -> TcpConn {
-        TcpConn::with_io(io::Io::Plain(stream), tasks)
+    pub(crate) fn new(stream: TcpStream, tasks: Tasks, slot: SocketSlot) -> TcpConn {
+        TcpConn::with_io(io::Io::Plain(stream), tasks, slot)
     }
 
-    pub(crate) fn with_io(io: io::Io, tasks: Tasks) -> TcpConn {
+    pub(crate) fn with_io(io: io::Io, tasks: Tasks, slot: SocketSlot) -> TcpConn {
         let mut conn = TcpConn {
             closer: Closer(None),
             core: None,
             upgrading: false,
         };
-        conn.install(io, tasks);
+        conn.install(io, tasks, slot);
         conn
     }
 
     /// Puts a fresh core (after a STARTTLS upgrade, a TLS one) in place.
-    fn install(&mut self, io: io::Io, tasks: Tasks) {
+    fn install(&mut self, io: io::Io, tasks: Tasks, slot: SocketSlot) {
         let core = Arc::new(Core {
             io,
             state: Mutex::default(),
@@ -160,6 +164,7 @@ impl TcpConn {
             writer_waker: AtomicWaker::new(),
             drain_waker: AtomicWaker::new(),
             tasks,
+            slot,
         });
         self.closer = Closer(Some(Arc::downgrade(&core)));
         self.core = Some(core);

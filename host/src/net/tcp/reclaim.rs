@@ -9,6 +9,7 @@ use tokio::task::JoinHandle;
 use super::io::Io;
 use super::{Core, TcpConn, send};
 use crate::net::error::NetError;
+use crate::net::limits::SocketSlot;
 use crate::net::tasks::Tasks;
 
 /// A socket on its way to TLS: its reader and writer have ended (no FIN),
@@ -52,8 +53,8 @@ impl TcpConn {
 
     /// Gives a socket whose upgrade has finished its new transport (the TLS
     /// session), with fresh reader and writer state.
-    pub(crate) fn finish_upgrade(&mut self, io: Io, tasks: Tasks) {
-        self.install(io, tasks);
+    pub(crate) fn finish_upgrade(&mut self, io: Io, tasks: Tasks, slot: SocketSlot) {
+        self.install(io, tasks, slot);
     }
 
     /// Marks an upgrade that failed: the connection is gone, and every
@@ -92,6 +93,12 @@ impl Upgrade {
     /// # Cancel safety
     /// Not cancel-safe: dropped before it resolves, the connection closes.
     pub async fn into_stream(self) -> Result<TcpStream, NetError> {
+        self.into_parts().await.map(|(stream, _)| stream)
+    }
+
+    /// As [`into_stream`](Self::into_stream), with the socket's place in
+    /// the run's count, for the socket the stream goes back into.
+    pub(crate) async fn into_parts(self) -> Result<(TcpStream, SocketSlot), NetError> {
         let Upgrade { core, drain } = self;
         if let Some(drain) = drain {
             // The drain ends once the backlog is written (or fails).
@@ -106,7 +113,7 @@ impl Upgrade {
         match core.io {
             Io::Plain(stream) => {
                 tracing::debug!(target: "moat::net", local = ?stream.local_addr().ok(), "tcp socket taken back");
-                Ok(stream)
+                Ok((stream, core.slot))
             }
             Io::Tls(_) => Err(NetError::InvalidState("the socket is already TLS".into())),
         }

@@ -31,10 +31,11 @@ use crate::net::tls;
 pub const SEND_BACKLOG_LIMIT: usize = 64 * 1024;
 
 /// How long a closed socket's drain may still wait for a peer that does not
-/// read before the queued bytes are dropped and the socket released. As
+/// read before the queued bytes are dropped and the connection reset. As
 /// long as Linux's own FIN timeout for an orphaned socket (60 s) would be
 /// too generous here: 30 s bounds what a peer that never reads can hold.
-const CLOSE_LINGER: Duration = Duration::from_secs(30);
+/// Until then the socket still counts against the run's socket cap.
+pub const CLOSE_LINGER: Duration = Duration::from_secs(30);
 
 /// The write side's bookkeeping inside the socket.
 #[derive(Default)]
@@ -305,6 +306,8 @@ impl Drop for Writer {
 
 /// Called when the owning [`TcpConn`] is dropped: an open writer ends as if
 /// dropped, and a drain still running gets [`CLOSE_LINGER`] to finish.
+/// Past it the queued bytes are dropped and the connection is reset, not
+/// closed with a FIN: the peer must not take a cut stream for a whole one.
 pub(super) fn on_close(core: &Arc<Core>) {
     let mut state = core.state();
     if matches!(state.send.phase, Phase::Writing) {
@@ -317,10 +320,12 @@ pub(super) fn on_close(core: &Arc<Core>) {
         state.send.drain.as_ref().map(JoinHandle::abort_handle),
         tokio::runtime::Handle::try_current(),
     ) {
+        let linger = core.slot.close_linger;
         runtime.spawn(async move {
-            tokio::time::sleep(CLOSE_LINGER).await;
+            tokio::time::sleep(linger).await;
             if !drain.is_finished() {
-                tracing::debug!(target: "moat::net", "closed socket's peer stopped reading: dropping its queued bytes");
+                tracing::debug!(target: "moat::net", ?linger, "closed socket's peer stopped reading for its whole linger");
+                // The drain resets the connection as it goes (`ResetIfCut`).
                 drain.abort();
             }
         });
@@ -405,6 +410,7 @@ async fn drain(core: Arc<Core>, _busy: BusyGuard) {
     let Io::Plain(stream) = &core.io else {
         return;
     };
+    let _cut = ResetIfCut(&core);
     loop {
         let ready = stream.writable().await;
         let mut state = core.state();
@@ -436,6 +442,31 @@ async fn drain(core: Arc<Core>, _busy: BusyGuard) {
                 core.writer_waker.wake();
                 break;
             }
+        }
+    }
+}
+
+/// Resets the connection if its drain is dropped with bytes still queued
+/// (the socket's close linger ran out, or its run ended): a FIN after a cut
+/// would tell the peer the stream was whole. SO_LINGER 0 makes the close
+/// that follows (the drain held the last reference) send a reset.
+struct ResetIfCut<'a>(&'a Core);
+
+impl Drop for ResetIfCut<'_> {
+    fn drop(&mut self) {
+        let unsent = self
+            .0
+            .state()
+            .send
+            .backlog
+            .as_ref()
+            .map_or(0, |b| b.unsent().len());
+        if unsent > 0 {
+            let _ = self
+                .0
+                .io
+                .with_tcp(|tcp| SockRef::from(tcp).set_linger(Some(Duration::ZERO)));
+            tracing::debug!(target: "moat::net", unsent, "queued bytes dropped: resetting the connection");
         }
     }
 }

@@ -140,7 +140,9 @@ pub struct TlsServerOptions {
     pub alpn: Vec<Vec<u8>>,
     /// Require client certificates signed by these PEM roots.
     pub client_roots_pem: Option<Vec<u8>>,
-    /// Bound on each handshake ([`DEFAULT_HANDSHAKE_TIMEOUT`] if `None`).
+    /// Bound on each handshake ([`DEFAULT_HANDSHAKE_TIMEOUT`] if `None`);
+    /// never more than the run's cap
+    /// ([`Limits::tls_handshake_timeout`](crate::net::Limits)).
     pub handshake_timeout: Option<Duration>,
 }
 

@@ -25,7 +25,7 @@ pub(crate) struct ServerTls {
 }
 
 impl ServerTls {
-    pub(crate) fn new(options: &TlsServerOptions) -> Result<ServerTls, NetError> {
+    pub(crate) fn new(options: &TlsServerOptions, cap: Duration) -> Result<ServerTls, NetError> {
         let (chain, key) = parse_identity(&options.identity)?;
         let builder = rustls::ServerConfig::builder_with_provider(provider())
             .with_safe_default_protocol_versions()
@@ -50,7 +50,8 @@ impl ServerTls {
             acceptor: TlsAcceptor::from(Arc::new(config)),
             limit: options
                 .handshake_timeout
-                .unwrap_or(DEFAULT_HANDSHAKE_TIMEOUT),
+                .unwrap_or(DEFAULT_HANDSHAKE_TIMEOUT)
+                .min(cap),
         })
     }
 }

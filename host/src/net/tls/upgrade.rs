@@ -6,8 +6,9 @@ use std::time::Duration;
 use rustls::ClientConfig;
 use rustls::pki_types::ServerName;
 
-use super::{DEFAULT_HANDSHAKE_TIMEOUT, ServerTls, handshake_client, handshake_server};
+use super::{ServerTls, handshake_client, handshake_server};
 use crate::net::error::NetError;
+use crate::net::limits::SocketSlot;
 use crate::net::tasks::Tasks;
 use crate::net::tcp::io::Io;
 use crate::net::tcp::{TcpConn, Upgrade};
@@ -37,6 +38,7 @@ enum Side {
 pub struct Handshaken {
     io: Io,
     tasks: Tasks,
+    slot: SocketSlot,
 }
 
 impl UpgradeToTls {
@@ -45,11 +47,12 @@ impl UpgradeToTls {
         name: ServerName<'static>,
         config: Arc<ClientConfig>,
         already_read: Vec<u8>,
+        limit: Duration,
     ) -> Result<UpgradeToTls, NetError> {
         let side = Side::Client {
             name,
             config,
-            limit: DEFAULT_HANDSHAKE_TIMEOUT,
+            limit,
         };
         UpgradeToTls::begin(conn, side, already_read)
     }
@@ -88,7 +91,7 @@ impl UpgradeToTls {
     /// [`NetError::TimedOut`] after the handshake timeout; the error that
     /// kept the queued bytes from being written.
     pub async fn handshake(self) -> Result<Handshaken, NetError> {
-        let stream = self.upgrade.into_stream().await?;
+        let (stream, slot) = self.upgrade.into_parts().await?;
         let session = match self.side {
             Side::Client {
                 name,
@@ -101,6 +104,7 @@ impl UpgradeToTls {
         Ok(Handshaken {
             io: Io::tls(session),
             tasks: self.tasks,
+            slot,
         })
     }
 }
@@ -117,8 +121,8 @@ impl TcpConn {
         handshake: Result<Handshaken, NetError>,
     ) -> Result<(), NetError> {
         match handshake {
-            Ok(Handshaken { io, tasks }) => {
-                self.finish_upgrade(io, tasks);
+            Ok(Handshaken { io, tasks, slot }) => {
+                self.finish_upgrade(io, tasks, slot);
                 Ok(())
             }
             Err(e) => {

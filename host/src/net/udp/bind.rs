@@ -7,8 +7,9 @@ use socket2::{Domain, Protocol, Socket, Type};
 
 use super::UdpSocket;
 use crate::net::error::NetError;
-use crate::net::resolve::resolve;
-use crate::policy::{Capability, Host, Policy};
+use crate::net::gate::Gate;
+use crate::net::listen::dual_stack_allowed;
+use crate::policy::Capability;
 
 /// Options set at the bind, and only there: SO_REUSEPORT and SO_REUSEADDR
 /// mean nothing after it, and the rest is configuration decided once.
@@ -33,23 +34,20 @@ pub struct BindOptions {
 
 /// Checks the listen grant, then binds. See [`crate::net::Net::bind_udp`].
 pub(crate) async fn bind(
-    policy: &Arc<Policy>,
+    gate: &Arc<Gate>,
     host: &str,
     port: u16,
     options: &BindOptions,
 ) -> Result<UdpSocket, NetError> {
-    let target = Host::parse(host)?;
-    if let Err(denied) = policy.check(Capability::Listen, &target, port) {
-        tracing::debug!(target: "moat::net", %denied, "denied");
-        return Err(denied.into());
-    }
+    let target = gate.admit(Capability::Listen, host, port)?;
+    let slot = gate.slots.try_take()?;
     let mut last = None;
-    for addr in resolve(&target, port).await? {
-        match bind_one(addr, options) {
+    for addr in gate.addresses(Capability::Listen, &target, port).await? {
+        match bind_one(addr, dual_stack_allowed(gate, addr), options) {
             Ok(socket) => {
                 let socket = tokio::net::UdpSocket::from_std(socket.into())?;
                 tracing::debug!(target: "moat::net", local = ?socket.local_addr().ok(), "udp socket bound");
-                return Ok(UdpSocket::new(socket, Arc::clone(policy)));
+                return Ok(UdpSocket::new(socket, Arc::clone(gate), slot));
             }
             Err(e) => last = Some(e),
         }
@@ -57,7 +55,7 @@ pub(crate) async fn bind(
     Err(last.unwrap_or_else(|| NetError::NameNotResolved(format!("{target}: no addresses"))))
 }
 
-fn bind_one(addr: SocketAddr, options: &BindOptions) -> Result<Socket, NetError> {
+fn bind_one(addr: SocketAddr, dual_stack: bool, options: &BindOptions) -> Result<Socket, NetError> {
     let v6 = addr.is_ipv6();
     if v6 && options.broadcast {
         return Err(NetError::InvalidArgument(
@@ -66,6 +64,9 @@ fn bind_one(addr: SocketAddr, options: &BindOptions) -> Result<Socket, NetError>
     }
     let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
     socket.set_nonblocking(true)?;
+    if v6 {
+        socket.set_only_v6(!dual_stack)?;
+    }
     if options.reuse_address {
         socket.set_reuse_address(true)?;
     }

@@ -5,10 +5,15 @@
 //! the kernel's receive queue, and a second queue in front of it would only
 //! add a place for datagrams to be dropped where the program cannot see it.
 //! So there is no task and no channel: the socket is shared, each receive
-//! awaits `recv_from` on it directly, and concurrent receives race for the
-//! next datagram, which is correct. Nothing here bounds the queue but the
-//! kernel: a guest that stops receiving has datagrams dropped by the OS, as
-//! any UDP program does.
+//! waits for the socket to be readable and then reads, and concurrent
+//! receives race for the next datagram, which is correct. Nothing here
+//! bounds the queue but the kernel: a guest that stops receiving has
+//! datagrams dropped by the OS, as any UDP program does.
+//!
+//! A waiting receive holds no buffer: it borrows one from the socket's pool
+//! only for the read itself, which does not wait. So however many receives
+//! a guest parks, the host holds at most [`POOL_KEEP`] buffers per socket
+//! between reads.
 //!
 //! The one piece of machinery is closing. A parked receive holds the socket
 //! itself, so dropping the owner's handle cannot end it; `close` sets a flag
@@ -28,8 +33,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::sync::Notify;
 
 use super::error::NetError;
-use super::resolve::resolve;
-use crate::policy::{Capability, Host, Policy};
+use super::gate::Gate;
+use super::limits::SocketSlot;
+use crate::policy::{Capability, Host};
 
 pub use bind::BindOptions;
 pub(crate) use bind::bind;
@@ -72,14 +78,15 @@ pub struct UdpSocket {
 struct Shared {
     socket: tokio::net::UdpSocket,
     local: SocketAddr,
-    policy: Arc<Policy>,
+    gate: Arc<Gate>,
+    _slot: SocketSlot,
     closed: AtomicBool,
     close_bell: Notify,
     pool: pool::Pool,
 }
 
 impl UdpSocket {
-    fn new(socket: tokio::net::UdpSocket, policy: Arc<Policy>) -> UdpSocket {
+    fn new(socket: tokio::net::UdpSocket, gate: Arc<Gate>, slot: SocketSlot) -> UdpSocket {
         let local = socket
             .local_addr()
             .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
@@ -87,7 +94,8 @@ impl UdpSocket {
             shared: Arc::new(Shared {
                 socket,
                 local,
-                policy,
+                gate,
+                _slot: slot,
                 closed: AtomicBool::new(false),
                 close_bell: Notify::new(),
                 pool: pool::Pool::default(),
@@ -129,10 +137,9 @@ impl UdpSocket {
     ///
     /// # Cancel safety
     /// Cancel-safe: a datagram leaves the kernel's queue only when it is
-    /// returned, and the receive buffer goes back to the pool either way.
+    /// returned; a waiting receive holds no buffer.
     pub async fn receive(&self) -> Result<Datagram, NetError> {
-        let mut buf = self.shared.pool.take();
-        self.receive_into(&mut buf).await
+        self.receive_one().await
     }
 
     /// Waits for the first datagram, then takes up to `max - 1` more that
@@ -150,10 +157,10 @@ impl UdpSocket {
                 "receive-many needs max of at least 1".into(),
             ));
         }
-        let mut buf = self.shared.pool.take();
-        let first = self.receive_into(&mut buf).await?;
+        let first = self.receive_one().await?;
         let mut all = Vec::with_capacity(max.min(64));
         all.push(first);
+        let mut buf = self.shared.pool.take();
         while all.len() < max {
             match self.shared.socket.try_recv_from(&mut buf) {
                 Ok((n, from)) => all.push(datagram(&buf, n, from)),
@@ -164,17 +171,26 @@ impl UdpSocket {
         Ok(all)
     }
 
-    async fn receive_into(&self, buf: &mut [u8]) -> Result<Datagram, NetError> {
+    async fn receive_one(&self) -> Result<Datagram, NetError> {
+        let _waiting = self.shared.gate.waiting.enter("udp receive")?;
         // Register for the close bell before looking at the flag.
         let mut closing = pin!(self.shared.close_bell.notified());
         closing.as_mut().enable();
         self.check_open()?;
-        tokio::select! {
-            biased;
-            () = closing => Err(NetError::Closed),
-            received = self.shared.socket.recv_from(buf) => {
-                let (n, from) = received?;
-                Ok(datagram(buf, n, from))
+        loop {
+            tokio::select! {
+                biased;
+                () = closing.as_mut() => return Err(NetError::Closed),
+                ready = self.shared.socket.readable() => ready?,
+            }
+            // Readable: the read does not wait, so the buffer is on loan
+            // only for it.
+            let mut buf = self.shared.pool.take();
+            match self.shared.socket.try_recv_from(&mut buf) {
+                Ok((n, from)) => return Ok(datagram(&buf, n, from)),
+                // Another receive took the datagram: wait again.
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                Err(e) => return Err(e.into()),
             }
         }
     }
@@ -199,16 +215,14 @@ impl UdpSocket {
         if to.port() == 0 {
             return Err(NetError::InvalidArgument("port 0 cannot be sent to".into()));
         }
-        let host = Host::Ip(to.ip());
-        if let Err(denied) = self
-            .shared
-            .policy
-            .check(Capability::Connect, &host, to.port())
-        {
-            tracing::debug!(target: "moat::net", %denied, "denied");
-            return Err(denied.into());
-        }
-        let to = self.for_family(SocketAddr::new(to.ip().to_canonical(), to.port()))?;
+        let host =
+            self.shared
+                .gate
+                .admit_host(Capability::Connect, Host::ip(to.ip()), to.port())?;
+        let to = match host.as_ip() {
+            Some(ip) => self.for_family(SocketAddr::new(ip, to.port()))?,
+            None => return Err(NetError::InvalidArgument("not an address".into())),
+        };
         self.send_to(data, to).await
     }
 
@@ -255,14 +269,12 @@ impl UdpSocket {
         if port == 0 {
             return Err(NetError::InvalidArgument("port 0 cannot be sent to".into()));
         }
-        if let Err(denied) = self.shared.policy.check(Capability::Connect, &target, port) {
-            tracing::debug!(target: "moat::net", %denied, "denied");
-            return Err(denied.into());
-        }
+        let gate = &self.shared.gate;
+        let target = gate.admit_host(Capability::Connect, target, port)?;
         let addrs = match target {
             // The common case needs no allocation.
-            Host::Ip(ip) => return self.for_family(SocketAddr::new(ip.to_canonical(), port)),
-            Host::Name(_) => resolve(&target, port).await?,
+            Host::Ip(ip) => return self.for_family(SocketAddr::new(ip, port)),
+            Host::Name(_) => gate.addresses(Capability::Connect, &target, port).await?,
         };
         addrs
             .into_iter()
@@ -293,16 +305,27 @@ impl UdpSocket {
         }
     }
 
-    /// Joins multicast `group` on `interface`.
+    /// Joins multicast `group` on `interface`. Joining makes the socket
+    /// reachable by whoever sends to the group, so it needs the listen
+    /// grant for the group address on the socket's port.
     ///
     /// # Errors
-    /// [`NetError::InvalidArgument`] for a group or interface of the wrong
-    /// family, or a group that is not multicast; OS errors.
+    /// [`NetError::Denied`] without that grant; [`NetError::InvalidArgument`]
+    /// for a group or interface of the wrong family, or a group that is not
+    /// multicast; OS errors.
     pub fn join_multicast(
         &self,
         group: IpAddr,
         interface: MulticastInterface,
     ) -> Result<(), NetError> {
+        self.check_open()?;
+        if group.is_multicast() {
+            self.shared.gate.admit_host(
+                Capability::Listen,
+                Host::ip(group),
+                self.shared.local.port(),
+            )?;
+        }
         self.membership(group, interface, true)
     }
 

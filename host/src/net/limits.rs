@@ -1,0 +1,299 @@
+//! What a run may hold: the bounds on everything a guest can make the host
+//! keep (sockets, lookups, handshakes, connections per listener), and the
+//! slots that count sockets against them.
+//!
+//! A socket's [`SocketSlot`] lives as long as its file descriptor: in the
+//! socket's core, which a drain task keeps alive after the guest dropped
+//! the socket. So a socket closed with bytes still queued (lingering) counts
+//! until it is really gone, and a guest cannot dodge the cap by dropping
+//! sockets faster than their peers read.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use super::error::NetError;
+use super::tcp::CLOSE_LINGER;
+
+/// Sockets and listeners a run may hold at once, counting closed sockets
+/// still writing out their last bytes. A client with a connection pool
+/// holds tens; 1024 is also the usual soft limit on a process's open files.
+/// A server expecting more concurrent clients raises it (`--max-sockets`);
+/// each socket can hold up to 64 KiB of queued bytes in the host, so the
+/// default bounds that at 64 MiB.
+pub const DEFAULT_MAX_SOCKETS: u32 = 1024;
+
+/// Calls a run may have waiting at once for something that may never come:
+/// UDP receives, accepts, and name lookups. A waiting call holds no buffer,
+/// only its own state in the host and in wasmtime, about 2 KiB; 4096 of
+/// them is 8 MiB. A program waits on a few per socket it serves; only a
+/// guest parking calls on purpose comes near this.
+pub const DEFAULT_MAX_WAITING_CALLS: u32 = 4096;
+
+/// Name lookups a run has in flight at once; more wait for a turn (within
+/// their timeout). Lookups are asynchronous (no thread each), so this bounds
+/// the DNS traffic a guest can cause, not threads; 16 is more than a
+/// browser's per-host connection limit needs.
+pub const DEFAULT_MAX_LOOKUPS: u32 = 16;
+
+/// How long one name lookup may take, waiting for a turn included. The
+/// resolver's own retries (two, five seconds each, as glibc's defaults)
+/// fit inside it.
+pub const DEFAULT_LOOKUP_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// The longest any TLS handshake may take, client or server, whatever the
+/// guest asks for: a handshake holds a socket and session state, and a
+/// peer that stalls one must not hold them for long. Ten seconds is far
+/// beyond a handshake on any working network (a few round trips).
+pub const MAX_TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The bounds of one run. The defaults are what a normal program never
+/// meets and a hostile one does; `None` means unbounded (the embedder's
+/// choice, never a default).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// Open sockets and listeners ([`DEFAULT_MAX_SOCKETS`]).
+    pub max_sockets: Option<u32>,
+    /// UDP receives, accepts and lookups waiting at once
+    /// ([`DEFAULT_MAX_WAITING_CALLS`]).
+    pub max_waiting_calls: u32,
+    /// Name lookups in flight ([`DEFAULT_MAX_LOOKUPS`]).
+    pub max_lookups: u32,
+    /// One lookup's time ([`DEFAULT_LOOKUP_TIMEOUT`]).
+    pub lookup_timeout: Duration,
+    /// Cap on any TLS handshake's time ([`MAX_TLS_HANDSHAKE_TIMEOUT`]).
+    pub tls_handshake_timeout: Duration,
+    /// Connections one listener has open at once, for listeners whose
+    /// guest sets no cap of its own (`None`: only the socket cap).
+    pub max_connections: Option<u32>,
+    /// Connections one listener has open at once from one peer address,
+    /// for listeners whose guest sets no cap of its own.
+    pub max_connections_per_peer: Option<u32>,
+    /// How long a socket the guest closed may go on writing out its queued
+    /// bytes before they are dropped and the connection reset
+    /// ([`CLOSE_LINGER`]).
+    pub close_linger: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max_sockets: Some(DEFAULT_MAX_SOCKETS),
+            max_waiting_calls: DEFAULT_MAX_WAITING_CALLS,
+            max_lookups: DEFAULT_MAX_LOOKUPS,
+            lookup_timeout: DEFAULT_LOOKUP_TIMEOUT,
+            tls_handshake_timeout: MAX_TLS_HANDSHAKE_TIMEOUT,
+            max_connections: None,
+            max_connections_per_peer: None,
+            close_linger: CLOSE_LINGER,
+        }
+    }
+}
+
+/// The run's socket count.
+#[derive(Clone)]
+pub(crate) struct SocketSlots {
+    slots: Option<Arc<Semaphore>>,
+    max: u32,
+    close_linger: Duration,
+}
+
+/// One socket's place in its run's count (and in its listener's), given
+/// back when dropped; and how long the socket may hold it after the guest
+/// closed it, writing out its last bytes.
+pub(crate) struct SocketSlot {
+    _run: Option<OwnedSemaphorePermit>,
+    _listener: Option<OwnedSemaphorePermit>,
+    _peer: Option<PeerGuard>,
+    pub(crate) close_linger: Duration,
+}
+
+impl Default for SocketSlot {
+    fn default() -> SocketSlot {
+        SocketSlot {
+            _run: None,
+            _listener: None,
+            _peer: None,
+            close_linger: CLOSE_LINGER,
+        }
+    }
+}
+
+impl SocketSlots {
+    pub(crate) fn new(max: Option<u32>, close_linger: Duration) -> SocketSlots {
+        SocketSlots {
+            slots: max.map(|n| Arc::new(Semaphore::new(n as usize))),
+            max: max.unwrap_or(u32::MAX),
+            close_linger,
+        }
+    }
+
+    fn empty(&self) -> SocketSlot {
+        SocketSlot {
+            close_linger: self.close_linger,
+            ..SocketSlot::default()
+        }
+    }
+
+    /// A slot now, or [`NetError::LimitReached`].
+    pub(crate) fn try_take(&self) -> Result<SocketSlot, NetError> {
+        let Some(slots) = &self.slots else {
+            return Ok(self.empty());
+        };
+        match Arc::clone(slots).try_acquire_owned() {
+            Ok(permit) => Ok(SocketSlot {
+                _run: Some(permit),
+                ..self.empty()
+            }),
+            Err(_) => {
+                tracing::debug!(target: "moat::net", max = self.max, "socket limit reached");
+                Err(NetError::LimitReached(format!(
+                    "the run holds {} sockets and listeners (closed sockets still sending count too); raise it with --max-sockets",
+                    self.max
+                )))
+            }
+        }
+    }
+
+    /// A slot, waiting for one if the run holds its maximum (an accept
+    /// loop waits here, and clients wait in the kernel's backlog).
+    pub(crate) async fn take(&self) -> SocketSlot {
+        let Some(slots) = &self.slots else {
+            return self.empty();
+        };
+        if slots.available_permits() == 0 {
+            tracing::debug!(target: "moat::net", max = self.max, "socket limit reached: accepting waits");
+        }
+        SocketSlot {
+            _run: Arc::clone(slots).acquire_owned().await.ok(),
+            ..self.empty()
+        }
+    }
+}
+
+/// Open connections per peer address, shared by a listener's connections.
+type PeerCounts = Arc<Mutex<HashMap<IpAddr, u32>>>;
+
+/// The run's count of calls waiting (receives, accepts, lookups).
+#[derive(Clone)]
+pub(crate) struct WaitingCalls {
+    turns: Arc<Semaphore>,
+    max: u32,
+}
+
+impl WaitingCalls {
+    pub(crate) fn new(max: u32) -> WaitingCalls {
+        WaitingCalls {
+            turns: Arc::new(Semaphore::new(max.max(1) as usize)),
+            max,
+        }
+    }
+
+    /// A place for one more waiting call, or [`NetError::LimitReached`].
+    pub(crate) fn enter(&self, what: &str) -> Result<OwnedSemaphorePermit, NetError> {
+        Arc::clone(&self.turns).try_acquire_owned().map_err(|_| {
+            tracing::debug!(target: "moat::net", max = self.max, what, "waiting-call limit reached");
+            NetError::LimitReached(format!(
+                "the run has {} receives, accepts and lookups waiting already; raise it with --max-waiting-calls",
+                self.max
+            ))
+        })
+    }
+}
+
+/// A listener's caps on its open connections: in all, and per peer address.
+#[derive(Clone)]
+pub(crate) struct ConnectionCaps {
+    total: Option<Arc<Semaphore>>,
+    per_peer: Option<(u32, PeerCounts)>,
+}
+
+/// One connection counted against its peer address.
+pub(crate) struct PeerGuard {
+    peer: IpAddr,
+    counts: PeerCounts,
+}
+
+impl Drop for PeerGuard {
+    fn drop(&mut self) {
+        let mut counts = self.counts.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(n) = counts.get_mut(&self.peer) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                counts.remove(&self.peer);
+            }
+        }
+    }
+}
+
+impl ConnectionCaps {
+    pub(crate) fn new(total: Option<u32>, per_peer: Option<u32>) -> ConnectionCaps {
+        ConnectionCaps {
+            total: total.map(|n| Arc::new(Semaphore::new(n as usize))),
+            per_peer: per_peer.map(|n| (n, Arc::default())),
+        }
+    }
+
+    /// Waits for room under the listener's total cap, then adds it to
+    /// `slot`.
+    pub(crate) async fn reserve(&self, slot: &mut SocketSlot) {
+        if let Some(total) = &self.total {
+            slot._listener = Arc::clone(total).acquire_owned().await.ok();
+        }
+    }
+
+    /// Counts a connection from `peer`, or refuses it when that peer
+    /// already has its share open.
+    pub(crate) fn admit(&self, slot: &mut SocketSlot, peer: IpAddr) -> bool {
+        let Some((max, counts)) = &self.per_peer else {
+            return true;
+        };
+        let peer = peer.to_canonical();
+        let mut map = counts.lock().unwrap_or_else(PoisonError::into_inner);
+        let n = map.entry(peer).or_insert(0);
+        if *n >= *max {
+            return false;
+        }
+        *n += 1;
+        slot._peer = Some(PeerGuard {
+            peer,
+            counts: Arc::clone(counts),
+        });
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_are_given_back_when_dropped() {
+        let slots = SocketSlots::new(Some(2), CLOSE_LINGER);
+        let a = slots.try_take().unwrap();
+        let _b = slots.try_take().unwrap();
+        assert!(matches!(slots.try_take(), Err(NetError::LimitReached(_))));
+        drop(a);
+        assert!(slots.try_take().is_ok());
+    }
+
+    #[test]
+    fn a_peer_gets_its_share_and_no_more() {
+        let caps = ConnectionCaps::new(None, Some(2));
+        let one: IpAddr = "10.0.0.1".parse().unwrap();
+        let other: IpAddr = "10.0.0.2".parse().unwrap();
+        let mut slots: Vec<SocketSlot> = (0..3).map(|_| SocketSlot::default()).collect();
+        assert!(caps.admit(&mut slots[0], one));
+        // The same peer in mapped form is the same peer.
+        assert!(caps.admit(&mut slots[1], "::ffff:10.0.0.1".parse().unwrap()));
+        let mut refused = SocketSlot::default();
+        assert!(!caps.admit(&mut refused, one));
+        assert!(caps.admit(&mut slots[2], other));
+        slots.remove(0);
+        let mut again = SocketSlot::default();
+        assert!(caps.admit(&mut again, one));
+    }
+}
