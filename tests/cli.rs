@@ -51,12 +51,25 @@ fn help_documents_every_flag_with_an_example() {
         "--dir",
         "--cache-dir",
         "--no-cache",
+        "--deny-net",
+        "--deny-listen",
+        "--policy",
+        "--max-sockets",
+        "--max-waiting-calls",
+        "--max-memory",
+        "--timeout",
+        "--max-lookups",
+        "--lookup-timeout",
+        "--tls-handshake-timeout",
+        "--max-connections",
+        "--max-connections-per-peer",
     ] {
         let line = help.lines().find(|l| l.trim_start().starts_with(flag));
         assert!(line.is_some(), "{flag} is not documented:\n{help}");
     }
     assert!(help.contains("Example: --allow-net="), "{help}");
     assert!(help.contains("Examples:"), "{help}");
+    assert!(help.contains("--allow-net --deny-net=private,metadata"), "{help}");
 }
 
 #[test]
@@ -367,4 +380,159 @@ fn a_denied_call_makes_no_socket_and_no_dns_query() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(inet_sockets(&log) > 0, "{log}");
     assert!(name_lookups(&log) > 0, "{log}");
+}
+
+#[test]
+fn deny_flags_win_over_grants_and_name_the_entry() {
+    let (peer, port) = peer();
+    peer.set_nonblocking(true).unwrap();
+    let out = moat_run(&[
+        "--allow-net",
+        "--deny-net=metadata,private",
+        guests::PROBE,
+        "connect",
+        "::ffff:127.0.0.1",
+        &port,
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        text(&out.stderr),
+        format!("error: connect to 127.0.0.1:{port} denied by --deny-net=private\n")
+    );
+    assert!(peer.accept().is_err(), "a denied connect got through");
+    // Unknown words and bad entries are refused before anything runs.
+    let out = moat_run(&["--deny-net=privat:x", guests::PROBE, "env"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("--deny-net=privat:x"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+/// Writes `text` to a policy file of its own and returns its path.
+fn policy_file(name: &str, text: &str) -> PathBuf {
+    let path = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}.toml"));
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn a_policy_file_holds_grants_denies_and_bounds_and_flags_add_to_it() {
+    let (_peer, port) = peer();
+    let file = policy_file(
+        "policy-ok",
+        &format!(
+            "# the probe may reach one port, and hold few sockets\n\
+             allow-net = [\"127.0.0.1:{port}\"]\n\
+             deny-net = [\"metadata\"]\n\
+             max-sockets = 2\n"
+        ),
+    );
+    let policy = format!("--policy={}", file.display());
+    let out = moat_run(&[&policy, guests::PROBE, "connect", "127.0.0.1", &port]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    // The file's bound holds...
+    let out = moat_run(&[
+        &policy,
+        guests::HOSTILE,
+        "hold-sockets",
+        "127.0.0.1",
+        &port,
+        "5",
+    ]);
+    assert!(
+        text(&out.stdout).contains("held 2; stopped by: limit reached"),
+        "{}",
+        text(&out.stdout)
+    );
+    // ...unless a flag says otherwise; flags add to its grants.
+    let out = moat_run(&[
+        &policy,
+        "--max-sockets=3",
+        guests::HOSTILE,
+        "hold-sockets",
+        "127.0.0.1",
+        &port,
+        "5",
+    ]);
+    assert!(
+        text(&out.stdout).contains("held 3;"),
+        "{}",
+        text(&out.stdout)
+    );
+    let out = moat_run(&[
+        &policy,
+        "--deny-net=127.0.0.1",
+        guests::PROBE,
+        "connect",
+        "127.0.0.1",
+        &port,
+    ]);
+    assert!(
+        text(&out.stderr).contains("denied by --deny-net=127.0.0.1"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn a_bad_policy_file_names_the_file_the_line_and_the_key() {
+    let cases = [
+        (
+            "policy-typo",
+            "max-sockets = 4\nalow-net = true\n",
+            ":2: alow-net: ",
+        ),
+        (
+            "policy-entry",
+            "allow-net = [\n  \"example.com\",\n  \"[example.com]:80\",\n]\n",
+            ":3: allow-net: ",
+        ),
+        ("policy-deny", "deny-net = [\"::1:80\"]\n", ":1: deny-net: "),
+        (
+            "policy-size",
+            "\n\nmax-memory = \"10 MB\"\n",
+            ":3: max-memory: ",
+        ),
+    ];
+    for (name, body, located) in cases {
+        let file = policy_file(name, body);
+        let out = moat_run(&[
+            &format!("--policy={}", file.display()),
+            guests::PROBE,
+            "env",
+        ]);
+        assert_eq!(out.status.code(), Some(2), "{name}: {}", text(&out.stderr));
+        let stderr = text(&out.stderr);
+        assert!(
+            stderr.starts_with("moat: error: ")
+                && stderr.contains(&format!("{}{located}", file.display())),
+            "{name}: {stderr}"
+        );
+    }
+    let out = moat_run(&["--policy=/nonexistent/moat.toml", guests::PROBE, "env"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("cannot read /nonexistent/moat.toml"));
+}
+
+#[test]
+fn memory_and_time_limits_stop_the_guest_with_their_own_status() {
+    let out = moat_run(&["--max-memory=32MiB", guests::HOSTILE, "grow-memory", "256"]);
+    assert_eq!(out.status.code(), Some(134), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("the guest reached its memory limit")
+            && text(&out.stderr).contains("--max-memory"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = moat_run(&["--timeout=300ms", guests::HOSTILE, "spin"]);
+    assert_eq!(out.status.code(), Some(124), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("ran past its time limit of 300ms (--timeout)"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = moat_run(&["--timeout=5 parsecs", guests::HOSTILE, "spin"]);
+    assert_eq!(out.status.code(), Some(2));
 }

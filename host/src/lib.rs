@@ -16,6 +16,7 @@ pub mod bounds;
 mod engine;
 pub mod net;
 pub mod policy;
+pub mod policy_file;
 mod run;
 mod ticker;
 

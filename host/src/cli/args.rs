@@ -36,9 +36,25 @@ Allowlist entries (comma-separated):
   *:443                any host, port 443
 A name never matches an IP literal, nor the reverse: allowing localhost does not
 allow 127.0.0.1. The bare flag (--allow-net) allows everything of its kind.
+IPv4 addresses match IPv4 entries however written (::ffff:10.0.0.1 is 10.0.0.1);
+an IPv6 range such as ::/0 holds no IPv4 address.
+
+Deny entries (--deny-net, --deny-listen) win over any grant, and judge the host
+as written and every address a name resolves to. Besides allowlist entries:
+  private              loopback, RFC 1918, link-local, CGNAT, unique-local, unspecified
+  metadata             cloud metadata services (169.254.169.254, fd00:ec2::254)
+Anything on the internet, nothing on my network:
+    moat run --allow-net --deny-net=private,metadata client.wasm
+
+Bounds (defaults in brackets; a policy file takes the same keys, see --policy):
+  --max-sockets [1024]  --max-waiting-calls [4096]  --max-memory [512MiB]
+  --timeout [none]
+  --max-lookups [16]  --lookup-timeout [15s]  --tls-handshake-timeout [10s]
+  --max-connections, --max-connections-per-peer [none]: per listener
 
 Exit status: the guest's (0, 1 when main returns an error, or its exit code);
-134 if the guest traps; 2 for a bad command line; 1 if the guest cannot start.";
+134 if the guest traps or reaches --max-memory; 124 past --timeout; 2 for a bad
+command line or policy file; 1 if the guest cannot start.";
 
 /// `moat`'s command line.
 #[derive(Debug, Parser)]
@@ -80,6 +96,63 @@ pub(crate) struct RunArgs {
         default_missing_value = "*"
     )]
     pub(crate) allow_listen: Vec<String>,
+
+    /// Refuse connecting to these, whatever --allow-net allows: entries as in
+    /// allowlists, or the words private and metadata; judged on the host as
+    /// written and on every address a name resolves to.
+    /// Example: --deny-net=private,metadata
+    #[arg(long = "deny-net", value_name = "LIST", require_equals = true)]
+    pub(crate) deny_net: Vec<String>,
+
+    /// Refuse listening on these, whatever --allow-listen allows.
+    /// Example: --deny-listen=0.0.0.0,::
+    #[arg(long = "deny-listen", value_name = "LIST", require_equals = true)]
+    pub(crate) deny_listen: Vec<String>,
+
+    /// Read grants, deny lists and bounds from a TOML file (keys as the flags,
+    /// without --); flags add to it and override its bounds.
+    #[arg(long = "policy", value_name = "FILE")]
+    pub(crate) policy: Option<PathBuf>,
+
+    /// Most sockets and listeners open at once, closed sockets still sending
+    /// included [default: 1024]
+    #[arg(long = "max-sockets", value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) max_sockets: Option<u32>,
+
+    /// Most UDP receives, accepts and name lookups waiting at once
+    /// [default: 4096]
+    #[arg(long = "max-waiting-calls", value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) max_waiting_calls: Option<u32>,
+
+    /// Most linear memory the guest may grow to, e.g. 64MiB [default: 512MiB]
+    #[arg(long = "max-memory", value_name = "SIZE", value_parser = moat_host::policy_file::parse_size)]
+    pub(crate) max_memory: Option<u64>,
+
+    /// Stop the guest after this long, e.g. 30s, 5m [default: none]
+    #[arg(long = "timeout", value_name = "DURATION", value_parser = moat_host::policy_file::parse_duration)]
+    pub(crate) timeout: Option<std::time::Duration>,
+
+    /// Most name lookups in flight at once [default: 16]
+    #[arg(long = "max-lookups", value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) max_lookups: Option<u32>,
+
+    /// Longest one name lookup may take [default: 15s]
+    #[arg(long = "lookup-timeout", value_name = "DURATION", value_parser = moat_host::policy_file::parse_duration)]
+    pub(crate) lookup_timeout: Option<std::time::Duration>,
+
+    /// Longest any TLS handshake may take, whatever the guest asks [default: 10s]
+    #[arg(long = "tls-handshake-timeout", value_name = "DURATION", value_parser = moat_host::policy_file::parse_duration)]
+    pub(crate) tls_handshake_timeout: Option<std::time::Duration>,
+
+    /// Most connections one listener has open at once, for listeners whose
+    /// guest sets no cap [default: none]
+    #[arg(long = "max-connections", value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) max_connections: Option<u32>,
+
+    /// Most connections one listener has open from one peer address, for
+    /// listeners whose guest sets no cap [default: none]
+    #[arg(long = "max-connections-per-peer", value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) max_connections_per_peer: Option<u32>,
 
     /// Set an environment variable for the guest (repeatable); KEY alone
     /// passes the host's value. Example: --env=RUST_LOG=debug

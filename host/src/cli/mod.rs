@@ -7,8 +7,9 @@ use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use clap::Parser;
-use moat_host::net::TlsTrust;
-use moat_host::policy::{Capability, Grant, Policy};
+use moat_host::net::{Limits, TlsTrust};
+use moat_host::policy::{Capability, DenyList, Grant, Policy, Rule};
+use moat_host::policy_file::{At, GrantSpec, PolicyFile, PolicyFileError};
 use moat_host::{CacheDir, Config, Moat, MoatError, RunOptions};
 
 use args::{Cli, Command, RunArgs};
@@ -19,6 +20,10 @@ const TRAP_EXIT: u8 = 134;
 
 /// Exit status when the guest cannot be started (bad file, missing import).
 const START_FAILED_EXIT: u8 = 1;
+
+/// Exit status when the run's --timeout passed: what coreutils' `timeout`
+/// reports for a command it stopped.
+const TIMEOUT_EXIT: u8 = 124;
 
 pub(crate) fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -72,7 +77,8 @@ fn run(args: RunArgs) -> ExitCode {
                 eprintln!("moat: hint: {hint}");
             }
             match e {
-                MoatError::Trap(_) => ExitCode::from(TRAP_EXIT),
+                MoatError::Trap(_) | MoatError::MemoryLimit(_) => ExitCode::from(TRAP_EXIT),
+                MoatError::TimeLimit(_) => ExitCode::from(TIMEOUT_EXIT),
                 _ => ExitCode::from(START_FAILED_EXIT),
             }
         }
@@ -88,23 +94,79 @@ fn hint(err: &MoatError) -> Option<&'static str> {
             "moat runs components (the wasm32-wasip2 target); a core module (wasm32-wasip1, wasm32-unknown-unknown) is not one",
         ),
         MoatError::Instantiate(reason) if reason.contains("import") => Some(
-            "the guest needs an interface moat does not provide; moat offers moat:net@0.1.0 and WASI 0.2/0.3 (without wasi:sockets)",
+            "the guest needs an interface moat does not provide; moat offers moat:net@0.2.0 and WASI 0.2/0.3 (without wasi:sockets)",
         ),
         _ => None,
     }
 }
 
-/// Turns the flags into a run's options and the engine's configuration.
+/// Turns the flags (and the policy file, if any) into a run's options and
+/// the engine's configuration.
 fn prepare(args: &RunArgs) -> anyhow::Result<(RunOptions, Config)> {
-    let policy = Policy::new()
-        .with_grant(Capability::Connect, grant(&args.allow_net, "--allow-net")?)
-        .with_grant(
-            Capability::Listen,
-            grant(&args.allow_listen, "--allow-listen")?,
-        );
+    let file = match &args.policy {
+        Some(path) => Some((PolicyFile::read(path)?, path.as_path())),
+        None => None,
+    };
+    let (mut policy, file_limits) = match &file {
+        Some((file, path)) => from_file(file, path)?,
+        None => (Policy::new(), FileLimits::default()),
+    };
+    for (capability, flag_grant, flag_deny) in [
+        (Capability::Connect, &args.allow_net, &args.deny_net),
+        (Capability::Listen, &args.allow_listen, &args.deny_listen),
+    ] {
+        let granted = policy
+            .grant(capability)
+            .clone()
+            .union(grant(flag_grant, capability.flag())?);
+        policy = policy.with_grant(capability, granted);
+        for list in flag_deny {
+            let denied: DenyList = list
+                .parse()
+                .with_context(|| format!("{}={list}", capability.deny_flag()))?;
+            policy = policy.with_denied(capability, denied);
+        }
+    }
+    let defaults = Limits::default();
+    let limits = Limits {
+        max_sockets: Some(
+            args.max_sockets
+                .or(file_limits.max_sockets)
+                .or(defaults.max_sockets)
+                .unwrap_or(moat_host::net::limits::DEFAULT_MAX_SOCKETS),
+        ),
+        max_waiting_calls: args
+            .max_waiting_calls
+            .or(file_limits.max_waiting_calls)
+            .unwrap_or(defaults.max_waiting_calls),
+        max_lookups: args
+            .max_lookups
+            .or(file_limits.max_lookups)
+            .unwrap_or(defaults.max_lookups),
+        lookup_timeout: args
+            .lookup_timeout
+            .or(file_limits.lookup_timeout)
+            .unwrap_or(defaults.lookup_timeout),
+        tls_handshake_timeout: args
+            .tls_handshake_timeout
+            .or(file_limits.tls_handshake_timeout)
+            .unwrap_or(defaults.tls_handshake_timeout),
+        max_connections: args.max_connections.or(file_limits.max_connections),
+        max_connections_per_peer: args
+            .max_connections_per_peer
+            .or(file_limits.max_connections_per_peer),
+        close_linger: defaults.close_linger,
+    };
     let mut options = RunOptions::new(policy)
+        .limits(limits)
         .arg(args.component.display().to_string())
         .args(args.args.iter().cloned());
+    if let Some(bytes) = args.max_memory.or(file_limits.max_memory) {
+        options = options.max_memory(bytes);
+    }
+    if let Some(limit) = args.timeout.or(file_limits.timeout) {
+        options = options.timeout(limit);
+    }
     for entry in &args.env {
         let (key, value) = match entry.split_once('=') {
             Some((key, value)) => (key.to_owned(), value.to_owned()),
@@ -160,6 +222,73 @@ fn prepare(args: &RunArgs) -> anyhow::Result<(RunOptions, Config)> {
         ..Config::default()
     };
     Ok((options, config))
+}
+
+/// The bounds a policy file sets.
+#[derive(Default)]
+struct FileLimits {
+    max_sockets: Option<u32>,
+    max_waiting_calls: Option<u32>,
+    max_memory: Option<u64>,
+    timeout: Option<std::time::Duration>,
+    max_lookups: Option<u32>,
+    lookup_timeout: Option<std::time::Duration>,
+    tls_handshake_timeout: Option<std::time::Duration>,
+    max_connections: Option<u32>,
+    max_connections_per_peer: Option<u32>,
+}
+
+/// The policy and bounds of a policy file; a bad entry is an error naming
+/// the file, its line and its key.
+fn from_file(
+    file: &PolicyFile,
+    path: &std::path::Path,
+) -> Result<(Policy, FileLimits), PolicyFileError> {
+    let mut policy = Policy::new();
+    for (capability, key, spec) in [
+        (Capability::Connect, "allow-net", &file.allow_net),
+        (Capability::Listen, "allow-listen", &file.allow_listen),
+    ] {
+        let granted = match spec.as_ref().map(|at| &at.value) {
+            None | Some(GrantSpec::Nothing) => Grant::Nothing,
+            Some(GrantSpec::Everything) => Grant::Everything,
+            Some(GrantSpec::Entries(entries)) => Grant::Only(
+                entries
+                    .iter()
+                    .map(|At { value, line }| {
+                        value
+                            .parse::<Rule>()
+                            .map_err(|e| PolicyFileError::at(path, *line, key, e.to_string()))
+                    })
+                    .collect::<Result<_, _>>()?,
+            ),
+        };
+        policy = policy.with_grant(capability, granted);
+    }
+    for (capability, key, list) in [
+        (Capability::Connect, "deny-net", &file.deny_net),
+        (Capability::Listen, "deny-listen", &file.deny_listen),
+    ] {
+        for At { value, line } in list.iter().flat_map(|at| &at.value) {
+            let denied: DenyList = value.parse().map_err(|e: moat_host::policy::PolicyError| {
+                PolicyFileError::at(path, *line, key, e.to_string())
+            })?;
+            policy = policy.with_denied(capability, denied);
+        }
+    }
+    let value = |at: &Option<At<u32>>| at.as_ref().map(|a| a.value);
+    let limits = FileLimits {
+        max_sockets: value(&file.max_sockets),
+        max_waiting_calls: value(&file.max_waiting_calls),
+        max_memory: file.max_memory.as_ref().map(|a| a.value),
+        timeout: file.timeout.as_ref().map(|a| a.value),
+        max_lookups: value(&file.max_lookups),
+        lookup_timeout: file.lookup_timeout.as_ref().map(|a| a.value),
+        tls_handshake_timeout: file.tls_handshake_timeout.as_ref().map(|a| a.value),
+        max_connections: value(&file.max_connections),
+        max_connections_per_peer: value(&file.max_connections_per_peer),
+    };
+    Ok((policy, limits))
 }
 
 /// One capability's grant from its flag's values (the flag may repeat).
