@@ -558,3 +558,28 @@ impl tokio::io::AsyncWrite for FirstWritePrefixed {
         std::pin::Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
     }
 }
+
+#[tokio::test]
+async fn a_guest_cannot_give_its_handshakes_longer_than_the_run_allows() {
+    let ca = Ca::new("moat test CA");
+    let net = net().with_limits(moat_host::net::Limits {
+        tls_handshake_timeout: Duration::from_millis(200),
+        ..moat_host::net::Limits::default()
+    });
+    let options = TlsServerOptions {
+        // What a hostile guest asks for: an hour per handshake.
+        handshake_timeout: Some(Duration::from_secs(3600)),
+        ..server_options(&ca.leaf(&["localhost"]), &[])
+    };
+    let listener = net
+        .listen_tls("127.0.0.1", 0, &ListenOptions::default(), &options)
+        .await
+        .unwrap();
+    let mut stalled = TcpStream::connect(listener.local_addr().unwrap())
+        .await
+        .unwrap();
+    // Says nothing; the host drops it at the run's cap, not the guest's hour.
+    let mut buf = [0u8; 1];
+    let ended = support::within("the stalled handshake's end", stalled.read(&mut buf)).await;
+    assert!(matches!(ended, Ok(0) | Err(_)), "{ended:?}");
+}
