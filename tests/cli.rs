@@ -69,7 +69,10 @@ fn help_documents_every_flag_with_an_example() {
     }
     assert!(help.contains("Example: --allow-net="), "{help}");
     assert!(help.contains("Examples:"), "{help}");
-    assert!(help.contains("--allow-net --deny-net=private,metadata"), "{help}");
+    assert!(
+        help.contains("--allow-net --deny-net=private,metadata"),
+        "{help}"
+    );
 }
 
 #[test]

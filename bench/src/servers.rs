@@ -245,6 +245,23 @@ impl Setup {
         }
     }
 
+    /// The flags that lift a moat kind's socket cap, for the workloads that
+    /// hold thousands of connections (idle_sockets): a server under such
+    /// load is what `--max-sockets` exists to raise. Builds from before the
+    /// cap have no such flag and need none.
+    pub fn uncapped(&self, kind: Kind) -> Vec<&'static str> {
+        let help = Command::new(self.moat_binary(kind))
+            .args(["run", "--help"])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default();
+        if help.contains("--max-sockets") {
+            vec!["--max-sockets=1000000"]
+        } else {
+            Vec::new()
+        }
+    }
+
     /// The compiled-code cache of a moat kind (each build its own).
     pub fn cache_for(&self, kind: Kind) -> PathBuf {
         match kind {
@@ -294,7 +311,8 @@ impl Server {
                     .arg("run")
                     .arg(format!("--cache-dir={}", setup.cache_for(kind).display()))
                     .arg("--allow-listen=127.0.0.1:0")
-                    .arg("--allow-net=127.0.0.1");
+                    .arg("--allow-net=127.0.0.1")
+                    .args(setup.uncapped(kind));
                 match mode {
                     Mode::Echo => {
                         command

@@ -79,7 +79,7 @@ impl ResourceLimiter for Limiter {
         let grown = (desired as u64).saturating_sub(current as u64);
         let total = self.memory.saturating_add(grown);
         if total > self.max_memory {
-            tracing::debug!(target: "moat::run", total, limit = self.max_memory, "memory limit reached");
+            tracing::debug!(target: "moat::net", total, limit = self.max_memory, "memory limit reached");
             return Err(wasmtime::Error::new(MemoryLimitReached {
                 limit: self.max_memory,
                 desired: total,
@@ -114,7 +114,7 @@ pub(crate) fn deadline_callback(
 ) -> impl FnMut() -> wasmtime::Result<UpdateDeadline> + Send + Sync + 'static {
     move || {
         if Instant::now() >= deadline {
-            tracing::debug!(target: "moat::run", ?limit, "time limit reached: interrupting the guest");
+            tracing::debug!(target: "moat::net", ?limit, "time limit reached: interrupting the guest");
             Err(wasmtime::Error::new(TimeLimitReached { limit }))
         } else {
             Ok(UpdateDeadline::Yield(1))

@@ -358,7 +358,7 @@ impl Moat {
                 {
                     Ok(ended) => ended,
                     Err(_) => {
-                        tracing::debug!(target: "moat::run", ?limit, "time limit reached: stopping the waiting guest");
+                        tracing::debug!(target: "moat::net", ?limit, "time limit reached: stopping the waiting guest");
                         Err(MoatError::TimeLimit(TimeLimitReached { limit }))
                     }
                 }

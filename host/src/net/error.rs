@@ -9,9 +9,12 @@ use crate::policy::{Denied, HostError};
 /// it; the embedding API sees the same cases.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum NetError {
-    /// The policy does not grant the call; nothing was resolved or created.
+    /// The policy does not grant the call; nothing was created (and, unless
+    /// the denial names a resolved address, nothing was resolved). Boxed:
+    /// every socket keeps a `Result<(), NetError>` per direction, and the
+    /// denial is the one large case.
     #[error("{0}")]
-    Denied(Denied),
+    Denied(Box<Denied>),
     /// An argument is not acceptable.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
@@ -65,7 +68,7 @@ pub enum NetError {
 
 impl From<Denied> for NetError {
     fn from(denied: Denied) -> NetError {
-        NetError::Denied(denied)
+        NetError::Denied(Box::new(denied))
     }
 }
 

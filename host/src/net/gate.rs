@@ -34,7 +34,7 @@ impl Gate {
         let resolver = resolver.unwrap_or_else(|| Arc::new(SystemResolver::new()));
         Gate {
             lookups: Lookups::new(resolver, limits.max_lookups, limits.lookup_timeout),
-            slots: SocketSlots::new(limits.max_sockets, limits.close_linger),
+            slots: SocketSlots::new(limits.max_sockets),
             waiting: WaitingCalls::new(limits.max_waiting_calls),
             policy,
             limits,
@@ -133,7 +133,7 @@ impl Gate {
                 Ok(()) => kept.push(addr),
                 Err(denied) => {
                     tracing::debug!(target: "moat::net", %denied, "resolved address denied");
-                    first_refusal.get_or_insert(NetError::Denied(denied));
+                    first_refusal.get_or_insert(NetError::from(denied));
                 }
             }
         }

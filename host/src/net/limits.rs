@@ -55,7 +55,10 @@ pub const MAX_TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// choice, never a default).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Limits {
-    /// Open sockets and listeners ([`DEFAULT_MAX_SOCKETS`]).
+    /// Open sockets and listeners ([`DEFAULT_MAX_SOCKETS`]). A listener
+    /// counts twice while it waits for a connection: itself, and the place
+    /// it holds for the connection it is about to accept (so that accepting
+    /// never goes past the cap).
     pub max_sockets: Option<u32>,
     /// UDP receives, accepts and lookups waiting at once
     /// ([`DEFAULT_MAX_WAITING_CALLS`]).
@@ -98,44 +101,40 @@ impl Default for Limits {
 pub(crate) struct SocketSlots {
     slots: Option<Arc<Semaphore>>,
     max: u32,
-    close_linger: Duration,
 }
 
 /// One socket's place in its run's count (and in its listener's), given
-/// back when dropped; and how long the socket may hold it after the guest
-/// closed it, writing out its last bytes.
+/// back when dropped. Every socket holds one, idle ones included: 24 bytes,
+/// the listener's part boxed since most sockets have none.
+#[derive(Default)]
 pub(crate) struct SocketSlot {
     _run: Option<OwnedSemaphorePermit>,
-    _listener: Option<OwnedSemaphorePermit>,
-    _peer: Option<PeerGuard>,
-    pub(crate) close_linger: Duration,
+    listener: Option<Box<ListenerPlace>>,
 }
 
-impl Default for SocketSlot {
-    fn default() -> SocketSlot {
-        SocketSlot {
-            _run: None,
-            _listener: None,
-            _peer: None,
-            close_linger: CLOSE_LINGER,
-        }
+/// An accepted connection's place under its listener's caps.
+#[derive(Default)]
+struct ListenerPlace {
+    _total: Option<OwnedSemaphorePermit>,
+    _peer: Option<PeerGuard>,
+}
+
+impl SocketSlot {
+    fn listener_place(&mut self) -> &mut ListenerPlace {
+        self.listener.get_or_insert_with(Box::default)
     }
 }
 
 impl SocketSlots {
-    pub(crate) fn new(max: Option<u32>, close_linger: Duration) -> SocketSlots {
+    pub(crate) fn new(max: Option<u32>) -> SocketSlots {
         SocketSlots {
             slots: max.map(|n| Arc::new(Semaphore::new(n as usize))),
             max: max.unwrap_or(u32::MAX),
-            close_linger,
         }
     }
 
     fn empty(&self) -> SocketSlot {
-        SocketSlot {
-            close_linger: self.close_linger,
-            ..SocketSlot::default()
-        }
+        SocketSlot::default()
     }
 
     /// A slot now, or [`NetError::LimitReached`].
@@ -241,7 +240,7 @@ impl ConnectionCaps {
     /// `slot`.
     pub(crate) async fn reserve(&self, slot: &mut SocketSlot) {
         if let Some(total) = &self.total {
-            slot._listener = Arc::clone(total).acquire_owned().await.ok();
+            slot.listener_place()._total = Arc::clone(total).acquire_owned().await.ok();
         }
     }
 
@@ -258,7 +257,7 @@ impl ConnectionCaps {
             return false;
         }
         *n += 1;
-        slot._peer = Some(PeerGuard {
+        slot.listener_place()._peer = Some(PeerGuard {
             peer,
             counts: Arc::clone(counts),
         });
@@ -272,7 +271,7 @@ mod tests {
 
     #[test]
     fn slots_are_given_back_when_dropped() {
-        let slots = SocketSlots::new(Some(2), CLOSE_LINGER);
+        let slots = SocketSlots::new(Some(2));
         let a = slots.try_take().unwrap();
         let _b = slots.try_take().unwrap();
         assert!(matches!(slots.try_take(), Err(NetError::LimitReached(_))));

@@ -66,6 +66,7 @@ impl Net {
     /// before opening sockets (they count against the limits they were
     /// opened under).
     pub fn with_limits(mut self, limits: Limits) -> Net {
+        self.tasks.set_close_linger(limits.close_linger);
         self.gate = Arc::new(self.gate.rebuilt(Some(limits), None));
         self
     }

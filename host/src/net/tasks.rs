@@ -7,8 +7,15 @@
 //! guest exits) and then stop whatever is left (no socket outlives its run).
 
 use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::Duration;
+
+use super::tcp::CLOSE_LINGER;
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
 
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -23,6 +30,9 @@ pub(crate) struct TasksInner {
     tracker: TaskTracker,
     stop: CancellationToken,
     pending: Arc<PendingWrites>,
+    /// How long a closed socket's drain may run (`Limits::close_linger`),
+    /// in milliseconds.
+    close_linger_ms: AtomicU64,
 }
 
 impl std::ops::Deref for Tasks {
@@ -39,7 +49,18 @@ impl Tasks {
             tracker: TaskTracker::new(),
             stop: CancellationToken::new(),
             pending,
+            close_linger_ms: AtomicU64::new(millis(CLOSE_LINGER)),
         }))
+    }
+
+    /// How long a socket closed with bytes queued may go on writing them.
+    pub(crate) fn close_linger(&self) -> Duration {
+        Duration::from_millis(self.close_linger_ms.load(Ordering::Relaxed))
+    }
+
+    pub(crate) fn set_close_linger(&self, linger: Duration) {
+        self.close_linger_ms
+            .store(millis(linger), Ordering::Relaxed);
     }
 
     /// Spawns `task` on the current tokio runtime; it ends early if the run

@@ -320,7 +320,7 @@ pub(super) fn on_close(core: &Arc<Core>) {
         state.send.drain.as_ref().map(JoinHandle::abort_handle),
         tokio::runtime::Handle::try_current(),
     ) {
-        let linger = core.slot.close_linger;
+        let linger = core.tasks.close_linger();
         runtime.spawn(async move {
             tokio::time::sleep(linger).await;
             if !drain.is_finished() {

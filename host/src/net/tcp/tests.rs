@@ -402,3 +402,13 @@ async fn reclaim_after_shutdown_is_an_error() {
         Err(NetError::InvalidState(_))
     ));
 }
+
+#[test]
+fn an_idle_socket_stays_small() {
+    // Every socket holds its core for as long as it is open: bench
+    // idle_sockets measures the whole; this keeps the core from growing
+    // unnoticed (a denial's message inside every socket's error slots once
+    // cost 105 bytes a socket).
+    let core = std::mem::size_of::<super::Core>();
+    assert!(core <= 336, "Core is {core} bytes");
+}
