@@ -305,16 +305,20 @@ async fn sockets_closed_with_unsent_bytes_count_until_they_are_reset() {
     let done = guest.finish().await;
     assert_eq!(done.code(), 0, "{}", done.stderr);
     for _ in 0..4 {
-        let (mut conn, _) = peer.accept().unwrap();
-        let mut sink = Vec::new();
-        let ended = conn.read_to_end(&mut sink);
-        assert_eq!(
-            ended.map_err(|e| e.kind()),
-            Err(std::io::ErrorKind::ConnectionReset),
-            "after {} bytes the stream ended without a reset",
-            sink.len()
-        );
+        assert_reset(peer.accept().unwrap().0);
     }
+}
+
+/// Reads `conn` to its end, which must be a reset, not a FIN.
+fn assert_reset(mut conn: std::net::TcpStream) {
+    let mut sink = Vec::new();
+    let ended = conn.read_to_end(&mut sink);
+    assert_eq!(
+        ended.map_err(|e| e.kind()),
+        Err(std::io::ErrorKind::ConnectionReset),
+        "after {} bytes the stream ended without a reset",
+        sink.len()
+    );
 }
 
 /// Client sockets of this host connected (or closing) towards `port`.
@@ -376,15 +380,7 @@ async fn a_close_linger_that_runs_out_resets_the_connection() {
         client_sockets_to(peer_port) == 0
     })
     .await;
-    let (mut conn, _) = peer.accept().unwrap();
-    let mut sink = Vec::new();
-    let ended = conn.read_to_end(&mut sink);
-    assert_eq!(
-        ended.map_err(|e| e.kind()),
-        Err(std::io::ErrorKind::ConnectionReset),
-        "after {} bytes",
-        sink.len()
-    );
+    assert_reset(peer.accept().unwrap().0);
     std::net::TcpStream::connect(address_at_end(&out)).unwrap();
     assert_eq!(guest.finish().await.code(), 0);
 }

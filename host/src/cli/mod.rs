@@ -129,12 +129,10 @@ fn prepare(args: &RunArgs) -> anyhow::Result<(RunOptions, Config)> {
     }
     let defaults = Limits::default();
     let limits = Limits {
-        max_sockets: Some(
-            args.max_sockets
-                .or(file_limits.max_sockets)
-                .or(defaults.max_sockets)
-                .unwrap_or(moat_host::net::limits::DEFAULT_MAX_SOCKETS),
-        ),
+        max_sockets: args
+            .max_sockets
+            .or(file_limits.max_sockets)
+            .or(defaults.max_sockets),
         max_waiting_calls: args
             .max_waiting_calls
             .or(file_limits.max_waiting_calls)

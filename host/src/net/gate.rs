@@ -11,8 +11,10 @@
 //!    the addresses no deny entry matches, judged on the addresses that
 //!    will be used: there is no second lookup that could answer
 //!    differently. If none is left, the call fails with the first denial.
+//! 3. [`Gate::dual_stack_allowed`] decides whether a socket bound to `::`
+//!    may take IPv4 too.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 
 use super::error::NetError;
@@ -141,6 +143,21 @@ impl Gate {
             (true, Some(refusal)) => Err(refusal),
             _ => Ok(kept),
         }
+    }
+}
+
+impl Gate {
+    /// Whether a socket bound to `addr` may also take IPv4 (dual stack). On
+    /// Linux a socket on `::` takes IPv4 on every interface too, as if
+    /// bound to `0.0.0.0` as well; so it does only when the listen grant
+    /// allows `0.0.0.0` on that port too, and is IPv6-only otherwise.
+    pub(crate) fn dual_stack_allowed(&self, addr: SocketAddr) -> bool {
+        let any_v4 = Host::ip(Ipv4Addr::UNSPECIFIED.into());
+        addr.ip() != IpAddr::V6(Ipv6Addr::UNSPECIFIED)
+            || self
+                .policy
+                .check(Capability::Listen, &any_v4, addr.port())
+                .is_ok()
     }
 }
 

@@ -133,19 +133,15 @@ impl SocketSlots {
         }
     }
 
-    fn empty(&self) -> SocketSlot {
-        SocketSlot::default()
-    }
-
     /// A slot now, or [`NetError::LimitReached`].
     pub(crate) fn try_take(&self) -> Result<SocketSlot, NetError> {
         let Some(slots) = &self.slots else {
-            return Ok(self.empty());
+            return Ok(SocketSlot::default());
         };
         match Arc::clone(slots).try_acquire_owned() {
             Ok(permit) => Ok(SocketSlot {
                 _run: Some(permit),
-                ..self.empty()
+                ..SocketSlot::default()
             }),
             Err(_) => {
                 tracing::debug!(target: "moat::net", max = self.max, "socket limit reached");
@@ -161,14 +157,14 @@ impl SocketSlots {
     /// loop waits here, and clients wait in the kernel's backlog).
     pub(crate) async fn take(&self) -> SocketSlot {
         let Some(slots) = &self.slots else {
-            return self.empty();
+            return SocketSlot::default();
         };
         if slots.available_permits() == 0 {
             tracing::debug!(target: "moat::net", max = self.max, "socket limit reached: accepting waits");
         }
         SocketSlot {
             _run: Arc::clone(slots).acquire_owned().await.ok(),
-            ..self.empty()
+            ..SocketSlot::default()
         }
     }
 }

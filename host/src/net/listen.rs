@@ -31,7 +31,7 @@ use super::tasks::Tasks;
 use super::tcp::TcpConn;
 use super::tcp::io::Io;
 use super::tls::{ServerTls, handshake_server};
-use crate::policy::{Capability, Host};
+use crate::policy::Capability;
 
 /// Connections accepted but not yet taken by the guest. Eight, as in seed
 /// 004: enough to absorb a burst while the guest's accept loop turns round;
@@ -140,7 +140,7 @@ pub(crate) async fn listen(
     let slot = gate.slots.try_take()?;
     let mut last = None;
     for addr in gate.addresses(Capability::Listen, &target, port).await? {
-        let dual_stack = dual_stack_allowed(gate, addr);
+        let dual_stack = gate.dual_stack_allowed(addr);
         match bind(addr, dual_stack, backlog, send_buffer, receive_buffer) {
             Ok(listener) => {
                 let accepting = Accepting {
@@ -153,19 +153,6 @@ pub(crate) async fn listen(
         }
     }
     Err(last.unwrap_or_else(|| NetError::NameNotResolved(format!("{target}: no addresses"))))
-}
-
-/// Whether a socket bound to `addr` may also take IPv4 (dual stack). On
-/// Linux a socket on `::` takes IPv4 on every interface too, as if bound
-/// to `0.0.0.0` as well; so it does only when the listen grant allows
-/// `0.0.0.0` on that port too, and is IPv6-only otherwise.
-pub(crate) fn dual_stack_allowed(gate: &Gate, addr: SocketAddr) -> bool {
-    let any_v4 = Host::ip(std::net::Ipv4Addr::UNSPECIFIED.into());
-    addr.ip() != std::net::IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED)
-        || gate
-            .policy
-            .check(Capability::Listen, &any_v4, addr.port())
-            .is_ok()
 }
 
 fn bind(

@@ -130,13 +130,7 @@ impl FromStr for DenyList {
 
     /// A comma-separated list of deny entries; an empty list is an error.
     fn from_str(list: &str) -> Result<DenyList, PolicyError> {
-        if list.trim().is_empty() {
-            return Err(PolicyError::EmptyList);
-        }
-        list.split(',')
-            .map(|entry| entry.trim().parse())
-            .collect::<Result<Vec<_>, _>>()
-            .map(DenyList)
+        super::entries(list, PolicyError::EmptyDenyList).map(DenyList)
     }
 }
 
@@ -194,6 +188,13 @@ mod tests {
             assert!(denies("metadata", host, 80), "{host}");
         }
         assert!(!denies("metadata", "169.254.169.253", 80));
+    }
+
+    #[test]
+    fn an_empty_deny_list_says_it_is_a_deny_list() {
+        assert_eq!(" ".parse::<DenyList>(), Err(PolicyError::EmptyDenyList));
+        let err = "private,,metadata".parse::<DenyList>().unwrap_err();
+        assert!(err.to_string().starts_with("invalid entry ``"), "{err}");
     }
 
     #[test]

@@ -128,24 +128,33 @@ impl FromStr for Grant {
     /// Spaces around entries are ignored; an empty list is an error (grant
     /// everything with [`Grant::Everything`], or the bare flag).
     fn from_str(list: &str) -> Result<Grant, PolicyError> {
-        if list.trim().is_empty() {
-            return Err(PolicyError::EmptyList);
-        }
-        list.split(',')
-            .map(|entry| entry.trim().parse())
-            .collect::<Result<Vec<Rule>, _>>()
-            .map(Grant::Only)
+        entries(list, PolicyError::EmptyList).map(Grant::Only)
     }
 }
 
-/// An invalid allowlist.
+/// The entries of a comma-separated list, spaces around them ignored;
+/// `empty` if there are none.
+fn entries<T: FromStr<Err = PolicyError>>(
+    list: &str,
+    empty: PolicyError,
+) -> Result<Vec<T>, PolicyError> {
+    if list.trim().is_empty() {
+        return Err(empty);
+    }
+    list.split(',').map(|entry| entry.trim().parse()).collect()
+}
+
+/// An invalid allow or deny list.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PolicyError {
-    /// The list has no entries.
+    /// An allowlist has no entries.
     #[error("the allowlist is empty (give the flag without a value to allow everything)")]
     EmptyList,
+    /// A deny list has no entries.
+    #[error("the deny list is empty (leave the flag out to deny nothing more)")]
+    EmptyDenyList,
     /// One entry cannot be parsed.
-    #[error("invalid allowlist entry `{entry}`: {reason}")]
+    #[error("invalid entry `{entry}`: {reason}")]
     InvalidEntry {
         /// The entry as written.
         entry: String,

@@ -8,7 +8,6 @@ use socket2::{Domain, Protocol, Socket, Type};
 use super::UdpSocket;
 use crate::net::error::NetError;
 use crate::net::gate::Gate;
-use crate::net::listen::dual_stack_allowed;
 use crate::policy::Capability;
 
 /// Options set at the bind, and only there: SO_REUSEPORT and SO_REUSEADDR
@@ -43,7 +42,7 @@ pub(crate) async fn bind(
     let slot = gate.slots.try_take()?;
     let mut last = None;
     for addr in gate.addresses(Capability::Listen, &target, port).await? {
-        match bind_one(addr, dual_stack_allowed(gate, addr), options) {
+        match bind_one(addr, gate.dual_stack_allowed(addr), options) {
             Ok(socket) => {
                 let socket = tokio::net::UdpSocket::from_std(socket.into())?;
                 tracing::debug!(target: "moat::net", local = ?socket.local_addr().ok(), "udp socket bound");
