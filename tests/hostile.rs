@@ -16,20 +16,7 @@ use moat_host::net::resolve::Lookup;
 use moat_host::net::{Limits, ListenOptions, Net, NetError, Resolver};
 use moat_host::policy::Policy;
 use moat_host::{MoatError, RunOptions};
-use support::{guests, port_is_free, run, start_with};
-
-/// A listener nothing should connect to, non-blocking so the test can ask
-/// whether a connection arrived without waiting.
-fn watched_port() -> (std::net::TcpListener, u16) {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.set_nonblocking(true).unwrap();
-    let port = listener.local_addr().unwrap().port();
-    (listener, port)
-}
-
-fn connections(listener: &std::net::TcpListener) -> usize {
-    std::iter::from_fn(|| listener.accept().ok()).count()
-}
+use support::{connections, guests, port_is_free, run, start_with, watched_port};
 
 /// Answers chosen names with chosen addresses, as an attacker's DNS
 /// server would; anything else has no address.

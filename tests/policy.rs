@@ -4,16 +4,7 @@
 mod support;
 
 use moat_host::policy::Policy;
-use support::{guests, port_is_free, run};
-
-/// A listener nothing should connect to: in non-blocking mode, so the test
-/// can ask whether a connection arrived without waiting.
-fn watched_port() -> (std::net::TcpListener, u16) {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.set_nonblocking(true).unwrap();
-    let port = listener.local_addr().unwrap().port();
-    (listener, port)
-}
+use support::{guests, port_is_free, run, watched_port};
 
 fn nobody_connected(listener: &std::net::TcpListener) -> bool {
     matches!(listener.accept(), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
@@ -161,7 +152,7 @@ async fn wildcards_cidr_ranges_and_port_ranges() {
     assert!(done.stderr.contains("denied"), "{}", done.stderr);
 
     // The two allowed connects reached the listener, no denied one did.
-    let accepted = std::iter::from_fn(|| listener.accept().ok()).count();
+    let accepted = support::connections(&listener);
     assert_eq!(accepted, 2);
 }
 

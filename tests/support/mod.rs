@@ -173,6 +173,21 @@ pub fn free_port() -> u16 {
         .expect("a free port")
 }
 
+/// A listener on 127.0.0.1 that nothing should connect to, non-blocking so
+/// a test can ask whether a connection arrived without waiting.
+pub fn watched_port() -> (std::net::TcpListener, u16) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    (listener, port)
+}
+
+/// How many connections arrived at a [`watched_port`] listener since the
+/// last call (accepting them).
+pub fn connections(listener: &std::net::TcpListener) -> usize {
+    std::iter::from_fn(|| listener.accept().ok()).count()
+}
+
 /// Whether `port` on 127.0.0.1 can be bound right now.
 pub fn port_is_free(port: u16) -> bool {
     std::net::TcpListener::bind(("127.0.0.1", port)).is_ok()
