@@ -15,8 +15,8 @@ rustup toolchain install >/dev/null 2>&1 || rustup target add wasm32-wasip2
 step "Build moat, the embedding example and the example guests"
 show cargo build -p moat-host -p embed
 cargo build -q -p moat-host -p embed
-show cargo build --release --target wasm32-wasip2 -p echo-server -p ncat -p udp-echo -p http-server
-cargo build -q --release --target wasm32-wasip2 -p echo-server -p ncat -p udp-echo -p http-server
+show cargo build --release --target wasm32-wasip2 -p echo-server -p ncat -p udp-echo -p http-server -p std-echo -p std-fetch
+cargo build -q --release --target wasm32-wasip2 -p echo-server -p ncat -p udp-echo -p http-server -p std-echo -p std-fetch
 
 MOAT=target/debug/moat
 GUESTS=target/wasm32-wasip2/release
@@ -64,6 +64,26 @@ UDP_PORT=$(sed -n 's/^listening on .*://p' "$UDP_LOG" | head -n1)
 show "printf 'one\ntwo\n' | $MOAT run --allow-listen=0.0.0.0:0 --allow-net=127.0.0.1:$UDP_PORT $GUESTS/ncat.wasm -u 127.0.0.1 $UDP_PORT"
 printf 'one\ntwo\n' | "$MOAT" run --allow-listen=0.0.0.0:0 --allow-net="127.0.0.1:$UDP_PORT" "$GUESTS/ncat.wasm" -u 127.0.0.1 "$UDP_PORT"
 kill "$UDP_SERVER" 2>/dev/null; rm -f "$UDP_LOG"
+
+step "Programs you did not write for moat: plain std::net, under the same grants"
+STD_LOG=$(mktemp)
+show "$MOAT run --allow-listen=127.0.0.1:0 $GUESTS/std-echo.wasm 127.0.0.1:0 &"
+"$MOAT" run --allow-listen=127.0.0.1:0 "$GUESTS/std-echo.wasm" 127.0.0.1:0 >"$STD_LOG" 2>&1 &
+STD_SERVER=$!
+for _ in $(seq 1 600); do grep -q '^listening on ' "$STD_LOG" && break; sleep 0.05; done
+STD_PORT=$(sed -n 's/^listening on .*://p' "$STD_LOG" | head -n1)
+[ -n "$STD_PORT" ] || { echo "std-echo did not start:"; cat "$STD_LOG"; exit 1; }
+echo "listening on 127.0.0.1:$STD_PORT"
+echo "# std-fetch looks localhost up and connects to an address; moat judges it as localhost:$STD_PORT"
+show "$MOAT run --allow-net=localhost:$STD_PORT $GUESTS/std-fetch.wasm localhost:$STD_PORT /hello"
+"$MOAT" run --allow-net="localhost:$STD_PORT" "$GUESTS/std-fetch.wasm" "localhost:$STD_PORT" /hello
+echo "# A name no grant names is refused before any DNS query:"
+show "$MOAT run --allow-net=localhost:$STD_PORT $GUESTS/std-fetch.wasm example.com /"
+"$MOAT" run --allow-net="localhost:$STD_PORT" "$GUESTS/std-fetch.wasm" example.com / && exit 1 || echo "(exit status $?)"
+echo "# The address itself was never granted (the grant names localhost):"
+show "$MOAT run --allow-net=localhost:$STD_PORT $GUESTS/std-fetch.wasm 127.0.0.1:$STD_PORT /"
+"$MOAT" run --allow-net="localhost:$STD_PORT" "$GUESTS/std-fetch.wasm" "127.0.0.1:$STD_PORT" / && exit 1 || echo "(exit status $?)"
+kill "$STD_SERVER" 2>/dev/null; rm -f "$STD_LOG"
 
 if command -v openssl >/dev/null && command -v curl >/dev/null; then
   step "TLS in the host: an HTTPS guest, with a certificate from a directory it was given"

@@ -17,6 +17,8 @@ const GUESTS: &[(&str, &str, &str)] = &[
     ("UDP_ECHO", "udp-echo", "examples/udp-echo"),
     ("HTTP_SERVER", "http-server", "examples/http-server"),
     ("MAIL_SINK", "mail-sink", "examples/mail-sink"),
+    ("STD_ECHO", "std-echo", "examples/std-echo"),
+    ("STD_FETCH", "std-fetch", "examples/std-fetch"),
     ("PROBE", "probe", "tests/guests/probe"),
     ("STD_NET", "std-net", "tests/guests/std-net"),
     ("HOSTILE", "hostile", "tests/guests/hostile"),

@@ -320,7 +320,13 @@ fn traced(strace: &str, args: &[&str]) -> (Output, String) {
     let trace = tempfile_path("trace");
     let cache = format!("--cache-dir={}", cache_dir().display());
     let out = Command::new(strace)
-        .args(["-f", "-qq", "-e", "trace=socket,connect,bind,openat", "-o"])
+        .args([
+            "-f",
+            "-qq",
+            "-e",
+            "trace=socket,connect,bind,sendto,sendmsg,openat",
+            "-o",
+        ])
         .arg(&trace)
         .args([MOAT, "run", &cache])
         .args(args)
@@ -383,6 +389,86 @@ fn a_denied_call_makes_no_socket_and_no_dns_query() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(inet_sockets(&log) > 0, "{log}");
     assert!(name_lookups(&log) > 0, "{log}");
+}
+
+/// Whether the trace shows a `syscall` to or on port `port`.
+fn touched_port(log: &str, syscall: &str, port: &str) -> bool {
+    let port = format!("htons({port})");
+    log.lines()
+        .any(|l| l.contains(&format!("{syscall}(")) && l.contains(&port))
+}
+
+#[test]
+fn a_stock_program_denied_makes_no_dns_query_and_no_connect_bind_or_send() {
+    let Some(strace) = strace() else { return };
+    // A name no grant names: refused before any lookup, and nothing after.
+    let (out, log) = traced(
+        strace,
+        &[guests::STD_NET, "tcp-client", "localhost", "9", "x"],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stderr).contains("moat: std-net: lookup of localhost denied"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(name_lookups(&log), 0, "{log}");
+    assert_eq!(inet_sockets(&log), 0, "{log}");
+    // An address: wasi:sockets makes the socket when the program asks for
+    // one, before any address is known; the denied connect never happens.
+    let (_peer, port) = peer();
+    let (out, log) = traced(
+        strace,
+        &[guests::STD_NET, "tcp-client", "127.0.0.1", &port, "x"],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    assert_eq!(
+        text(&out.stderr),
+        format!(
+            "moat: std-net: connect to 127.0.0.1:{port} denied: needs --allow-net=127.0.0.1:{port}\n"
+        )
+    );
+    assert!(!touched_port(&log, "connect", &port), "{log}");
+    // A denied listen binds nothing; a denied send sends nothing.
+    let (out, log) = traced(
+        strace,
+        &[guests::STD_NET, "tcp-server", &format!("127.0.0.1:{port}")],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    assert!(!touched_port(&log, "bind", &port), "{log}");
+    let (out, log) = traced(
+        strace,
+        &[guests::STD_NET, "udp-client", "127.0.0.1", &port, "x"],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    assert!(!touched_port(&log, "sendto", &port), "{log}");
+    assert!(!touched_port(&log, "sendmsg", &port), "{log}");
+
+    // Allowed, the same calls show up in the trace: it would have seen them.
+    let (listener, port) = peer();
+    let closer = std::thread::spawn(move || drop(listener.accept()));
+    let flag = format!("--allow-net=localhost:{port}");
+    let (out, log) = traced(
+        strace,
+        &[
+            &flag,
+            guests::STD_NET,
+            "tcp-client",
+            "localhost",
+            &port,
+            "x",
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\n{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    assert!(name_lookups(&log) > 0, "{log}");
+    assert!(touched_port(&log, "connect", &port), "{log}");
+    closer.join().unwrap();
 }
 
 #[test]

@@ -155,34 +155,3 @@ async fn wildcards_cidr_ranges_and_port_ranges() {
     let accepted = support::connections(&listener);
     assert_eq!(accepted, 2);
 }
-
-#[tokio::test]
-async fn std_net_cannot_go_around_the_policy() {
-    let (listener, port) = watched_port();
-    // Even a run granted everything gets no wasi:sockets: std::net would
-    // see only resolved addresses, never the host as written.
-    let done = run(
-        guests::STD_NET,
-        Policy::allow_all(),
-        &["127.0.0.1", &port.to_string()],
-    )
-    .await;
-    assert_eq!(
-        done.code(),
-        1,
-        "stdout: {}\nstderr: {}",
-        done.stdout,
-        done.stderr
-    );
-    assert!(
-        done.stdout.contains("connect: PermissionDenied"),
-        "{}",
-        done.stdout
-    );
-    assert!(
-        done.stdout.contains("listen: PermissionDenied"),
-        "{}",
-        done.stdout
-    );
-    assert!(nobody_connected(&listener));
-}

@@ -10,12 +10,13 @@ use wasmtime::component::{Linker, ResourceTable};
 use wasmtime_wasi::p2::pipe::{MemoryInputPipe, MemoryOutputPipe};
 use wasmtime_wasi::{FsPerms, I32Exit, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
+use crate::bindings::wasi_sockets::{self, WasiNet, WasiNetView};
 use crate::bindings::{MoatCtxView, MoatView};
 use crate::bounds::{
     Alarm, DEFAULT_MAX_MEMORY, Limiter, MemoryLimitReached, TimeLimitReached, deadline_callback,
 };
 use crate::engine::{Guest, Moat, MoatError};
-use crate::net::{Limits, Net, Resolver, TlsTrust};
+use crate::net::{Limits, Net, Notices, Resolver, TlsTrust};
 use crate::policy::Policy;
 
 /// Most bytes a captured stdout or stderr keeps; a guest printing more is
@@ -229,6 +230,7 @@ impl Exit {
 /// The data of a guest's store.
 pub struct RunState {
     wasi: WasiCtx,
+    wasi_net: WasiNet,
     net: Net,
     table: ResourceTable,
     limiter: Limiter,
@@ -243,6 +245,12 @@ impl WasiView for RunState {
     }
 }
 
+impl WasiNetView for RunState {
+    fn wasi_net(&mut self) -> &mut WasiNet {
+        &mut self.wasi_net
+    }
+}
+
 impl MoatView for RunState {
     fn moat(&mut self) -> MoatCtxView<'_> {
         MoatCtxView {
@@ -252,17 +260,43 @@ impl MoatView for RunState {
     }
 }
 
-/// The linker every run uses: WASI 0.2 and 0.3 (for std and the SDK's
-/// stdio and clocks) and moat:net.
+/// The linker every run uses: WASI 0.2 and 0.3 with wasi:sockets under
+/// the policy, and moat:net.
 pub(crate) fn linker(engine: &wasmtime::Engine) -> wasmtime::Result<Linker<RunState>> {
     let mut linker = Linker::new(engine);
-    wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
-    wasmtime_wasi::p3::add_to_linker(&mut linker)?;
+    wasi_sockets::add_to_linker(&mut linker)?;
     crate::bindings::add_to_linker(&mut linker)?;
     Ok(linker)
 }
 
-fn wasi_ctx(options: &RunOptions) -> Result<WasiCtx, MoatError> {
+/// Where a run's denial lines go: the guest's stderr, prefixed with
+/// `moat: NAME:` (the program's file name, from its first argument).
+fn notices(options: &RunOptions) -> Notices {
+    let name = options
+        .args
+        .first()
+        .map(|arg0| {
+            std::path::Path::new(arg0)
+                .file_stem()
+                .map_or_else(|| arg0.clone(), |s| s.to_string_lossy().into_owned())
+        })
+        .unwrap_or_else(|| "guest".to_owned());
+    match &options.stderr {
+        Output::Inherit => Notices::new(move |line| eprintln!("moat: {name}: {line}")),
+        Output::Capture(captured) => {
+            let pipe = captured.0.clone();
+            Notices::new(move |line| {
+                use wasmtime_wasi::p2::OutputStream;
+                let mut pipe = pipe.clone();
+                // A full capture drops the line, as it drops the guest's.
+                let _ = pipe.write(format!("moat: {name}: {line}\n").into());
+            })
+        }
+        Output::Discard => Notices::default(),
+    }
+}
+
+fn wasi_ctx(options: &RunOptions, wasi_net: &WasiNet) -> Result<WasiCtx, MoatError> {
     let mut wasi = WasiCtxBuilder::new();
     wasi.args(&options.args);
     wasi.envs(&options.env);
@@ -297,12 +331,7 @@ fn wasi_ctx(options: &RunOptions) -> Result<WasiCtx, MoatError> {
                 ))
             })?;
     }
-    // wasi:sockets (std::net) would bypass the policy, which judges hosts
-    // as written and sees only moat:net: keep it off entirely.
-    wasi.allow_tcp(false)
-        .allow_udp(false)
-        .allow_ip_name_lookup(false)
-        .socket_addr_check(|_, _| Box::pin(async { false }));
+    wasi_net.configure(&mut wasi);
     Ok(wasi.build())
 }
 
@@ -320,20 +349,23 @@ impl Moat {
     /// import, a directory that cannot be opened); [`MoatError::Trap`] if it
     /// traps. A guest that exits with a code is an `Ok(Exit)`.
     pub async fn run(&self, guest: &Guest, options: RunOptions) -> Result<Exit, MoatError> {
-        let wasi = wasi_ctx(&options)?;
-        let mut net = Net::with_pending_writes(options.policy, self.pending_writes().clone())
-            .with_limits(options.limits);
-        if let Some(resolver) = options.resolver {
+        let mut net =
+            Net::with_pending_writes(options.policy.clone(), self.pending_writes().clone())
+                .with_limits(options.limits.clone());
+        if let Some(resolver) = options.resolver.clone() {
             net = net.with_resolver(resolver);
         }
-        if let Some(trust) = options.tls_trust {
+        if let Some(trust) = options.tls_trust.clone() {
             net = net.with_tls_trust(trust);
         }
+        let wasi_net = WasiNet::new(&net, notices(&options));
+        let wasi = wasi_ctx(&options, &wasi_net)?;
         let max_memory = options.max_memory.unwrap_or(DEFAULT_MAX_MEMORY);
         let mut store = Store::new(
             self.engine(),
             RunState {
                 wasi,
+                wasi_net,
                 net: net.clone(),
                 table: ResourceTable::new(),
                 limiter: Limiter::new(max_memory),

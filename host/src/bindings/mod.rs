@@ -37,6 +37,7 @@ mod streams;
 mod tcp;
 mod tls;
 mod udp;
+pub mod wasi_sockets;
 
 use wasmtime::component::{HasData, Linker, ResourceTable};
 

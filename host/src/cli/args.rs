@@ -11,7 +11,12 @@ Run WebAssembly components with the network access you grant, and no more.
 
 A guest can reach nothing until you say so. Reaching out (connect) and being
 reachable (listen) are separate grants, each an allowlist of HOST[:PORT]
-entries. Hosts are judged as the guest wrote them, before any DNS lookup.";
+entries. Hosts are judged as the guest wrote them, before any DNS lookup.
+
+Any wasm32-wasip2 command runs: guests built with moat-sdk, and stock programs
+that use wasi:sockets (std::net and the like). A stock program's name lookups
+go through moat: a name no grant names is refused before any query, and the
+addresses a granted name resolved to are judged as that name.";
 
 const RUN_EXAMPLES: &str = "\
 Examples:
@@ -19,6 +24,8 @@ Examples:
     moat run --allow-listen=127.0.0.1:7000 echo-server.wasm 127.0.0.1:7000
   Talk to one service, with stdin and stdout relayed:
     moat run --allow-net=127.0.0.1:7000 ncat.wasm 127.0.0.1 7000
+  A plain std::net program, reaching one name on one port:
+    moat run --allow-net=example.com:80 std-fetch.wasm example.com /
   Reach any subdomain on 443, and a private range on any port:
     moat run --allow-net='*.example.com:443,10.0.0.0/8' client.wasm
   Give the guest a directory and a variable:
@@ -67,7 +74,8 @@ pub(crate) struct Cli {
 /// What to do.
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
-    /// Run a component (a wasm32-wasip2 program built with moat-sdk)
+    /// Run a component: any wasm32-wasip2 command (moat-sdk or plain
+    /// wasi:sockets, as std::net uses), under the grants given
     #[command(after_help = RUN_EXAMPLES)]
     Run(RunArgs),
 }

@@ -154,6 +154,7 @@ fn prepare(args: &RunArgs) -> anyhow::Result<(RunOptions, Config)> {
             .max_connections_per_peer
             .or(file_limits.max_connections_per_peer),
         close_linger: defaults.close_linger,
+        max_recorded_addresses: defaults.max_recorded_addresses,
     };
     let mut options = RunOptions::new(policy)
         .limits(limits)

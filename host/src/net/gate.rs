@@ -28,7 +28,7 @@ pub(crate) struct Gate {
     pub(crate) limits: Limits,
     pub(crate) slots: SocketSlots,
     pub(crate) waiting: WaitingCalls,
-    lookups: Lookups,
+    pub(crate) lookups: Lookups,
 }
 
 impl Gate {

@@ -50,6 +50,22 @@ pub const DEFAULT_LOOKUP_TIMEOUT: Duration = Duration::from_secs(15);
 /// beyond a handshake on any working network (a few round trips).
 pub const MAX_TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// (address, name) pairs a run remembers from its wasi:sockets name
+/// lookups, so that a connect to an address can be judged as a connect to
+/// the name it came from (see [`super::names`]). A pair costs about 64
+/// bytes, so 4096 is 256 KiB; a program that looks up a few hundred names
+/// with a few addresses each stays under it. When full, the answers closest
+/// to expiry are forgotten (their addresses are judged as addresses).
+pub const DEFAULT_MAX_RECORDED_ADDRESSES: usize = 4096;
+
+/// UDP receives a wasi:sockets 0.3 program may have waiting at once.
+/// wasmtime-wasi holds a 64 KiB buffer for each while it waits, so this
+/// bounds those buffers at 16 MiB; a program waits on one receive per
+/// socket it serves. A receive past it fails at once with
+/// `other("... --max-waiting-calls ...")`; the waiting-call bound applies
+/// too.
+pub const MAX_WASI_UDP_RECEIVES: u32 = 256;
+
 /// The bounds of one run. The defaults are what a normal program never
 /// meets and a hostile one does; `None` means unbounded (the embedder's
 /// choice, never a default).
@@ -79,6 +95,9 @@ pub struct Limits {
     /// bytes before they are dropped and the connection reset
     /// ([`CLOSE_LINGER`]).
     pub close_linger: Duration,
+    /// (address, name) pairs remembered from wasi:sockets name lookups
+    /// ([`DEFAULT_MAX_RECORDED_ADDRESSES`]).
+    pub max_recorded_addresses: usize,
 }
 
 impl Default for Limits {
@@ -92,6 +111,7 @@ impl Default for Limits {
             max_connections: None,
             max_connections_per_peer: None,
             close_linger: CLOSE_LINGER,
+            max_recorded_addresses: DEFAULT_MAX_RECORDED_ADDRESSES,
         }
     }
 }

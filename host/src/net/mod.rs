@@ -7,12 +7,16 @@
 //! - [`tcp`]: a connected socket, its reader and its writer.
 //! - [`listen`]: a listener and its accept task.
 //! - [`udp`]: datagram sockets (no task, no queue but the kernel's).
+//! - [`address_gate`]: the policy for programs that name peers by address
+//!   (wasi:sockets), and the record of the names they looked up ([`names`]).
 //! - [`error`]: [`NetError`], the WIT `error-code` as a Rust enum.
 
+pub mod address_gate;
 pub mod error;
 mod gate;
 pub mod limits;
 pub mod listen;
+pub mod names;
 pub mod resolve;
 mod tasks;
 pub mod tcp;
@@ -22,10 +26,11 @@ pub mod udp;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use address_gate::{AddressGate, AddressUse, LookupError, Notices};
 pub use error::NetError;
 pub use limits::Limits;
 pub use listen::{AcceptQueue, ListenOptions, TcpListener};
-pub use resolve::{Resolver, SystemResolver};
+pub use resolve::{Answer, Resolver, SystemResolver};
 pub use tasks::PendingWrites;
 pub use tcp::{ConnectOptions, Keepalive, Outcome, Reader, TcpConn, Writer};
 pub use tls::{TlsClientOptions, TlsContext, TlsIdentity, TlsServerOptions, TlsTrust};
@@ -69,6 +74,13 @@ impl Net {
         self.tasks.set_close_linger(limits.close_linger);
         self.gate = Arc::new(self.gate.rebuilt(Some(limits), None));
         self
+    }
+
+    /// The gate for this network's address-named sockets (wasi:sockets),
+    /// sharing its policy, limits, socket count and lookups; denials are
+    /// reported to `notices`.
+    pub fn address_gate(&self, notices: Notices) -> AddressGate {
+        AddressGate::new(Arc::clone(&self.gate), notices)
     }
 
     /// This network resolving names with `resolver` instead of the

@@ -29,6 +29,18 @@ use crate::policy::Host;
 /// The future a [`Resolver`] returns.
 pub type Lookup<'a> = Pin<Box<dyn Future<Output = io::Result<Vec<IpAddr>>> + Send + 'a>>;
 
+/// The future [`Resolver::lookup_answer`] returns.
+pub type AnswerLookup<'a> = Pin<Box<dyn Future<Output = io::Result<Answer>> + Send + 'a>>;
+
+/// A name's addresses and how long the answer is good for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    /// The addresses, in preference order.
+    pub addresses: Vec<IpAddr>,
+    /// The answer's lifetime (its DNS TTL), if the resolver knows it.
+    pub lifetime: Option<Duration>,
+}
+
 /// Answers name lookups for the socket core.
 ///
 /// `name` is a checked DNS name (lower case, no trailing dot), to be looked
@@ -38,6 +50,17 @@ pub type Lookup<'a> = Pin<Box<dyn Future<Output = io::Result<Vec<IpAddr>>> + Sen
 pub trait Resolver: Send + Sync + 'static {
     /// The addresses of `name`, in preference order.
     fn lookup<'a>(&'a self, name: &'a str) -> Lookup<'a>;
+
+    /// The addresses of `name` with the answer's lifetime. The default
+    /// calls [`lookup`](Self::lookup) and gives no lifetime.
+    fn lookup_answer<'a>(&'a self, name: &'a str) -> AnswerLookup<'a> {
+        Box::pin(async move {
+            Ok(Answer {
+                addresses: self.lookup(name).await?,
+                lifetime: None,
+            })
+        })
+    }
 }
 
 /// The system's DNS configuration, without its search list: hickory-dns
@@ -80,18 +103,29 @@ fn absolute_only(config: ResolverConfig, options: ResolverOpts) -> Result<TokioR
     builder.build().map_err(|e| e.to_string())
 }
 
-async fn lookup_absolute(resolver: &TokioResolver, name: &str) -> io::Result<Vec<IpAddr>> {
+async fn lookup_absolute(resolver: &TokioResolver, name: &str) -> io::Result<Answer> {
     let absolute = Name::from_ascii(format!("{name}."))
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
     let answer = resolver
         .lookup_ip(absolute)
         .await
         .map_err(|e| io::Error::new(io::ErrorKind::NotFound, e.to_string()))?;
-    Ok(answer.iter().collect())
+    Ok(Answer {
+        addresses: answer.iter().collect(),
+        lifetime: Some(
+            answer
+                .valid_until()
+                .saturating_duration_since(std::time::Instant::now()),
+        ),
+    })
 }
 
 impl Resolver for SystemResolver {
     fn lookup<'a>(&'a self, name: &'a str) -> Lookup<'a> {
+        Box::pin(async move { Ok(self.lookup_answer(name).await?.addresses) })
+    }
+
+    fn lookup_answer<'a>(&'a self, name: &'a str) -> AnswerLookup<'a> {
         Box::pin(async move { lookup_absolute(self.resolver().await?, name).await })
     }
 }
@@ -133,27 +167,42 @@ impl Lookups {
             Host::Ip(ip) => return Ok(vec![SocketAddr::new(*ip, port)]),
             Host::Name(name) => name,
         };
+        let addrs: Vec<SocketAddr> = self
+            .answer(name)
+            .await?
+            .addresses
+            .into_iter()
+            .map(|ip| SocketAddr::new(ip, port))
+            .collect();
+        tracing::debug!(target: "moat::net", %name, ?addrs, "resolved");
+        Ok(addrs)
+    }
+
+    /// The answer for the DNS name `name` (checked already), its addresses
+    /// canonical (an IPv4-mapped address is the IPv4 address it carries).
+    ///
+    /// # Errors
+    /// [`NetError::NameNotResolved`] if the name has no address or the
+    /// resolver failed; [`NetError::TimedOut`] past the lookup timeout.
+    pub(crate) async fn answer(&self, name: &str) -> Result<Answer, NetError> {
         let lookup = async {
             let _turn = self.turns.acquire().await;
-            self.resolver.lookup(name).await
+            self.resolver.lookup_answer(name).await
         };
-        let answer = match tokio::time::timeout(self.timeout, lookup).await {
-            Ok(answer) => answer,
+        let mut answer = match tokio::time::timeout(self.timeout, lookup).await {
+            Ok(answer) => answer.map_err(|e| NetError::NameNotResolved(format!("{name}: {e}")))?,
             Err(_) => {
                 tracing::debug!(target: "moat::net", %name, timeout = ?self.timeout, "lookup timed out");
                 return Err(NetError::TimedOut);
             }
         };
-        let addrs: Vec<SocketAddr> = answer
-            .map_err(|e| NetError::NameNotResolved(format!("{name}: {e}")))?
-            .into_iter()
-            .map(|ip| SocketAddr::new(ip.to_canonical(), port))
-            .collect();
-        if addrs.is_empty() {
+        if answer.addresses.is_empty() {
             return Err(NetError::NameNotResolved(format!("{name}: no addresses")));
         }
-        tracing::debug!(target: "moat::net", %name, ?addrs, "resolved");
-        Ok(addrs)
+        for ip in &mut answer.addresses {
+            *ip = ip.to_canonical();
+        }
+        Ok(answer)
     }
 }
 

@@ -56,6 +56,13 @@ impl DenyEntry {
         self.rules.iter().any(|r| r.matches(host, port))
     }
 
+    /// Whether the entry matches `host` on every port.
+    pub fn matches_every_port(&self, host: &Host) -> bool {
+        self.rules
+            .iter()
+            .any(|r| r.every_port() && r.matches_host(host))
+    }
+
     /// Whether the entry matches an address a name resolved to. Entries
     /// that name hosts by name were judged on the name already.
     fn matches_address(&self, ip: IpAddr, port: u16) -> bool {

@@ -232,6 +232,36 @@ impl fmt::Display for Denied {
 
 impl std::error::Error for Denied {}
 
+/// A refused name lookup (for programs that look names up themselves, as
+/// wasi:sockets programs do): no grant names the name, or a deny entry
+/// refuses it on every port.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LookupDenied {
+    /// The name, normalised.
+    pub name: Host,
+    /// Why.
+    pub reason: DenyReason,
+}
+
+impl fmt::Display for LookupDenied {
+    /// `lookup of db.example denied: no --allow-net or --allow-listen entry
+    /// names it`, or `lookup of evil.example denied by --deny-net=evil.example`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let name = &self.name;
+        match &self.reason {
+            DenyReason::NotGranted => write!(
+                f,
+                "lookup of {name} denied: no --allow-net or --allow-listen entry names it (e.g. --allow-net={name}:443)"
+            ),
+            DenyReason::DeniedBy { entry, .. } => {
+                write!(f, "lookup of {name} denied by {entry}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for LookupDenied {}
+
 /// The network capabilities of one guest run: a [`Grant`] for each
 /// [`Capability`]. The default policy denies everything.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -369,6 +399,49 @@ impl Policy {
         }
     }
 
+    /// Checks that a program that looks names up itself (as wasi:sockets
+    /// programs do) may look up `name`: some entry of the connect or listen
+    /// grant matches the name as written on some port, and no deny entry of
+    /// that capability matches it on every port. An address is always
+    /// allowed (it needs no lookup; it is judged when used).
+    ///
+    /// # Errors
+    /// [`LookupDenied`] naming the deny entry, or that no grant names it.
+    pub fn check_lookup(&self, name: &Host) -> Result<(), LookupDenied> {
+        if name.as_ip().is_some() {
+            return Ok(());
+        }
+        let mut refusal = DenyReason::NotGranted;
+        for capability in [Capability::Connect, Capability::Listen] {
+            let named = match self.grant(capability) {
+                Grant::Nothing => false,
+                Grant::Everything => true,
+                Grant::Only(rules) => rules.iter().any(|r| r.matches_host(name)),
+            };
+            if !named {
+                continue;
+            }
+            match self
+                .denied(capability)
+                .entries()
+                .iter()
+                .find(|e| e.matches_every_port(name))
+            {
+                None => return Ok(()),
+                Some(entry) => {
+                    refusal = DenyReason::DeniedBy {
+                        entry: format!("{}={}", capability.deny_flag(), entry.as_written()),
+                        address: None,
+                    }
+                }
+            }
+        }
+        Err(LookupDenied {
+            name: name.clone(),
+            reason: refusal,
+        })
+    }
+
     /// Checks an address that `host` (already allowed by
     /// [`check`](Self::check)) resolved to, before it is used: the deny
     /// entries judge the address itself. For an IP literal, the address is
@@ -407,6 +480,40 @@ mod tests {
 
     fn host(s: &str) -> Host {
         Host::parse(s).unwrap()
+    }
+
+    #[test]
+    fn a_lookup_is_allowed_when_some_entry_names_the_name_on_some_port() {
+        let policy = Policy::new()
+            .allow_connect("api.test:443,*.corp.test")
+            .unwrap()
+            .allow_listen("localhost:8080")
+            .unwrap()
+            .deny_connect("bad.corp.test,db.corp.test:5432")
+            .unwrap();
+        for ok in [
+            "api.test",
+            "API.test.",
+            "x.corp.test",
+            "localhost",
+            "db.corp.test",
+            "10.0.0.1",
+        ] {
+            assert!(policy.check_lookup(&host(ok)).is_ok(), "{ok}");
+        }
+        let refused = policy.check_lookup(&host("other.test")).unwrap_err();
+        assert_eq!(refused.reason, DenyReason::NotGranted);
+        assert!(
+            refused.to_string().contains("--allow-net=other.test:443"),
+            "{refused}"
+        );
+        let refused = policy.check_lookup(&host("bad.corp.test")).unwrap_err();
+        assert_eq!(
+            refused.to_string(),
+            "lookup of bad.corp.test denied by --deny-net=bad.corp.test"
+        );
+        assert!(Policy::new().check_lookup(&host("a.test")).is_err());
+        assert!(Policy::allow_all().check_lookup(&host("a.test")).is_ok());
     }
 
     #[test]

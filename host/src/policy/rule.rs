@@ -73,6 +73,16 @@ impl Rule {
         self.ports.contains(port) && self.hosts.matches(host)
     }
 
+    /// Whether this entry matches `host` on some port.
+    pub fn matches_host(&self, host: &Host) -> bool {
+        self.hosts.matches(host)
+    }
+
+    /// Whether this entry names every port (it names none).
+    pub fn every_port(&self) -> bool {
+        self.ports == PortRange::ANY
+    }
+
     /// An entry for every address in `net` (made canonical), any port.
     pub(super) fn range(net: IpNet) -> Rule {
         Rule {

@@ -1,31 +1,126 @@
-//! Tries the network through std::net (wasi:sockets), the way around
-//! moat:net that moat keeps shut. Prints what happened to each attempt.
+//! A stock program: plain std::net (wasi:sockets 0.2), no moat dependency.
+//! It does one thing per run and prints what happened, so that tests can
+//! run it allowed and denied.
 //!
-//! usage: std-net HOST PORT
+//! ```text
+//! std-net tcp-client HOST PORT MESSAGE   connect, send MESSAGE, half-close, print the reply
+//! std-net tcp-server ADDR                listen, print "listening on ADDR", echo one client
+//! std-net udp-client HOST PORT MESSAGE   send MESSAGE from an ephemeral port, print the reply
+//! std-net udp-server ADDR                print "listening on ADDR", echo one datagram
+//! std-net lookup NAME                    print the name's addresses
+//! std-net udp-sockets N ROUNDS           ROUNDS times: open N UDP sockets at once, close them
+//! ```
+//!
+//! A failure prints `error: KIND: MESSAGE` and exits with 1.
 
-use std::io::Write;
-use std::net::{TcpListener, TcpStream};
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream, ToSocketAddrs, UdpSocket};
+use std::process::ExitCode;
 
-fn main() {
-    let mut args = std::env::args().skip(1);
-    let host = args.next().unwrap_or_else(|| "127.0.0.1".into());
-    let port = args.next().and_then(|p| p.parse().ok()).unwrap_or(7000u16);
-    let mut reached = false;
-    match TcpStream::connect((host.as_str(), port)) {
-        Ok(mut s) => {
-            reached = true;
-            let _ = s.write_all(b"std::net got through\n");
-            println!("connect: reached {host}:{port}");
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let arg = |i: usize| args.get(i).map(String::as_str).unwrap_or("");
+    let result = match arg(0) {
+        "tcp-client" => tcp_client(arg(1), arg(2), arg(3)),
+        "tcp-server" => tcp_server(arg(1)),
+        "udp-client" => udp_client(arg(1), arg(2), arg(3)),
+        "udp-server" => udp_server(arg(1)),
+        "lookup" => lookup(arg(1)),
+        "udp-sockets" => udp_sockets(arg(1).parse().unwrap_or(0), arg(2).parse().unwrap_or(1)),
+        other => {
+            eprintln!("unknown mode {other:?}");
+            return ExitCode::from(2);
         }
-        Err(e) => println!("connect: {:?}: {e}", e.kind()),
-    }
-    match TcpListener::bind(("127.0.0.1", 0)) {
-        Ok(l) => {
-            reached = true;
-            println!("listen: bound {:?}", l.local_addr());
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            println!("error: {:?}: {e}", e.kind());
+            ExitCode::FAILURE
         }
-        Err(e) => println!("listen: {:?}: {e}", e.kind()),
     }
-    // std maps any non-zero code to wasi:cli/exit's error, which is exit code 1.
-    std::process::exit(if reached { 0 } else { 1 });
+}
+
+fn port(text: &str) -> std::io::Result<u16> {
+    text.parse()
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "bad port"))
+}
+
+fn tcp_client(host: &str, port_text: &str, message: &str) -> std::io::Result<()> {
+    let mut stream = TcpStream::connect((host, port(port_text)?))?;
+    println!("connected to {}", stream.peer_addr()?);
+    stream.write_all(message.as_bytes())?;
+    stream.shutdown(Shutdown::Write)?;
+    let mut reply = Vec::new();
+    stream.read_to_end(&mut reply)?;
+    println!("reply: {}", String::from_utf8_lossy(&reply));
+    Ok(())
+}
+
+fn tcp_server(addr: &str) -> std::io::Result<()> {
+    let listener = TcpListener::bind(addr)?;
+    println!("listening on {}", listener.local_addr()?);
+    let (mut stream, peer) = listener.accept()?;
+    println!("accepted {peer}");
+    let mut buf = [0u8; 16 * 1024];
+    loop {
+        let n = stream.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        stream.write_all(&buf[..n])?;
+    }
+    Ok(())
+}
+
+fn udp_client(host: &str, port_text: &str, message: &str) -> std::io::Result<()> {
+    let to = (host, port(port_text)?)
+        .to_socket_addrs()?
+        .next()
+        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::NotFound, "no address"))?;
+    let local = if to.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" };
+    let socket = UdpSocket::bind(local)?;
+    socket.send_to(message.as_bytes(), to)?;
+    let mut buf = [0u8; 2048];
+    let (n, from) = socket.recv_from(&mut buf)?;
+    println!("reply from {from}: {}", String::from_utf8_lossy(&buf[..n]));
+    Ok(())
+}
+
+fn udp_server(addr: &str) -> std::io::Result<()> {
+    let socket = UdpSocket::bind(addr)?;
+    println!("listening on {}", socket.local_addr()?);
+    let mut buf = [0u8; 2048];
+    let (n, from) = socket.recv_from(&mut buf)?;
+    socket.send_to(&buf[..n], from)?;
+    println!("echoed {n} bytes to {from}");
+    Ok(())
+}
+
+fn lookup(name: &str) -> std::io::Result<()> {
+    for addr in (name, 0).to_socket_addrs()? {
+        println!("address: {}", addr.ip());
+    }
+    Ok(())
+}
+
+fn udp_sockets(n: usize, rounds: usize) -> std::io::Result<()> {
+    for round in 1..=rounds {
+        let mut held = Vec::new();
+        let mut failure = None;
+        for _ in 0..n {
+            match UdpSocket::bind("127.0.0.1:0") {
+                Ok(socket) => held.push(socket),
+                Err(e) => {
+                    failure = Some(e);
+                    break;
+                }
+            }
+        }
+        println!("round {round}: opened {} sockets", held.len());
+        if let Some(e) = failure {
+            return Err(e);
+        }
+    }
+    Ok(())
 }

@@ -1,0 +1,165 @@
+//! `wasi:sockets/ip-name-lookup`, 0.2 and 0.3, over
+//! [`AddressGate::lookup`]: a name no grant names is refused with
+//! `access-denied` before any DNS query; a granted name's addresses are
+//! recorded as resolved from it.
+
+use std::collections::VecDeque;
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use futures::FutureExt;
+use tokio::task::JoinHandle;
+use wasmtime::component::{Accessor, Linker, Resource, ResourceType};
+use wasmtime_wasi::p2::bindings::sockets::network::{ErrorCode, IpAddress};
+use wasmtime_wasi::p2::{DynPollable, Network, Pollable, subscribe};
+use wasmtime_wasi::p3::bindings::sockets::ip_name_lookup::ErrorCode as P3ErrorCode;
+use wasmtime_wasi::p3::bindings::sockets::types::IpAddress as P3IpAddress;
+
+use super::WasiNetView;
+use crate::net::{AddressGate, LookupError};
+
+/// The 0.2 interface moat defines (older 0.2 imports resolve to it).
+const P2_INTERFACE: &str = "wasi:sockets/ip-name-lookup@0.2.12";
+/// The 0.3 interface moat defines.
+const P3_INTERFACE: &str = "wasi:sockets/ip-name-lookup@0.3.0";
+
+/// A 0.2 `resolve-address-stream`: a lookup running as a task (aborted
+/// when the guest drops the stream), then its addresses.
+pub struct NameLookup(Lookup);
+
+enum Lookup {
+    Running(JoinHandle<Result<Vec<IpAddr>, LookupError>>),
+    Done(Result<VecDeque<IpAddr>, ErrorCode>),
+}
+
+impl Drop for NameLookup {
+    fn drop(&mut self) {
+        if let Lookup::Running(task) = &self.0 {
+            task.abort();
+        }
+    }
+}
+
+impl NameLookup {
+    fn start(gate: Arc<AddressGate>, name: String) -> NameLookup {
+        NameLookup(Lookup::Running(tokio::spawn(async move {
+            gate.lookup(&name).await
+        })))
+    }
+
+    fn finish(&mut self, ended: Result<Result<Vec<IpAddr>, LookupError>, tokio::task::JoinError>) {
+        let result = match ended {
+            Ok(Ok(addresses)) => Ok(addresses.into()),
+            Ok(Err(err)) => Err(p2_code(&err)),
+            Err(_) => Err(ErrorCode::TemporaryResolverFailure),
+        };
+        self.0 = Lookup::Done(result);
+    }
+}
+
+#[wasmtime_wasi::async_trait]
+impl Pollable for NameLookup {
+    async fn ready(&mut self) {
+        if let Lookup::Running(task) = &mut self.0 {
+            let ended = task.await;
+            self.finish(ended);
+        }
+    }
+}
+
+fn p2_code(err: &LookupError) -> ErrorCode {
+    match err {
+        LookupError::Denied(_) => ErrorCode::AccessDenied,
+        LookupError::InvalidName(_) => ErrorCode::InvalidArgument,
+        LookupError::NotResolved(_) => ErrorCode::NameUnresolvable,
+        LookupError::TimedOut | LookupError::LimitReached(_) => ErrorCode::TemporaryResolverFailure,
+    }
+}
+
+fn p3_code(err: LookupError) -> P3ErrorCode {
+    match err {
+        LookupError::Denied(_) => P3ErrorCode::AccessDenied,
+        LookupError::InvalidName(_) => P3ErrorCode::InvalidArgument,
+        LookupError::NotResolved(_) => P3ErrorCode::NameUnresolvable,
+        LookupError::TimedOut => P3ErrorCode::TemporaryResolverFailure,
+        LookupError::LimitReached(why) => P3ErrorCode::Other(Some(why)),
+    }
+}
+
+type P2Result<T> = wasmtime::Result<(Result<T, ErrorCode>,)>;
+
+/// Defines both interfaces on `linker` (shadowing wasmtime-wasi's).
+pub(super) fn add_to_linker<T: WasiNetView + 'static>(
+    linker: &mut Linker<T>,
+) -> wasmtime::Result<()> {
+    let mut p2 = linker.instance(P2_INTERFACE)?;
+    p2.resource(
+        "resolve-address-stream",
+        ResourceType::host::<NameLookup>(),
+        |mut store, rep| {
+            store
+                .data_mut()
+                .ctx()
+                .table
+                .delete(Resource::<NameLookup>::new_own(rep))?;
+            Ok(())
+        },
+    )?;
+    p2.func_wrap(
+        "resolve-addresses",
+        |mut store,
+         (network, name): (Resource<Network>, String)|
+         -> P2Result<Resource<NameLookup>> {
+            let state = store.data_mut();
+            let gate = Arc::clone(state.wasi_net().gate());
+            let table = state.ctx().table;
+            table.get(&network)?;
+            Ok((Ok(table.push(NameLookup::start(gate, name))?),))
+        },
+    )?;
+    p2.func_wrap(
+        "[method]resolve-address-stream.resolve-next-address",
+        |mut store, (this,): (Resource<NameLookup>,)| -> P2Result<Option<IpAddress>> {
+            let lookup = store.data_mut().ctx().table.get_mut(&this)?;
+            if let Lookup::Running(task) = &mut lookup.0 {
+                match task.now_or_never() {
+                    Some(ended) => lookup.finish(ended),
+                    None => return Ok((Err(ErrorCode::WouldBlock),)),
+                }
+            }
+            Ok((match &mut lookup.0 {
+                Lookup::Done(Ok(addresses)) => Ok(addresses.pop_front().map(IpAddress::from)),
+                Lookup::Done(Err(code)) => Err(*code),
+                Lookup::Running(_) => Err(ErrorCode::WouldBlock),
+            },))
+        },
+    )?;
+    p2.func_wrap(
+        "[method]resolve-address-stream.subscribe",
+        |mut store,
+         (this,): (Resource<NameLookup>,)|
+         -> wasmtime::Result<(Resource<DynPollable>,)> {
+            Ok((subscribe(store.data_mut().ctx().table, this)?,))
+        },
+    )?;
+
+    let mut p3 = linker.instance(P3_INTERFACE)?;
+    p3.func_wrap_concurrent(
+        "resolve-addresses",
+        |accessor: &Accessor<T>, (name,): (String,)| {
+            Box::pin(async move {
+                let gate = accessor.with(|mut access| Arc::clone(access.get().wasi_net().gate()));
+                let result = gate.lookup(&name).await;
+                Ok((result
+                    .map(|addresses| {
+                        addresses
+                            .into_iter()
+                            .map(P3IpAddress::from)
+                            .collect::<Vec<_>>()
+                    })
+                    .map_err(p3_code),))
+            })
+        },
+    )?;
+    Ok(())
+}

@@ -1,0 +1,185 @@
+//! wasi:sockets (0.2 and 0.3) under the run's policy: the glue that puts
+//! stock programs (std::net, mio, any language's socket library) behind
+//! the same grants, deny rules and bounds as moat:net guests.
+//!
+//! The sockets are wasmtime-wasi's. This layer adds, over
+//! [`crate::net::AddressGate`]:
+//!
+//! - the `socket_addr_check` hook wasmtime-wasi calls before each bind,
+//!   connect, listen, send, accept and receive syscall
+//!   ([`WasiNet::configure`]);
+//! - moat's own `wasi:sockets/ip-name-lookup` in place of wasmtime-wasi's
+//!   ([`lookup`]): names no grant names are refused before any query, and
+//!   the addresses of granted names are recorded for the judge;
+//! - the run's socket count on every socket created or accepted, and a
+//!   bound on wasi 0.3 UDP receives waiting ([`count`]).
+//!
+//! An embedder puts wasi:sockets under a policy on a linker and a
+//! [`WasiCtxBuilder`] of its own:
+//!
+//! ```no_run
+//! use moat_host::bindings::wasi_sockets::{self, WasiNet, WasiNetView};
+//! use moat_host::net::{Net, Notices};
+//! use moat_host::policy::Policy;
+//! use wasmtime::component::{Linker, ResourceTable};
+//! use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+//!
+//! struct MyState {
+//!     wasi: WasiCtx,
+//!     wasi_net: WasiNet,
+//!     table: ResourceTable,
+//! }
+//!
+//! impl WasiView for MyState {
+//!     fn ctx(&mut self) -> WasiCtxView<'_> {
+//!         WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+//!     }
+//! }
+//!
+//! impl WasiNetView for MyState {
+//!     fn wasi_net(&mut self) -> &mut WasiNet {
+//!         &mut self.wasi_net
+//!     }
+//! }
+//!
+//! # fn main() -> wasmtime::Result<()> {
+//! # let engine = wasmtime::Engine::default();
+//! let mut linker = Linker::<MyState>::new(&engine);
+//! wasi_sockets::add_to_linker(&mut linker)?;
+//! let net = Net::new(Policy::new().allow_connect("api.example.com:443")?);
+//! let wasi_net = WasiNet::new(&net, Notices::new(|line| eprintln!("moat: {line}")));
+//! let mut builder = WasiCtxBuilder::new();
+//! wasi_net.configure(&mut builder);
+//! let state = MyState { wasi: builder.build(), wasi_net, table: ResourceTable::new() };
+//! # let _ = state;
+//! # Ok(())
+//! # }
+//! ```
+
+pub mod count;
+pub mod lookup;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use wasmtime::component::Linker;
+use wasmtime_wasi::sockets::SocketAddrUse;
+use wasmtime_wasi::{WasiCtxBuilder, WasiView};
+
+use crate::net::limits::SocketSlot;
+use crate::net::{AddressGate, AddressUse, Net, Notices};
+
+/// One run's wasi:sockets state: its gate and the places its sockets hold
+/// in the run's socket count.
+pub struct WasiNet {
+    gate: Arc<AddressGate>,
+    /// Slots of sockets this layer created, by resource index.
+    created: HashMap<u32, SocketSlot>,
+    /// Slots taken for connections admitted by an accept, not yet matched
+    /// to their socket resource (wasmtime-wasi creates that resource
+    /// itself); a socket dropped that this layer did not create gives one
+    /// back.
+    accepted: Arc<Mutex<Vec<SocketSlot>>>,
+}
+
+/// Implemented by a store's data type to expose its [`WasiNet`].
+pub trait WasiNetView: WasiView {
+    /// The run's wasi:sockets state.
+    fn wasi_net(&mut self) -> &mut WasiNet;
+}
+
+impl WasiNet {
+    /// wasi:sockets for a run on `net`: the same policy, limits, socket
+    /// count and lookups; denials reported to `notices`.
+    pub fn new(net: &Net, notices: Notices) -> WasiNet {
+        WasiNet {
+            gate: Arc::new(net.address_gate(notices)),
+            created: HashMap::new(),
+            accepted: Arc::default(),
+        }
+    }
+
+    /// The gate these sockets pass.
+    pub fn gate(&self) -> &Arc<AddressGate> {
+        &self.gate
+    }
+
+    /// Enables TCP, UDP and name lookups on `builder`, with every address
+    /// judged by this run's gate before its syscall.
+    pub fn configure(&self, builder: &mut WasiCtxBuilder) {
+        let gate = Arc::clone(&self.gate);
+        let accepted = Arc::clone(&self.accepted);
+        builder
+            .allow_tcp(true)
+            .allow_udp(true)
+            .allow_ip_name_lookup(true)
+            .socket_addr_check(move |addr, use_| {
+                let admitted = judge(&gate, &accepted, addr, use_);
+                Box::pin(std::future::ready(admitted))
+            });
+    }
+
+    /// Gives back the slot of the socket at `rep`, which was just dropped.
+    fn release(&mut self, rep: u32) {
+        if self.created.remove(&rep).is_none() {
+            self.accepted
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .pop();
+        }
+    }
+}
+
+/// The `socket_addr_check` hook: the gate's judgement, and for an accepted
+/// connection a place in the socket count (refused at the cap, which
+/// wasmtime-wasi answers with a reset).
+fn judge(
+    gate: &AddressGate,
+    accepted: &Mutex<Vec<SocketSlot>>,
+    addr: std::net::SocketAddr,
+    use_: SocketAddrUse,
+) -> bool {
+    let use_ = match use_ {
+        SocketAddrUse::TcpBind | SocketAddrUse::UdpBind => AddressUse::Bind,
+        SocketAddrUse::TcpListen => AddressUse::Listen,
+        SocketAddrUse::TcpConnect => AddressUse::Connect,
+        SocketAddrUse::UdpSend => AddressUse::Send,
+        SocketAddrUse::TcpAccept => AddressUse::Accept,
+        SocketAddrUse::UdpReceive => AddressUse::Receive,
+    };
+    if gate.judge(addr, use_).is_err() {
+        return false;
+    }
+    if use_ == AddressUse::Accept {
+        match gate.socket_slot() {
+            Ok(slot) => accepted
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(slot),
+            Err(_) => {
+                tracing::debug!(target: "moat::net", peer = %addr, "socket limit reached: resetting an accepted connection");
+                return false;
+            }
+        }
+    }
+    true
+}
+
+/// Adds wasi:sockets 0.2 and 0.3 to `linker` (with the rest of WASI 0.2
+/// and 0.3, as `wasmtime_wasi::p2::add_to_linker_async` and
+/// `wasmtime_wasi::p3::add_to_linker` do), with moat's name lookup and
+/// socket count in place of wasmtime-wasi's. The store's [`WasiCtx`] must
+/// come from a builder set up by [`WasiNet::configure`].
+///
+/// [`WasiCtx`]: wasmtime_wasi::WasiCtx
+///
+/// # Errors
+/// If the linker already defines WASI.
+pub fn add_to_linker<T: WasiNetView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
+    wasmtime_wasi::p2::add_to_linker_async(linker)?;
+    wasmtime_wasi::p3::add_to_linker(linker)?;
+    linker.allow_shadowing(true);
+    let shadowed = lookup::add_to_linker(linker).and_then(|()| count::add_to_linker(linker));
+    linker.allow_shadowing(false);
+    shadowed
+}

@@ -1,0 +1,254 @@
+//! The gate for programs that name their peers by address: stock
+//! wasi:sockets programs (std::net, mio, any language's socket library).
+//!
+//! Such a program looks a name up, then binds, connects or sends to an
+//! address. The policy judges hosts as written, so the names must stay
+//! names:
+//!
+//! 1. [`AddressGate::lookup`] refuses, before any DNS query, a name that no
+//!    grant names ([`Policy::check_lookup`](crate::policy::Policy::check_lookup)),
+//!    and records the addresses a granted name resolved to, for the
+//!    answer's lifetime ([`super::names`]).
+//! 2. [`AddressGate::judge`] runs before each syscall that uses an
+//!    address. A connect or send is admitted if the grant allows the
+//!    address itself, or a name it was resolved from, on that port; a deny
+//!    entry that matches the address wins either way. Binding and
+//!    listening are judged the same way against the listen grant. Accepted
+//!    connections and received datagrams pass (the listen grant covered
+//!    them); so does a bind to port 0, the ephemeral local port every
+//!    client socket has.
+//!
+//! Denials are logged on `moat::net` and reported through the run's
+//! [`Notices`] (moat prints them on the guest's stderr), since a stock
+//! program's own message only says "permission denied".
+
+use std::collections::HashSet;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use super::error::NetError;
+use super::gate::Gate;
+use super::limits::{MAX_WASI_UDP_RECEIVES, SocketSlot};
+use super::names::{DEFAULT_ANSWER_LIFETIME, ResolvedNames};
+use crate::policy::{Capability, Denied, Host, LookupDenied};
+
+/// Distinct denials a run reports through its [`Notices`]; later ones are
+/// logged on `moat::net` only. A program retrying a denied connect in a
+/// loop must not flood the terminal, and the first few name what to fix.
+pub const MAX_NOTICES: usize = 32;
+
+/// What a program does with an address, as the gate judges it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AddressUse {
+    /// Connect a TCP socket to it (connect grant).
+    Connect,
+    /// Send a datagram to it, or fix it as a UDP socket's peer (connect
+    /// grant).
+    Send,
+    /// Bind a socket to it as the local address (listen grant, unless the
+    /// port is 0).
+    Bind,
+    /// Listen on it, the local address of a bound TCP socket (listen
+    /// grant).
+    Listen,
+    /// Accept a connection from it (always: the listen grant covered it).
+    Accept,
+    /// Receive a datagram from it (always: the bind covered it).
+    Receive,
+}
+
+/// Why a name lookup failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LookupError {
+    /// The policy refused the name before any query.
+    #[error("{0}")]
+    Denied(#[source] LookupDenied),
+    /// The name is not a host name.
+    #[error("{0} is not a host name")]
+    InvalidName(String),
+    /// The resolver has no address for it, or failed.
+    #[error("{0}")]
+    NotResolved(String),
+    /// The lookup took longer than the run's lookup timeout.
+    #[error("the lookup timed out")]
+    TimedOut,
+    /// The run has its maximum of calls waiting.
+    #[error("{0}")]
+    LimitReached(String),
+}
+
+impl From<NetError> for LookupError {
+    fn from(err: NetError) -> LookupError {
+        match err {
+            NetError::TimedOut => LookupError::TimedOut,
+            NetError::LimitReached(why) => LookupError::LimitReached(why),
+            other => LookupError::NotResolved(other.to_string()),
+        }
+    }
+}
+
+/// What receives a notice line.
+type NoticeSink = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// Where a run's denial messages go: a line each (`moat: guest: connect to
+/// 10.0.0.5:5432 denied: needs --allow-net=10.0.0.5:5432`), each distinct
+/// one once, at most [`MAX_NOTICES`].
+#[derive(Clone, Default)]
+pub struct Notices {
+    sink: Option<NoticeSink>,
+    shown: Arc<Mutex<HashSet<String>>>,
+}
+
+impl Notices {
+    /// Notices that call `sink` with each line (no newline).
+    pub fn new(sink: impl Fn(&str) + Send + Sync + 'static) -> Notices {
+        Notices {
+            sink: Some(Arc::new(sink)),
+            shown: Arc::default(),
+        }
+    }
+
+    fn tell(&self, message: String) {
+        let Some(sink) = &self.sink else { return };
+        let mut shown = self.shown.lock().unwrap_or_else(PoisonError::into_inner);
+        if shown.len() >= MAX_NOTICES || shown.contains(&message) {
+            return;
+        }
+        sink(&message);
+        shown.insert(message);
+        if shown.len() == MAX_NOTICES {
+            sink("further denials are not shown (see the moat::net log at debug)");
+        }
+    }
+}
+
+/// One run's gate for address-named sockets; it shares the run's policy,
+/// limits, socket count and lookups with its [`Net`](super::Net).
+pub struct AddressGate {
+    gate: Arc<Gate>,
+    names: Mutex<ResolvedNames>,
+    notices: Notices,
+    udp_receives: Arc<Semaphore>,
+}
+
+impl AddressGate {
+    pub(crate) fn new(gate: Arc<Gate>, notices: Notices) -> AddressGate {
+        AddressGate {
+            names: Mutex::new(ResolvedNames::new(gate.limits.max_recorded_addresses)),
+            udp_receives: Arc::new(Semaphore::new(MAX_WASI_UDP_RECEIVES as usize)),
+            gate,
+            notices,
+        }
+    }
+
+    /// Judges one use of `addr`, before the syscall.
+    ///
+    /// # Errors
+    /// [`NetError::Denied`]; [`NetError::InvalidArgument`] for a
+    /// destination that is the unspecified address.
+    pub fn judge(&self, addr: SocketAddr, use_: AddressUse) -> Result<(), NetError> {
+        let capability = match use_ {
+            AddressUse::Accept | AddressUse::Receive => return Ok(()),
+            AddressUse::Bind if addr.port() == 0 => return Ok(()),
+            AddressUse::Bind | AddressUse::Listen => Capability::Listen,
+            AddressUse::Connect | AddressUse::Send => Capability::Connect,
+        };
+        let ip = addr.ip().to_canonical();
+        if capability == Capability::Connect && ip.is_unspecified() {
+            tracing::debug!(target: "moat::net", %addr, "refused: the unspecified address is not a destination");
+            return Err(NetError::InvalidArgument(format!(
+                "{addr} is the unspecified address, not a destination"
+            )));
+        }
+        let denied = match self.judge_host(capability, ip, addr.port()) {
+            Ok(()) => return Ok(()),
+            Err(denied) => denied,
+        };
+        tracing::debug!(target: "moat::net", %denied, ?use_, "denied");
+        self.notices.tell(denied.to_string());
+        Err(denied.into())
+    }
+
+    fn judge_host(&self, capability: Capability, ip: IpAddr, port: u16) -> Result<(), Denied> {
+        let policy = &self.gate.policy;
+        let denied = match policy.check(capability, &Host::ip(ip), port) {
+            Ok(()) => return Ok(()),
+            Err(denied) => denied,
+        };
+        if denied.reason != crate::policy::DenyReason::NotGranted {
+            // A deny entry matched the address itself: no name can lift it.
+            return Err(denied);
+        }
+        let names = self.names.lock().unwrap_or_else(PoisonError::into_inner);
+        for name in names.names(ip) {
+            let allowed = policy.check(capability, name, port).is_ok()
+                && policy.check_resolved(capability, name, port, ip).is_ok();
+            if allowed {
+                tracing::debug!(target: "moat::net", %ip, port, %name, "admitted as the name it was resolved from");
+                return Ok(());
+            }
+        }
+        Err(denied)
+    }
+
+    /// Looks `name` up for the program: an IP literal is returned as is
+    /// (and judged when used); a name no grant names is refused before any
+    /// query; a granted name's addresses (canonical) are recorded as
+    /// resolved from it.
+    ///
+    /// # Errors
+    /// [`LookupError`].
+    pub async fn lookup(&self, name: &str) -> Result<Vec<IpAddr>, LookupError> {
+        let host =
+            Host::parse(name).map_err(|e| LookupError::InvalidName(format!("{name:?}: {e}")))?;
+        let dns_name = match &host {
+            Host::Ip(ip) => return Ok(vec![*ip]),
+            Host::Name(dns_name) => dns_name.clone(),
+        };
+        if let Err(denied) = self.gate.policy.check_lookup(&host) {
+            tracing::debug!(target: "moat::net", %denied, "lookup denied");
+            self.notices.tell(denied.to_string());
+            return Err(LookupError::Denied(denied));
+        }
+        let _waiting = self.gate.waiting.enter("lookup")?;
+        let answer = self.gate.lookups.answer(&dns_name).await?;
+        let lifetime = answer.lifetime.unwrap_or(DEFAULT_ANSWER_LIFETIME);
+        tracing::debug!(target: "moat::net", name = %host, addresses = ?answer.addresses, ?lifetime, "resolved and recorded");
+        self.names
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .record(&host, &answer.addresses, lifetime);
+        Ok(answer.addresses)
+    }
+
+    /// A place in the run's socket count, shared with moat:net sockets.
+    pub(crate) fn socket_slot(&self) -> Result<SocketSlot, NetError> {
+        self.gate.slots.try_take()
+    }
+
+    /// A place for one waiting UDP receive: one of the run's waiting calls
+    /// and one of its [`MAX_WASI_UDP_RECEIVES`] receive buffers.
+    pub(crate) fn udp_receive_turn(&self) -> Result<UdpReceiveTurn, NetError> {
+        let waiting = self.gate.waiting.enter("UDP receive")?;
+        let buffer = Arc::clone(&self.udp_receives)
+            .try_acquire_owned()
+            .map_err(|_| {
+                tracing::debug!(target: "moat::net", max = MAX_WASI_UDP_RECEIVES, "wasi UDP receive limit reached");
+                NetError::LimitReached(format!(
+                    "the run has {MAX_WASI_UDP_RECEIVES} UDP receives waiting already (each holds a 64 KiB buffer)"
+                ))
+            })?;
+        Ok(UdpReceiveTurn {
+            _waiting: waiting,
+            _buffer: buffer,
+        })
+    }
+}
+
+/// A UDP receive's place under the run's bounds, given back when dropped.
+pub(crate) struct UdpReceiveTurn {
+    _waiting: OwnedSemaphorePermit,
+    _buffer: OwnedSemaphorePermit,
+}
