@@ -22,6 +22,7 @@ const GUESTS: &[(&str, &str, &str)] = &[
     ("PROBE", "probe", "tests/guests/probe"),
     ("STD_NET", "std-net", "tests/guests/std-net"),
     ("HOSTILE", "hostile", "tests/guests/hostile"),
+    ("SOCKETS_P3", "sockets-p3", "tests/guests/sockets-p3"),
     ("BENCH_SERVER", "bench-server", "bench/guests/bench-server"),
     ("BENCH_STD", "bench-std", "bench/guests/bench-std"),
     ("HELLO", "hello", "bench/guests/hello"),

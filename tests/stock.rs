@@ -481,3 +481,97 @@ async fn the_std_examples_serve_and_fetch_under_their_grants() {
         "{request}"
     );
 }
+
+async fn run_p3(options: RunOptions) -> Finished {
+    support::start_with(guests::SOCKETS_P3, options)
+        .finish()
+        .await
+}
+
+fn options_p3(policy: Policy, names: &Arc<Names>, args: &[&str]) -> RunOptions {
+    RunOptions::new(policy)
+        .arg("sockets-p3")
+        .args(args.iter().copied())
+        .stdin(Input::Empty)
+        .resolver(Arc::clone(names) as Arc<dyn Resolver>)
+}
+
+#[tokio::test]
+async fn a_wasi_0_3_program_looks_names_up_and_connects_under_the_same_rules() {
+    let names = Names::new(&[("echo.test", "127.0.0.1")]);
+    assert!(support::guest(guests::SOCKETS_P3).has_async_run());
+    // A refused name: access-denied, no query.
+    let done = run_p3(options_p3(Policy::new(), &names, &["lookup", "echo.test"])).await;
+    assert_eq!(done.code(), 1, "{}", done.stdout);
+    assert_eq!(done.stdout, "error: ErrorCode::AccessDenied\n");
+    assert!(
+        done.stderr
+            .contains("moat: sockets-p3: lookup of echo.test denied"),
+        "{}",
+        done.stderr
+    );
+    assert!(names.asked().is_empty());
+
+    // Granted on one port: exact bytes there, denied on another.
+    let (port, served) = echo_server().await;
+    let (other, other_port) = watched_port();
+    let policy = Policy::new()
+        .allow_connect(&format!("echo.test:{port}"))
+        .unwrap();
+    let p = port.to_string();
+    let done = run_p3(options_p3(
+        policy.clone(),
+        &names,
+        &["tcp-client", "echo.test", &p, "async bytes"],
+    ))
+    .await;
+    assert_eq!(done.code(), 0, "{}\n{}", done.stdout, done.stderr);
+    assert!(
+        done.stdout.contains("reply: async bytes"),
+        "{}",
+        done.stdout
+    );
+    assert_eq!(within("echo server", served).await.unwrap(), b"async bytes");
+    let o = other_port.to_string();
+    let done = run_p3(options_p3(
+        policy,
+        &names,
+        &["tcp-client", "echo.test", &o, "x"],
+    ))
+    .await;
+    assert_eq!(done.code(), 1, "{}", done.stdout);
+    assert_eq!(done.stdout, "error: ErrorCode::AccessDenied\n");
+    assert_eq!(connections(&other), 0);
+}
+
+#[tokio::test]
+async fn wasi_0_3_sockets_count_against_the_socket_cap() {
+    let names = Names::new(&[]);
+    let limits = Limits {
+        max_sockets: Some(8),
+        ..Limits::default()
+    };
+    let done = run_p3(
+        options_p3(Policy::new(), &names, &["tcp-sockets", "100", "1"]).limits(limits.clone()),
+    )
+    .await;
+    assert_eq!(done.code(), 1, "{}", done.stdout);
+    assert!(
+        done.stdout.contains("round 1: created 8 sockets"),
+        "{}",
+        done.stdout
+    );
+    assert!(
+        done.stdout.contains("the run holds 8 sockets") && done.stdout.contains("--max-sockets"),
+        "{}",
+        done.stdout
+    );
+    let done =
+        run_p3(options_p3(Policy::new(), &names, &["tcp-sockets", "8", "3"]).limits(limits)).await;
+    assert_eq!(done.code(), 0, "{}", done.stdout);
+    assert!(
+        done.stdout.contains("round 3: created 8 sockets"),
+        "{}",
+        done.stdout
+    );
+}
