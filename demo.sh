@@ -107,8 +107,8 @@ step "Socket events, for the curious (RUST_LOG=moat::net=debug)"
 show "printf 'traced\n' | RUST_LOG=moat::net=debug $MOAT run --allow-net=127.0.0.1:$PORT $GUESTS/ncat.wasm 127.0.0.1 $PORT"
 printf 'traced\n' | RUST_LOG=moat::net=debug "$MOAT" run --allow-net="127.0.0.1:$PORT" "$GUESTS/ncat.wasm" 127.0.0.1 "$PORT"
 
-step "A Rust program embedding moat, with its policy built in code"
-show target/debug/embed "$GUESTS/ncat.wasm"
-target/debug/embed "$GUESTS/ncat.wasm"
+step "A Rust program embedding moat, with its policy built in code (Moat::run, and a linker of its own)"
+show target/debug/embed "$GUESTS/ncat.wasm" "$GUESTS/std-fetch.wasm"
+target/debug/embed "$GUESTS/ncat.wasm" "$GUESTS/std-fetch.wasm"
 
 step "Done. The whole test suite: rustup toolchain install && cargo test"

@@ -446,7 +446,14 @@ fn a_stock_program_denied_makes_no_dns_query_and_no_connect_bind_or_send() {
 
     // Allowed, the same calls show up in the trace: it would have seen them.
     let (listener, port) = peer();
-    let closer = std::thread::spawn(move || drop(listener.accept()));
+    // Reads what the guest sends, then closes: a clean end, no reset.
+    let closer = std::thread::spawn(move || {
+        use std::io::Read;
+        let (mut conn, _) = listener.accept().unwrap();
+        let mut got = Vec::new();
+        conn.read_to_end(&mut got).unwrap();
+        got
+    });
     let flag = format!("--allow-net=localhost:{port}");
     let (out, log) = traced(
         strace,
@@ -468,7 +475,7 @@ fn a_stock_program_denied_makes_no_dns_query_and_no_connect_bind_or_send() {
     );
     assert!(name_lookups(&log) > 0, "{log}");
     assert!(touched_port(&log, "connect", &port), "{log}");
-    closer.join().unwrap();
+    assert_eq!(closer.join().unwrap(), b"x");
 }
 
 #[test]

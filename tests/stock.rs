@@ -152,8 +152,9 @@ async fn a_name_granted_on_one_port_reaches_that_port_only() {
         done.stdout
     );
     assert!(
-        done.stderr
-            .contains(&format!("connect to 127.0.0.1:{other_port} denied")),
+        done.stderr.contains(&format!(
+            "connect to echo.test:{other_port} denied: needs --allow-net=echo.test:{other_port}"
+        )),
         "{}",
         done.stderr
     );
@@ -574,4 +575,107 @@ async fn wasi_0_3_sockets_count_against_the_socket_cap() {
         "{}",
         done.stdout
     );
+}
+
+mod own_linker {
+    //! The embedding path: wasi:sockets under a policy on a wasmtime
+    //! engine, linker and store of the embedder's own.
+
+    use super::*;
+    use moat_host::bindings::wasi_sockets::{self, WasiNet, WasiNetView};
+    use moat_host::net::{Net, Notices};
+    use wasmtime::component::{Component, Linker, ResourceTable};
+    use wasmtime::{Engine, Store};
+    use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+    use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+
+    struct Embedder {
+        wasi: WasiCtx,
+        wasi_net: WasiNet,
+        table: ResourceTable,
+    }
+
+    impl WasiView for Embedder {
+        fn ctx(&mut self) -> WasiCtxView<'_> {
+            WasiCtxView {
+                ctx: &mut self.wasi,
+                table: &mut self.table,
+            }
+        }
+    }
+
+    impl WasiNetView for Embedder {
+        fn wasi_net(&mut self) -> &mut WasiNet {
+            &mut self.wasi_net
+        }
+    }
+
+    /// Runs std-net with `args` under `policy`; returns whether `run`
+    /// succeeded, its stdout and the notices.
+    async fn run_embedded(policy: Policy, args: &[&str]) -> (bool, String, Vec<String>) {
+        let engine = Engine::default();
+        let mut linker = Linker::<Embedder>::new(&engine);
+        wasi_sockets::add_to_linker(&mut linker).unwrap();
+        let component = Component::from_file(&engine, guests::STD_NET).unwrap();
+        let notices = Arc::new(Mutex::new(Vec::new()));
+        let told = Arc::clone(&notices);
+        let net = Net::new(policy);
+        let wasi_net = WasiNet::new(
+            &net,
+            Notices::new(move |line| told.lock().unwrap().push(line.to_owned())),
+        );
+        let stdout = MemoryOutputPipe::new(1 << 20);
+        let mut builder = WasiCtxBuilder::new();
+        builder.arg("std-net").args(args).stdout(stdout.clone());
+        wasi_net.configure(&mut builder);
+        let mut store = Store::new(
+            &engine,
+            Embedder {
+                wasi: builder.build(),
+                wasi_net,
+                table: ResourceTable::new(),
+            },
+        );
+        let command = wasmtime_wasi::p2::bindings::Command::instantiate_async(
+            &mut store, &component, &linker,
+        )
+        .await
+        .unwrap();
+        let ran = command.wasi_cli_run().call_run(&mut store).await.unwrap();
+        let told = notices.lock().unwrap().clone();
+        (
+            ran.is_ok(),
+            String::from_utf8_lossy(&stdout.contents()).into_owned(),
+            told,
+        )
+    }
+
+    #[tokio::test]
+    async fn a_stock_program_on_an_embedders_linker_gets_the_same_grants() {
+        let (port, served) = echo_server().await;
+        let p = port.to_string();
+        let policy = Policy::new()
+            .allow_connect(&format!("127.0.0.1:{port}"))
+            .unwrap();
+        let (ok, out, told) =
+            run_embedded(policy, &["tcp-client", "127.0.0.1", &p, "embedded"]).await;
+        assert!(ok, "{out}");
+        assert!(out.contains("reply: embedded"), "{out}");
+        assert!(told.is_empty(), "{told:?}");
+        assert_eq!(within("echo server", served).await.unwrap(), b"embedded");
+
+        let (listener, port) = watched_port();
+        let p = port.to_string();
+        let (ok, out, told) =
+            run_embedded(Policy::new(), &["tcp-client", "127.0.0.1", &p, "x"]).await;
+        assert!(!ok, "{out}");
+        assert!(out.contains("error: PermissionDenied"), "{out}");
+        assert_eq!(
+            told,
+            [format!(
+                "connect to 127.0.0.1:{port} denied: needs --allow-net=127.0.0.1:{port}"
+            )]
+        );
+        assert_eq!(connections(&listener), 0);
+    }
 }

@@ -52,15 +52,20 @@ pub struct TimeLimitReached {
     pub limit: Duration,
 }
 
-/// The limiter a run's store consults before any memory or table grows.
-pub(crate) struct Limiter {
+/// The limiter a run's store consults before any memory or table grows:
+/// linear memories together up to a limit (growth past it traps with
+/// [`MemoryLimitReached`]), tables up to [`MAX_TABLE_ELEMENTS`]. An
+/// embedder with a store of its own installs it with
+/// `store.limiter(|state| &mut state.limiter)`.
+pub struct Limiter {
     max_memory: u64,
     memory: u64,
     table_elements: usize,
 }
 
 impl Limiter {
-    pub(crate) fn new(max_memory: u64) -> Limiter {
+    /// A limiter allowing `max_memory` bytes of linear memory in all.
+    pub fn new(max_memory: u64) -> Limiter {
         Limiter {
             max_memory,
             memory: 0,

@@ -7,8 +7,9 @@ use std::time::Duration;
 use wasmtime::component::{Component, Linker};
 use wasmtime::{Cache, CacheConfig, Engine};
 
+use crate::error::MoatError;
 use crate::net::PendingWrites;
-use crate::run::RunState;
+use crate::state::RunState;
 use crate::ticker::EpochTicker;
 
 /// How long a finished run waits for its sockets to write out the bytes
@@ -44,60 +45,22 @@ impl CacheDir {
     }
 }
 
-/// Settings of a [`Moat`].
+/// Settings of a [`Moat`] (named so as not to shadow `wasmtime::Config`).
 #[derive(Debug, Clone)]
-pub struct Config {
+pub struct MoatConfig {
     /// Where compiled code is cached.
     pub cache: CacheDir,
     /// How long a finished run lets its sockets flush (see [`DEFAULT_LINGER`]).
     pub linger: Duration,
 }
 
-impl Default for Config {
-    fn default() -> Config {
-        Config {
+impl Default for MoatConfig {
+    fn default() -> MoatConfig {
+        MoatConfig {
             cache: CacheDir::Default,
             linger: DEFAULT_LINGER,
         }
     }
-}
-
-/// What can go wrong loading or running a guest.
-#[derive(Debug, thiserror::Error)]
-pub enum MoatError {
-    /// The engine could not be set up.
-    #[error("cannot set up the wasm engine: {0}")]
-    Engine(String),
-    /// The file could not be read.
-    #[error("cannot read {path}: {source}")]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// The bytes are not a component wasmtime can compile.
-    #[error("{path} is not a WebAssembly component moat can run: {reason}")]
-    Compile {
-        /// The file (or `<bytes>`).
-        path: PathBuf,
-        /// Why, as wasmtime reports it.
-        reason: String,
-    },
-    /// The component needs imports moat does not provide, or exports no
-    /// `wasi:cli/run`.
-    #[error("cannot start the guest: {0}")]
-    Instantiate(String),
-    /// The guest trapped (or a host call failed fatally) while running.
-    #[error("the guest trapped: {0}")]
-    Trap(String),
-    /// The guest tried to grow its memory past the run's limit, and was
-    /// stopped.
-    #[error("{0}")]
-    MemoryLimit(#[source] crate::bounds::MemoryLimitReached),
-    /// The run's time limit passed, and the guest was stopped.
-    #[error("{0}")]
-    TimeLimit(#[source] crate::bounds::TimeLimitReached),
 }
 
 /// A compiled guest, ready to run any number of times.
@@ -120,11 +83,11 @@ impl Guest {
 /// A wasm engine set up for moat guests: compile once, run many.
 ///
 /// ```no_run
-/// use moat_host::{Config, Moat, RunOptions};
+/// use moat_host::{Moat, MoatConfig, RunOptions};
 /// use moat_host::policy::Policy;
 ///
 /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-/// let moat = Moat::new(&Config::default())?;
+/// let moat = Moat::new(&MoatConfig::default())?;
 /// let guest = moat.load("echo-server.wasm")?;
 /// let policy = Policy::new().allow_listen("127.0.0.1:7000")?;
 /// let exit = moat
@@ -147,8 +110,7 @@ impl Moat {
     ///
     /// # Errors
     /// [`MoatError::Engine`] if wasmtime refuses the configuration.
-    pub fn new(config: &Config) -> Result<Moat, MoatError> {
-        let engine_error = |e: wasmtime::Error| MoatError::Engine(format!("{e:#}"));
+    pub fn new(config: &MoatConfig) -> Result<Moat, MoatError> {
         let mut wasm = wasmtime::Config::new();
         wasm.wasm_component_model_async(true);
         // Lets a computing guest yield so socket drains can run; see `ticker`.
@@ -165,11 +127,16 @@ impl Moat {
                 }
             }
         }
-        let engine = Engine::new(&wasm).map_err(engine_error)?;
-        let linker = crate::run::linker(&engine).map_err(engine_error)?;
+        let engine = Engine::new(&wasm).map_err(MoatError::Engine)?;
+        let linker = crate::state::linker(&engine).map_err(MoatError::Engine)?;
         let pending = PendingWrites::new();
-        let ticker = EpochTicker::start(engine.clone(), Arc::clone(&pending))
-            .map_err(|e| MoatError::Engine(format!("cannot start the epoch thread: {e}")))?;
+        let ticker =
+            EpochTicker::start(engine.clone(), Arc::clone(&pending)).map_err(|source| {
+                MoatError::Thread {
+                    what: "epoch",
+                    source,
+                }
+            })?;
         Ok(Moat {
             engine,
             linker,
@@ -198,9 +165,9 @@ impl Moat {
     /// [`MoatError::Compile`].
     pub fn load_bytes(&self, bytes: &[u8], name: impl AsRef<Path>) -> Result<Guest, MoatError> {
         let component =
-            Component::from_binary(&self.engine, bytes).map_err(|e| MoatError::Compile {
+            Component::from_binary(&self.engine, bytes).map_err(|source| MoatError::Compile {
                 path: name.as_ref().to_owned(),
-                reason: format!("{e:#}"),
+                source,
             })?;
         let async_run = component
             .component_type()

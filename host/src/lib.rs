@@ -14,12 +14,15 @@
 pub mod bindings;
 pub mod bounds;
 mod engine;
+mod error;
 pub mod net;
 pub mod policy;
 pub mod policy_file;
 mod run;
+mod state;
 mod ticker;
 
-pub use engine::{CacheDir, Config, DEFAULT_LINGER, Guest, Moat, MoatError};
-pub use run::{CAPTURE_LIMIT, Captured, Exit, Input, Output, Preopen, RunOptions, RunState};
-pub use ticker::EPOCH_TICK;
+pub use engine::{CacheDir, DEFAULT_LINGER, Guest, Moat, MoatConfig};
+pub use error::MoatError;
+pub use run::{CAPTURE_LIMIT, Captured, Exit, Input, Output, Preopen, RunOptions};
+pub use ticker::{EPOCH_TICK, EpochTicker};

@@ -8,16 +8,17 @@ use std::time::{Duration, Instant};
 use wasmtime::Store;
 use wasmtime::component::{Linker, ResourceTable};
 use wasmtime_wasi::p2::pipe::{MemoryInputPipe, MemoryOutputPipe};
-use wasmtime_wasi::{FsPerms, I32Exit, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+use wasmtime_wasi::{FsPerms, I32Exit, WasiCtx, WasiCtxBuilder};
 
-use crate::bindings::wasi_sockets::{self, WasiNet, WasiNetView};
-use crate::bindings::{MoatCtxView, MoatView};
+use crate::bindings::wasi_sockets::WasiNet;
 use crate::bounds::{
     Alarm, DEFAULT_MAX_MEMORY, Limiter, MemoryLimitReached, TimeLimitReached, deadline_callback,
 };
-use crate::engine::{Guest, Moat, MoatError};
+use crate::engine::{Guest, Moat};
+use crate::error::MoatError;
 use crate::net::{Limits, Net, Notices, Resolver, TlsTrust};
 use crate::policy::Policy;
+use crate::state::RunState;
 
 /// Most bytes a captured stdout or stderr keeps; a guest printing more is
 /// stopped with an error rather than growing the host without bound.
@@ -227,48 +228,6 @@ impl Exit {
     }
 }
 
-/// The data of a guest's store.
-pub struct RunState {
-    wasi: WasiCtx,
-    wasi_net: WasiNet,
-    net: Net,
-    table: ResourceTable,
-    limiter: Limiter,
-}
-
-impl WasiView for RunState {
-    fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView {
-            ctx: &mut self.wasi,
-            table: &mut self.table,
-        }
-    }
-}
-
-impl WasiNetView for RunState {
-    fn wasi_net(&mut self) -> &mut WasiNet {
-        &mut self.wasi_net
-    }
-}
-
-impl MoatView for RunState {
-    fn moat(&mut self) -> MoatCtxView<'_> {
-        MoatCtxView {
-            net: &self.net,
-            table: &mut self.table,
-        }
-    }
-}
-
-/// The linker every run uses: WASI 0.2 and 0.3 with wasi:sockets under
-/// the policy, and moat:net.
-pub(crate) fn linker(engine: &wasmtime::Engine) -> wasmtime::Result<Linker<RunState>> {
-    let mut linker = Linker::new(engine);
-    wasi_sockets::add_to_linker(&mut linker)?;
-    crate::bindings::add_to_linker(&mut linker)?;
-    Ok(linker)
-}
-
 /// Where a run's denial lines go: the guest's stderr, prefixed with
 /// `moat: NAME:` (the program's file name, from its first argument).
 fn notices(options: &RunOptions) -> Notices {
@@ -323,12 +282,10 @@ fn wasi_ctx(options: &RunOptions, wasi_net: &WasiNet) -> Result<WasiCtx, MoatErr
     };
     for dir in &options.dirs {
         wasi.preopened_dir(&dir.host, &dir.guest, FsPerms::ReadWrite)
-            .map_err(|e| {
-                MoatError::Instantiate(format!(
-                    "cannot give the guest {} as {}: {e:#}",
-                    dir.host.display(),
-                    dir.guest
-                ))
+            .map_err(|source| MoatError::Preopen {
+                host: dir.host.clone(),
+                guest: dir.guest.clone(),
+                source,
             })?;
     }
     wasi_net.configure(&mut wasi);
@@ -383,8 +340,11 @@ impl Moat {
             Some(limit) => {
                 let mut callback = deadline_callback(Instant::now() + limit, limit);
                 store.epoch_deadline_callback(move |_| callback());
-                let _alarm = Alarm::set(self.engine().clone(), limit).map_err(|e| {
-                    MoatError::Engine(format!("cannot start the timeout thread: {e}"))
+                let _alarm = Alarm::set(self.engine().clone(), limit).map_err(|source| {
+                    MoatError::Thread {
+                        what: "timeout",
+                        source,
+                    }
                 })?;
                 match tokio::time::timeout(limit, call_run(&mut store, guest, self.linker())).await
                 {
@@ -407,7 +367,7 @@ async fn call_run(
     guest: &Guest,
     linker: &Linker<RunState>,
 ) -> Result<Exit, MoatError> {
-    let instantiate = |e: wasmtime::Error| MoatError::Instantiate(format!("{e:#}"));
+    let instantiate = MoatError::Instantiate;
     let result = if guest.async_run {
         let command = wasmtime_wasi::p3::bindings::Command::instantiate_async(
             &mut *store,
@@ -441,7 +401,7 @@ async fn call_run(
             } else if let Some(reached) = e.downcast_ref::<TimeLimitReached>() {
                 Err(MoatError::TimeLimit(reached.clone()))
             } else {
-                Err(MoatError::Trap(format!("{e:?}")))
+                Err(MoatError::Trap(e))
             }
         }
     }

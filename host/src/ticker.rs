@@ -28,16 +28,26 @@ use crate::net::PendingWrites;
 pub const EPOCH_TICK: Duration = Duration::from_millis(1);
 
 /// The thread that advances an engine's epoch while writes are pending.
-pub(crate) struct EpochTicker {
+///
+/// [`Moat`](crate::Moat) runs one. An embedder with an engine of its own
+/// (epoch interruption enabled) starts one beside it, gives the same
+/// [`PendingWrites`] to its runs' [`Net`](crate::net::Net)s
+/// ([`Net::with_pending_writes`](crate::net::Net::with_pending_writes)), and
+/// sets each store to yield at every tick
+/// (`store.epoch_deadline_async_yield_and_update(1)`). Dropping it stops
+/// the thread.
+pub struct EpochTicker {
     pending: Arc<PendingWrites>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl EpochTicker {
-    pub(crate) fn start(
-        engine: Engine,
-        pending: Arc<PendingWrites>,
-    ) -> std::io::Result<EpochTicker> {
+    /// Starts the thread for `engine`, ticking while `pending` has sockets
+    /// with bytes queued.
+    ///
+    /// # Errors
+    /// If the thread cannot be spawned.
+    pub fn start(engine: Engine, pending: Arc<PendingWrites>) -> std::io::Result<EpochTicker> {
         let gauge = Arc::clone(&pending);
         let thread = std::thread::Builder::new()
             .name("moat-epoch".into())

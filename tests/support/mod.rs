@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use moat_host::policy::Policy;
 use moat_host::{
-    CacheDir, Captured, Config, Exit, Guest, Input, Moat, MoatError, Output, RunOptions,
+    CacheDir, Captured, Exit, Guest, Input, Moat, MoatConfig, MoatError, Output, RunOptions,
 };
 
 #[allow(unused_imports)]
@@ -26,9 +26,9 @@ pub fn moat() -> &'static Moat {
     static MOAT: OnceLock<Moat> = OnceLock::new();
     MOAT.get_or_init(|| {
         let cache = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("moat-cache");
-        Moat::new(&Config {
+        Moat::new(&MoatConfig {
             cache: CacheDir::At(cache),
-            ..Config::default()
+            ..MoatConfig::default()
         })
         .expect("engine")
     })

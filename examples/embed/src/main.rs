@@ -1,39 +1,70 @@
-//! Embedding moat: a Rust program that runs a guest under a policy it
-//! builds in code, feeds it input and prints what the guest did.
+//! Embedding moat: a Rust program that runs guests under a policy it
+//! builds in code, feeds them input and prints what they did. Two ways:
+//!
+//! 1. [`Moat::run`]: moat's engine, linker and store, everything set up.
+//! 2. A wasmtime engine, linker and store of the program's own, with
+//!    moat:net and wasi:sockets under the policy added to the linker
+//!    ([`bindings::add_to_linker`], [`wasi_sockets::add_to_linker`]), and
+//!    what `Moat::run` adds besides: the epoch ticker that lets a computing
+//!    guest's writes drain, the memory limiter, and the closing linger.
 //!
 //! ```text
-//! cargo build --release --target wasm32-wasip2 -p ncat
-//! cargo run -p embed -- target/wasm32-wasip2/release/ncat.wasm
+//! cargo build --release --target wasm32-wasip2 -p ncat -p std-fetch
+//! cargo run -p embed -- target/wasm32-wasip2/release/ncat.wasm target/wasm32-wasip2/release/std-fetch.wasm
 //! ```
 //!
-//! It starts a small echo service of its own, lets the `ncat` guest reach
-//! that one address and nothing else, and runs it twice: once to the
-//! allowed address, once to a port it was not granted.
+//! It starts two small services of its own (one answers in upper case, one
+//! speaks just enough HTTP/1.0), lets each guest reach one of them and
+//! nothing else, and runs each twice: once to the allowed address, once to
+//! a port it was not granted. The second guest is a plain std::net
+//! program, run the second way.
+
+use std::sync::Arc;
 
 use anyhow::Context;
+use moat_host::bindings::wasi_sockets::{self, WasiNet, WasiNetView};
+use moat_host::bindings::{self, MoatCtxView, MoatView};
+use moat_host::bounds::{DEFAULT_MAX_MEMORY, Limiter};
+use moat_host::net::{Net, Notices, PendingWrites};
 use moat_host::policy::Policy;
-use moat_host::{Captured, Config, Input, Moat, Output, RunOptions};
+use moat_host::{
+    Captured, DEFAULT_LINGER, EpochTicker, Input, Moat, MoatConfig, Output, RunOptions,
+};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
+use wasmtime::component::{Component, Linker, ResourceTable};
+use wasmtime::{Engine, Store};
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 fn main() -> anyhow::Result<()> {
     let guest_path = std::env::args()
         .nth(1)
         .unwrap_or_else(|| "target/wasm32-wasip2/release/ncat.wasm".into());
+    let stock_path = std::env::args()
+        .nth(2)
+        .unwrap_or_else(|| "target/wasm32-wasip2/release/std-fetch.wasm".into());
     // moat keeps a guest and its sockets on one thread: a current-thread
     // runtime is the fast and simple choice.
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    runtime.block_on(run(&guest_path))
+    runtime.block_on(async {
+        let service = TcpListener::bind("127.0.0.1:0").await?;
+        let port = service.local_addr()?.port();
+        tokio::spawn(echo_uppercase(service));
+        println!("1. Moat::run, an SDK guest:");
+        run(&guest_path, port).await?;
+        let web = TcpListener::bind("127.0.0.1:0").await?;
+        let web_port = web.local_addr()?.port();
+        tokio::spawn(http_hello(web));
+        println!("2. An engine and linker of our own, a std::net guest:");
+        run_own_linker(&stock_path, web_port).await
+    })
 }
 
-async fn run(guest_path: &str) -> anyhow::Result<()> {
-    let service = TcpListener::bind("127.0.0.1:0").await?;
-    let port = service.local_addr()?.port();
-    tokio::spawn(echo_uppercase(service));
-
-    let moat = Moat::new(&Config::default())?;
+async fn run(guest_path: &str, port: u16) -> anyhow::Result<()> {
+    let moat = Moat::new(&MoatConfig::default())?;
     let guest = moat
         .load(guest_path)
         .context("build it first: cargo build --release --target wasm32-wasip2 -p ncat")?;
@@ -79,6 +110,120 @@ async fn echo_uppercase(listener: TcpListener) {
                 }
             }
             let _ = conn.shutdown().await;
+        });
+    }
+}
+
+/// The data of a store of our own: WASI with wasi:sockets under the
+/// policy, and moat:net.
+struct Host {
+    wasi: WasiCtx,
+    wasi_net: WasiNet,
+    net: Net,
+    table: ResourceTable,
+    limiter: Limiter,
+}
+
+impl WasiView for Host {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl WasiNetView for Host {
+    fn wasi_net(&mut self) -> &mut WasiNet {
+        &mut self.wasi_net
+    }
+}
+
+impl MoatView for Host {
+    fn moat(&mut self) -> MoatCtxView<'_> {
+        MoatCtxView {
+            net: &self.net,
+            table: &mut self.table,
+        }
+    }
+}
+
+async fn run_own_linker(stock_path: &str, port: u16) -> anyhow::Result<()> {
+    let mut config = wasmtime::Config::new();
+    config.wasm_component_model_async(true);
+    config.epoch_interruption(true);
+    let engine = Engine::new(&config)?;
+    // Ticks the epoch while some socket of these runs has bytes queued.
+    let pending = PendingWrites::new();
+    let _ticker = EpochTicker::start(engine.clone(), Arc::clone(&pending))?;
+    let mut linker = Linker::<Host>::new(&engine);
+    wasi_sockets::add_to_linker(&mut linker)?;
+    bindings::add_to_linker(&mut linker)?;
+    let component = Component::from_file(&engine, stock_path).map_err(|e| {
+        anyhow::Error::from(e)
+            .context("build it first: cargo build --release --target wasm32-wasip2 -p std-fetch")
+    })?;
+
+    // Names are judged as written: the grant names localhost, and the
+    // guest's lookup of localhost is what lets it reach 127.0.0.1.
+    let policy = Policy::new().allow_connect(&format!("localhost:{port}"))?;
+    for target_port in [port, port + 1] {
+        let net = Net::with_pending_writes(policy.clone(), Arc::clone(&pending));
+        let wasi_net = WasiNet::new(&net, Notices::new(|line| println!("  notice | {line}")));
+        let stdout = MemoryOutputPipe::new(1 << 20);
+        let mut builder = WasiCtxBuilder::new();
+        builder
+            .args(&["std-fetch", &format!("localhost:{target_port}"), "/hello"])
+            .stdout(stdout.clone());
+        wasi_net.configure(&mut builder);
+        let mut store = Store::new(
+            &engine,
+            Host {
+                wasi: builder.build(),
+                wasi_net,
+                net: net.clone(),
+                table: ResourceTable::new(),
+                limiter: Limiter::new(DEFAULT_MAX_MEMORY),
+            },
+        );
+        store.limiter(|host| &mut host.limiter);
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_async_yield_and_update(1);
+        let command = wasmtime_wasi::p2::bindings::Command::instantiate_async(
+            &mut store, &component, &linker,
+        )
+        .await?;
+        let ran = command.wasi_cli_run().call_run(&mut store).await?;
+        drop(store);
+        // Sockets the guest closed with bytes queued get to send them.
+        net.finish(DEFAULT_LINGER).await;
+        println!(
+            "std-fetch to localhost:{target_port} {}",
+            if ran.is_ok() { "succeeded" } else { "failed" }
+        );
+        print_lines("  stdout", &stdout.contents());
+    }
+    Ok(())
+}
+
+/// The service std-fetch may reach: one HTTP/1.0 answer per connection.
+async fn http_hello(listener: TcpListener) {
+    while let Ok((mut conn, _)) = listener.accept().await {
+        tokio::spawn(async move {
+            let mut request = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !request.ends_with(b"\r\n\r\n") {
+                match conn.read(&mut buf).await {
+                    Ok(n @ 1..) => request.extend_from_slice(&buf[..n]),
+                    _ => return,
+                }
+            }
+            let body = "hello from the embedder's service\n";
+            let response = format!(
+                "HTTP/1.0 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = conn.write_all(response.as_bytes()).await;
         });
     }
 }

@@ -10,7 +10,7 @@ use clap::Parser;
 use moat_host::net::{Limits, TlsTrust};
 use moat_host::policy::{Capability, DenyList, Grant, Policy, Rule};
 use moat_host::policy_file::{At, GrantSpec, PolicyFile, PolicyFileError};
-use moat_host::{CacheDir, Config, Moat, MoatError, RunOptions};
+use moat_host::{CacheDir, Moat, MoatConfig, MoatError, RunOptions};
 
 use args::{Cli, Command, RunArgs};
 
@@ -90,11 +90,11 @@ fn hint(err: &MoatError) -> Option<&'static str> {
         MoatError::Read { source, .. } if source.kind() == std::io::ErrorKind::NotFound => Some(
             "build guests with `cargo build --release --target wasm32-wasip2`; they land in target/wasm32-wasip2/release/",
         ),
-        MoatError::Compile { reason, .. } if reason.contains("component") => Some(
+        MoatError::Compile { source, .. } if format!("{source:#}").contains("component") => Some(
             "moat runs components (the wasm32-wasip2 target); a core module (wasm32-wasip1, wasm32-unknown-unknown) is not one",
         ),
-        MoatError::Instantiate(reason) if reason.contains("import") => Some(
-            "the guest needs an interface moat does not provide; moat offers moat:net@0.2.0 and WASI 0.2/0.3 (without wasi:sockets)",
+        MoatError::Instantiate(source) if format!("{source:#}").contains("import") => Some(
+            "the guest needs an interface moat does not provide; moat offers moat:net@0.2.0 and WASI 0.2/0.3, wasi:sockets included",
         ),
         _ => None,
     }
@@ -102,7 +102,7 @@ fn hint(err: &MoatError) -> Option<&'static str> {
 
 /// Turns the flags (and the policy file, if any) into a run's options and
 /// the engine's configuration.
-fn prepare(args: &RunArgs) -> anyhow::Result<(RunOptions, Config)> {
+fn prepare(args: &RunArgs) -> anyhow::Result<(RunOptions, MoatConfig)> {
     let file = match &args.policy {
         Some(path) => Some((PolicyFile::read(path)?, path.as_path())),
         None => None,
@@ -216,9 +216,9 @@ fn prepare(args: &RunArgs) -> anyhow::Result<(RunOptions, Config)> {
         }
         (None, false) => CacheDir::Default,
     };
-    let config = Config {
+    let config = MoatConfig {
         cache,
-        ..Config::default()
+        ..MoatConfig::default()
     };
     Ok((options, config))
 }

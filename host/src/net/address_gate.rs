@@ -182,6 +182,7 @@ impl AddressGate {
             return Err(denied);
         }
         let names = self.names.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut resolved_from = None;
         for name in names.names(ip) {
             let allowed = policy.check(capability, name, port).is_ok()
                 && policy.check_resolved(capability, name, port, ip).is_ok();
@@ -189,8 +190,16 @@ impl AddressGate {
                 tracing::debug!(target: "moat::net", %ip, port, %name, "admitted as the name it was resolved from");
                 return Ok(());
             }
+            resolved_from.get_or_insert_with(|| name.clone());
         }
-        Err(denied)
+        // The program wrote a name: the denial names it, and the flag for it.
+        Err(match resolved_from {
+            Some(name) => Denied {
+                host: name,
+                ..denied
+            },
+            None => denied,
+        })
     }
 
     /// Looks `name` up for the program: an IP literal is returned as is

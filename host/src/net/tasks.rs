@@ -135,7 +135,7 @@ impl PendingWrites {
 
     /// Blocks the calling thread until some socket has bytes queued (true)
     /// or the gauge is closed (false).
-    pub fn wait_busy(&self) -> bool {
+    pub(crate) fn wait_busy(&self) -> bool {
         let mut state = self.lock();
         while state.busy == 0 && !state.closed {
             state = self
@@ -147,7 +147,7 @@ impl PendingWrites {
     }
 
     /// Wakes every [`wait_busy`](Self::wait_busy) for good.
-    pub fn close(&self) {
+    pub(crate) fn close(&self) {
         self.lock().closed = true;
         self.changed.notify_all();
     }

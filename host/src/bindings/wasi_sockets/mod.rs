@@ -15,7 +15,11 @@
 //!   bound on wasi 0.3 UDP receives waiting ([`count`]).
 //!
 //! An embedder puts wasi:sockets under a policy on a linker and a
-//! [`WasiCtxBuilder`] of its own:
+//! [`WasiCtxBuilder`] of its own (examples/embed does it all, with moat:net
+//! beside it, the [`EpochTicker`](crate::EpochTicker) that lets a
+//! computing guest's writes drain, the memory
+//! [`Limiter`](crate::bounds::Limiter) and the closing
+//! [`Net::finish`](crate::net::Net::finish)):
 //!
 //! ```no_run
 //! use moat_host::bindings::wasi_sockets::{self, WasiNet, WasiNetView};

@@ -1,0 +1,67 @@
+//! What can go wrong loading or running a guest.
+//!
+//! wasmtime's errors are kept as sources, not flattened to text: an
+//! embedder matches [`MoatError::Trap`] and downcasts its
+//! [`wasmtime::Error`] to a [`wasmtime::Trap`], or walks
+//! [`std::error::Error::source`].
+
+use std::path::PathBuf;
+
+use crate::bounds::{MemoryLimitReached, TimeLimitReached};
+
+/// What can go wrong loading or running a guest.
+#[derive(Debug, thiserror::Error)]
+pub enum MoatError {
+    /// wasmtime refused the engine's configuration.
+    #[error("cannot set up the wasm engine: {0:#}")]
+    Engine(#[source] wasmtime::Error),
+    /// A helper thread (the epoch ticker, a run's alarm) could not start.
+    #[error("cannot start the {what} thread: {source}")]
+    Thread {
+        /// Which thread.
+        what: &'static str,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The bytes are not a component wasmtime can compile.
+    #[error("{path} is not a WebAssembly component moat can run: {source:#}")]
+    Compile {
+        /// The file (or the name given with the bytes).
+        path: PathBuf,
+        /// Why, as wasmtime reports it.
+        source: wasmtime::Error,
+    },
+    /// A directory given to the guest could not be opened.
+    #[error("cannot give the guest {} as {guest}: {source:#}", host.display())]
+    Preopen {
+        /// The directory on the host.
+        host: PathBuf,
+        /// Where the guest would have seen it.
+        guest: String,
+        /// Why.
+        source: wasmtime::Error,
+    },
+    /// The component needs imports moat does not provide, or exports no
+    /// `wasi:cli/run`.
+    #[error("cannot start the guest: {0:#}")]
+    Instantiate(#[source] wasmtime::Error),
+    /// The guest trapped (or a host call failed fatally) while running;
+    /// downcast the source to [`wasmtime::Trap`] for the trap code.
+    #[error("the guest trapped: {0:?}")]
+    Trap(#[source] wasmtime::Error),
+    /// The guest tried to grow its memory past the run's limit, and was
+    /// stopped.
+    #[error("{0}")]
+    MemoryLimit(#[source] MemoryLimitReached),
+    /// The run's time limit passed, and the guest was stopped.
+    #[error("{0}")]
+    TimeLimit(#[source] TimeLimitReached),
+}
