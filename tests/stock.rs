@@ -187,7 +187,11 @@ async fn a_name_no_grant_names_is_refused_without_a_query() {
     )
     .await;
     assert_eq!(done.code(), 1, "{}", done.stdout);
-    assert!(done.stdout.starts_with("error: "), "{}", done.stdout);
+    assert!(
+        done.stdout.starts_with("error: PermissionDenied"),
+        "{}",
+        done.stdout
+    );
     assert!(
         done.stderr.contains("moat: std-net: lookup of db.test denied: no --allow-net or --allow-listen entry names it"),
         "{}",
@@ -294,6 +298,47 @@ async fn a_tcp_server_listens_only_where_granted() {
         done.stderr
     );
     assert!(port_is_free(port));
+}
+
+#[tokio::test]
+async fn an_accept_past_the_socket_cap_is_reset_and_the_server_keeps_its_place() {
+    let names = Names::new(&[]);
+    // The listener is the run's one socket: an accepted connection would
+    // be a second.
+    let limits = Limits {
+        max_sockets: Some(1),
+        ..Limits::default()
+    };
+    let running = support::start_with(
+        guests::STD_NET,
+        options(
+            Policy::new().allow_listen("127.0.0.1").unwrap(),
+            &names,
+            &["tcp-server", "127.0.0.1:0"],
+        )
+        .limits(limits)
+        .timeout(std::time::Duration::from_secs(3)),
+    );
+    let addr = running.listening_addr().await;
+    let mut client = tokio::net::TcpStream::connect(addr).await.unwrap();
+    // Were it accepted, the echo would come back and end.
+    let _ = client.write_all(b"echo me").await;
+    let _ = client.shutdown().await;
+    let mut got = Vec::new();
+    let read = within("the reset", client.read_to_end(&mut got)).await;
+    assert!(
+        read.is_err() || got.is_empty(),
+        "an accept past the cap got through: {got:?}"
+    );
+    // The guest never saw the connection; the run ends at its timeout.
+    let done = running.finish().await;
+    assert!(
+        matches!(done.exit, Err(moat_host::MoatError::TimeLimit(_))),
+        "{:?}\n{}",
+        done.exit,
+        done.stdout
+    );
+    assert!(!done.stdout.contains("accepted"), "{}", done.stdout);
 }
 
 #[tokio::test]

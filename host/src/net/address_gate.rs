@@ -261,3 +261,70 @@ pub(crate) struct UdpReceiveTurn {
     _waiting: OwnedSemaphorePermit,
     _buffer: OwnedSemaphorePermit,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn notices_tell_each_distinct_line_once_and_stop_after_the_cap() {
+        let told = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&told);
+        let notices = Notices::new(move |line| sink.lock().unwrap().push(line.to_owned()));
+        for round in 0..3 {
+            for i in 0..MAX_NOTICES + 8 {
+                notices.tell(format!("denial {i}"));
+            }
+            let told = told.lock().unwrap();
+            assert_eq!(told.len(), MAX_NOTICES + 1, "round {round}");
+        }
+        let told = told.lock().unwrap();
+        assert_eq!(told[0], "denial 0");
+        assert_eq!(told[MAX_NOTICES - 1], format!("denial {}", MAX_NOTICES - 1));
+        assert!(told[MAX_NOTICES].starts_with("further denials are not shown"));
+    }
+
+    #[test]
+    fn a_denial_of_a_recorded_address_names_the_name() {
+        let policy = crate::policy::Policy::new()
+            .allow_connect("api.test:443")
+            .unwrap();
+        let gate = AddressGate::new(
+            Arc::new(Gate::new(policy, crate::net::Limits::default(), None)),
+            Notices::default(),
+        );
+        let ip: IpAddr = "10.1.2.3".parse().unwrap();
+        let name = Host::parse("api.test").unwrap();
+        let connect = |port| gate.judge(SocketAddr::new(ip, port), AddressUse::Connect);
+        assert!(
+            matches!(connect(443), Err(NetError::Denied(_))),
+            "not looked up yet"
+        );
+        gate.names
+            .lock()
+            .unwrap()
+            .record(&name, &[ip], std::time::Duration::from_secs(60));
+        assert!(connect(443).is_ok());
+        match connect(80) {
+            Err(NetError::Denied(denied)) => assert_eq!(
+                denied.to_string(),
+                "connect to api.test:80 denied: needs --allow-net=api.test:80"
+            ),
+            other => panic!("{other:?}"),
+        }
+        // Accepts, receives and ephemeral binds pass; a fixed bind does not.
+        let any = SocketAddr::new(ip, 0);
+        assert!(gate.judge(any, AddressUse::Accept).is_ok());
+        assert!(gate.judge(any, AddressUse::Receive).is_ok());
+        assert!(gate.judge(any, AddressUse::Bind).is_ok());
+        assert!(
+            gate.judge(SocketAddr::new(ip, 53), AddressUse::Bind)
+                .is_err()
+        );
+        let unspecified = SocketAddr::new("0.0.0.0".parse().unwrap(), 443);
+        assert!(matches!(
+            gate.judge(unspecified, AddressUse::Connect),
+            Err(NetError::InvalidArgument(_))
+        ));
+    }
+}

@@ -245,13 +245,14 @@ pub struct LookupDenied {
 
 impl fmt::Display for LookupDenied {
     /// `lookup of db.example denied: no --allow-net or --allow-listen entry
-    /// names it`, or `lookup of evil.example denied by --deny-net=evil.example`.
+    /// names it (--allow-net=db.example would)`, or `lookup of evil.example
+    /// denied by --deny-net=evil.example`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let name = &self.name;
         match &self.reason {
             DenyReason::NotGranted => write!(
                 f,
-                "lookup of {name} denied: no --allow-net or --allow-listen entry names it (e.g. --allow-net={name}:443)"
+                "lookup of {name} denied: no --allow-net or --allow-listen entry names it (--allow-net={name} would)"
             ),
             DenyReason::DeniedBy { entry, .. } => {
                 write!(f, "lookup of {name} denied by {entry}")
