@@ -10,7 +10,7 @@ mod support;
 
 use moat_host::net::limits::MAX_WASI_UDP_RECEIVES;
 use moat_host::policy::Policy;
-use support::{guests, open_sockets, within};
+use support::{guests, open_sockets, rss, within};
 
 /// Receives the guest parks.
 const PARKED: u32 = 40_000;
@@ -18,17 +18,6 @@ const PARKED: u32 = 40_000;
 /// What the host may grow by while they wait: 256 buffers of 64 KiB are
 /// 16 MiB; the rest is wasmtime's and the allocator's slack.
 const PARKED_RSS_BOUND: u64 = 64 << 20;
-
-/// This process's resident memory, in bytes.
-fn rss() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map(|kib| kib * 1024)
-        .expect("VmRSS")
-}
 
 /// Runs the guest parking `parked` receives; returns the host's growth
 /// while they wait, and the guest's output.

@@ -11,24 +11,13 @@ use std::net::SocketAddr;
 
 use moat_host::net::limits::DEFAULT_MAX_WAITING_CALLS;
 use moat_host::policy::Policy;
-use support::{guests, open_sockets, within};
+use support::{guests, open_sockets, rss, within};
 
 /// Receives the guest parks: where an unbounded host held 1.74 GB.
 const PARKED: u32 = 40_000;
 
 /// What the host may grow by while they wait: the documented bound.
 const PARKED_RSS_BOUND: u64 = 64 << 20;
-
-/// This process's resident memory, in bytes.
-fn rss() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map(|kib| kib * 1024)
-        .expect("VmRSS")
-}
 
 fn address_after(out: &str, word: &str) -> SocketAddr {
     out.split_whitespace()

@@ -470,7 +470,8 @@ async fn the_std_examples_serve_and_fetch_under_their_grants() {
     let names = Names::new(&[("web.test", "127.0.0.1")]);
     let running = support::start_with(
         guests::STD_ECHO,
-        RunOptions::new(Policy::new().allow_listen("127.0.0.1").unwrap())
+        // As the demo grants it: any free port, judged as port 0.
+        RunOptions::new(Policy::new().allow_listen("127.0.0.1:0").unwrap())
             .arg("std-echo")
             .args(["127.0.0.1:0", "2"])
             .stdin(Input::Empty),

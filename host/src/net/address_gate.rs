@@ -13,7 +13,9 @@
 //!    address. A connect or send is admitted if the grant allows the
 //!    address itself, or a name it was resolved from, on that port; a deny
 //!    entry that matches the address wins either way. Binding and
-//!    listening are judged the same way against the listen grant. Accepted
+//!    listening are judged the same way against the listen grant; a listen
+//!    on a socket bound to port 0 is judged as port 0, as moat:net judges
+//!    `listen(host, 0)`. Accepted
 //!    connections and received datagrams pass (the listen grant covered
 //!    them); so does a bind to port 0, the ephemeral local port every
 //!    client socket has.
@@ -162,10 +164,20 @@ impl AddressGate {
                 "{addr} is the unspecified address, not a destination"
             )));
         }
-        let denied = match self.judge_host(capability, ip, addr.port()) {
+        let mut denied = match self.judge_host(capability, ip, addr.port()) {
             Ok(()) => return Ok(()),
             Err(denied) => denied,
         };
+        if use_ == AddressUse::Listen && addr.port() != 0 && !denied.by_deny_entry() {
+            // A listen sees the port the socket got; one bound to a fixed
+            // port had that port judged at its bind, against the same
+            // grant. So this is a socket bound to port 0 (any free port),
+            // judged as port 0, as moat:net judges `listen(host, 0)`.
+            match self.judge_host(capability, ip, 0) {
+                Ok(()) => return Ok(()),
+                Err(as_port_0) => denied = as_port_0,
+            }
+        }
         tracing::debug!(target: "moat::net", %denied, ?use_, "denied");
         self.notices.tell(denied.to_string());
         Err(denied.into())
@@ -177,7 +189,7 @@ impl AddressGate {
             Ok(()) => return Ok(()),
             Err(denied) => denied,
         };
-        if denied.reason != crate::policy::DenyReason::NotGranted {
+        if denied.by_deny_entry() {
             // A deny entry matched the address itself: no name can lift it.
             return Err(denied);
         }
@@ -266,6 +278,13 @@ pub(crate) struct UdpReceiveTurn {
 mod tests {
     use super::*;
 
+    fn gate_for(policy: crate::policy::Policy) -> AddressGate {
+        AddressGate::new(
+            Arc::new(Gate::new(policy, crate::net::Limits::default(), None)),
+            Notices::default(),
+        )
+    }
+
     #[test]
     fn notices_tell_each_distinct_line_once_and_stop_after_the_cap() {
         let told = Arc::new(Mutex::new(Vec::new()));
@@ -289,10 +308,7 @@ mod tests {
         let policy = crate::policy::Policy::new()
             .allow_connect("api.test:443")
             .unwrap();
-        let gate = AddressGate::new(
-            Arc::new(Gate::new(policy, crate::net::Limits::default(), None)),
-            Notices::default(),
-        );
+        let gate = gate_for(policy);
         let ip: IpAddr = "10.1.2.3".parse().unwrap();
         let name = Host::parse("api.test").unwrap();
         let connect = |port| gate.judge(SocketAddr::new(ip, port), AddressUse::Connect);
@@ -312,6 +328,27 @@ mod tests {
             ),
             other => panic!("{other:?}"),
         }
+        // A listener on a port-0 bind is judged as port 0.
+        let listen = crate::policy::Policy::new()
+            .allow_listen("127.0.0.1:0,127.0.0.1:8080")
+            .unwrap();
+        let listens = gate_for(listen);
+        let local = |port| SocketAddr::new("127.0.0.1".parse().unwrap(), port);
+        assert!(listens.judge(local(37141), AddressUse::Listen).is_ok());
+        assert!(listens.judge(local(8080), AddressUse::Bind).is_ok());
+        assert!(listens.judge(local(8081), AddressUse::Bind).is_err());
+        let only_8080 = crate::policy::Policy::new()
+            .allow_listen("127.0.0.1:8080")
+            .unwrap();
+        let only_8080 = gate_for(only_8080);
+        match only_8080.judge(local(37141), AddressUse::Listen) {
+            Err(NetError::Denied(denied)) => assert_eq!(
+                denied.to_string(),
+                "listen on 127.0.0.1:0 denied: needs --allow-listen=127.0.0.1:0"
+            ),
+            other => panic!("{other:?}"),
+        }
+
         // Accepts, receives and ephemeral binds pass; a fixed bind does not.
         let any = SocketAddr::new(ip, 0);
         assert!(gate.judge(any, AddressUse::Accept).is_ok());

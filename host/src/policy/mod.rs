@@ -232,6 +232,14 @@ impl fmt::Display for Denied {
 
 impl std::error::Error for Denied {}
 
+impl Denied {
+    /// Whether a deny entry refused the call (rather than no grant
+    /// allowing it).
+    pub fn by_deny_entry(&self) -> bool {
+        matches!(self.reason, DenyReason::DeniedBy { .. })
+    }
+}
+
 /// A refused name lookup (for programs that look names up themselves, as
 /// wasi:sockets programs do): no grant names the name, or a deny entry
 /// refuses it on every port.
