@@ -725,3 +725,33 @@ mod own_linker {
         assert_eq!(connections(&listener), 0);
     }
 }
+
+#[tokio::test]
+async fn accepted_connections_give_their_socket_places_back() {
+    // The listener and one connection at a time fit in 2; twelve clients
+    // in turn each need the place the one before gave back.
+    let running = support::start_with(
+        guests::STD_ECHO,
+        RunOptions::new(Policy::new().allow_listen("127.0.0.1:0").unwrap())
+            .arg("std-echo")
+            .args(["127.0.0.1:0", "12"])
+            .stdin(Input::Empty)
+            .limits(Limits {
+                max_sockets: Some(2),
+                ..Limits::default()
+            }),
+    );
+    let addr = running.listening_addr().await;
+    for client in 0..12u8 {
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        stream.write_all(&[client; 100]).await.unwrap();
+        stream.shutdown().await.unwrap();
+        let mut back = Vec::new();
+        within("echo", stream.read_to_end(&mut back))
+            .await
+            .unwrap_or_else(|e| panic!("client {client}: {e}"));
+        assert_eq!(back, [client; 100], "client {client}");
+    }
+    let done = running.finish().await;
+    assert_eq!(done.code(), 0, "{}", done.stderr);
+}

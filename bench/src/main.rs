@@ -5,8 +5,9 @@
 //! cargo run --release -p moat-bench -- [--quick] [--rounds N] [--baseline DIR] [WORKLOAD...]
 //! ```
 //!
-//! Writes `target/bench/latest.json`, `target/bench/latest.md` (the table)
-//! and `target/bench/ratios.svg` (the chart). `--baseline DIR` also runs
+//! Writes `target/bench/latest.json`, `target/bench/latest.md` (the table),
+//! `target/bench/latest-stock.md` (the std::net guest on moat beside
+//! wasmtime-wasi) and `target/bench/ratios.svg` (the chart). `--baseline DIR` also runs
 //! the `moat` and wasmtime-wasi servers of another build of this repository
 //! (DIR is that checkout's target directory) in the same rounds, and writes
 //! the A/B table to `target/bench/latest-ab.md`.
@@ -124,6 +125,11 @@ fn harness(args: &[String]) -> anyhow::Result<()> {
         serde_json::to_string_pretty(&report)?,
     )?;
     std::fs::write(out.join("latest.md"), &table)?;
+    let stock = report::stock_table(&report);
+    if !stock.is_empty() {
+        println!("{stock}");
+        std::fs::write(out.join("latest-stock.md"), &stock)?;
+    }
     let ab = report::ab_table(&report);
     if !ab.is_empty() {
         println!("{ab}");

@@ -231,6 +231,45 @@ pub fn ab_table(report: &Report) -> String {
     out
 }
 
+/// The same std::net guest on wasmtime-wasi's sockets and on moat's (its
+/// wasi:sockets under the policy), for the workloads that ran both: what
+/// the policy hook, the lookup record and moat's host cost. The goal is
+/// within 5% of wasmtime-wasi. Empty if no workload ran the guest on moat.
+pub fn stock_table(report: &Report) -> String {
+    let mut out = String::new();
+    out.push_str("| workload | metric | wasmtime-wasi | moat, std::net guest | moat / wasmtime-wasi | within 5% |\n");
+    out.push_str("|---|---|---|---|---|---|\n");
+    let mut rows = 0;
+    for w in &report.workloads {
+        let mut first = true;
+        for m in &w.metrics {
+            let (Some(wasi), Some(std)) = (
+                m.servers.get(&Kind::WasmtimeWasi),
+                m.servers.get(&Kind::MoatStd),
+            ) else {
+                continue;
+            };
+            let ratio = std.median / wasi.median;
+            let within = match m.better {
+                Better::Higher => ratio >= 0.95,
+                Better::Lower => ratio <= 1.05,
+            };
+            out.push_str(&format!(
+                "| {} | {} | {} | {} | {:.2} | {} |\n",
+                if first { w.name.as_str() } else { "" },
+                m.label(),
+                m.cell(Kind::WasmtimeWasi),
+                m.cell(Kind::MoatStd),
+                ratio,
+                if within { "yes" } else { "**no**" },
+            ));
+            first = false;
+            rows += 1;
+        }
+    }
+    if rows == 0 { String::new() } else { out }
+}
+
 /// A chart of every metric's ratio to native, moat beside wasmtime-wasi.
 pub fn chart(report: &Report, path: &Path) -> anyhow::Result<()> {
     let rows: Vec<(String, Option<f64>, Option<f64>)> = report

@@ -29,6 +29,9 @@ pub enum Kind {
     WasmtimeWasi,
     /// The same, served by the baseline build's harness (its wasmtime-wasi).
     WasmtimeWasiBaseline,
+    /// `moat run` with the same std::net guest: wasi:sockets under moat's
+    /// policy, beside wasmtime-wasi's own (the rows it can run).
+    MoatStd,
 }
 
 impl Kind {
@@ -39,6 +42,7 @@ impl Kind {
             Kind::MoatBaseline => "moat (baseline)",
             Kind::WasmtimeWasi => "wasmtime-wasi",
             Kind::WasmtimeWasiBaseline => "wasmtime-wasi (baseline)",
+            Kind::MoatStd => "moat, std::net guest",
         }
     }
 
@@ -50,10 +54,11 @@ impl Kind {
             Kind::MoatBaseline => "moat-baseline",
             Kind::WasmtimeWasi => "wasmtime-wasi",
             Kind::WasmtimeWasiBaseline => "wasmtime-wasi-baseline",
+            Kind::MoatStd => "moat-std",
         }
     }
 
-    /// Whether the server is `moat run`.
+    /// Whether the server is `moat run` with a moat-sdk guest.
     pub fn is_moat(self) -> bool {
         matches!(self, Kind::Moat | Kind::MoatBaseline)
     }
@@ -212,6 +217,14 @@ impl Setup {
         kinds
     }
 
+    /// [`kinds`](Self::kinds) and moat running the std::net guest, for the
+    /// workloads that guest serves.
+    pub fn kinds_with_std(&self) -> Vec<Kind> {
+        let mut kinds = self.kinds();
+        kinds.push(Kind::MoatStd);
+        kinds
+    }
+
     fn baseline(&self) -> &Baseline {
         self.baseline
             .as_ref()
@@ -338,6 +351,20 @@ impl Server {
                             .args(rest);
                     }
                 }
+            }
+            Kind::MoatStd => {
+                let rest = mode_args.split_off(1);
+                command
+                    .arg(&setup.moat)
+                    .arg("run")
+                    .arg(format!("--cache-dir={}", setup.cache.display()))
+                    .arg("--allow-listen=127.0.0.1:0")
+                    .arg("--allow-net=127.0.0.1")
+                    .args(setup.uncapped(kind))
+                    .arg(setup.guest(kind, Guest::BenchStd))
+                    .arg(&mode_args[0])
+                    .arg(&listen)
+                    .args(rest);
             }
             Kind::WasmtimeWasi | Kind::WasmtimeWasiBaseline => {
                 let rest = mode_args.split_off(1);

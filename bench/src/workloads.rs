@@ -79,8 +79,21 @@ fn client<T>(
 }
 
 fn started(run: &Run, mode: Mode, pinned: bool) -> anyhow::Result<Vec<(Kind, Server)>> {
-    run.setup
-        .kinds()
+    start_all(run, run.setup.kinds(), mode, pinned)
+}
+
+/// As [`started`], with moat running the std::net guest too.
+fn started_with_std(run: &Run, mode: Mode, pinned: bool) -> anyhow::Result<Vec<(Kind, Server)>> {
+    start_all(run, run.setup.kinds_with_std(), mode, pinned)
+}
+
+fn start_all(
+    run: &Run,
+    kinds: Vec<Kind>,
+    mode: Mode,
+    pinned: bool,
+) -> anyhow::Result<Vec<(Kind, Server)>> {
+    kinds
         .into_iter()
         .map(|k| Ok((k, Server::start(&run.setup, k, mode, pinned)?)))
         .collect()
@@ -137,7 +150,7 @@ async fn echo_through(
 fn tcp_throughput(run: &Run) -> anyhow::Result<Workload> {
     const CHUNK: usize = 64 * 1024;
     let total = run.scale(512, 64) << 20;
-    let servers = started(run, Mode::Echo, true)?;
+    let servers = started_with_std(run, Mode::Echo, true)?;
     let mut rate = MetricBuilder::new("throughput", "MiB/s", Better::Higher);
     let mut cpu = MetricBuilder::new("server CPU per byte", "ns/B", Better::Lower);
     for _ in 0..run.rounds {
@@ -180,7 +193,7 @@ fn tcp_throughput(run: &Run) -> anyhow::Result<Workload> {
 
 fn tcp_rr(run: &Run) -> anyhow::Result<Workload> {
     let trips = run.scale(20_000, 5_000);
-    let servers = started(run, Mode::Echo, true)?;
+    let servers = started_with_std(run, Mode::Echo, true)?;
     let mut p50 = MetricBuilder::new("round trip p50", "µs", Better::Lower);
     let mut p99 = MetricBuilder::new("round trip p99", "µs", Better::Lower);
     let mut cpu = MetricBuilder::new("server CPU per round trip", "µs", Better::Lower);
@@ -226,7 +239,7 @@ fn tcp_rr(run: &Run) -> anyhow::Result<Workload> {
 fn tcp_connect(run: &Run) -> anyhow::Result<Workload> {
     let conns = run.scale(2_000, 400);
     const CLIENTS: usize = 64;
-    let servers = started(run, Mode::Echo, true)?;
+    let servers = started_with_std(run, Mode::Echo, true)?;
     let mut seq = MetricBuilder::new("sequential connections", "conn/s", Better::Higher);
     let mut par = MetricBuilder::new("64 clients at once", "conn/s", Better::Higher);
     let mut cpu = MetricBuilder::new("server CPU per connection", "µs", Better::Lower);
@@ -620,7 +633,7 @@ fn cold_start(run: &Run) -> anyhow::Result<Workload> {
 
 fn udp_echo(run: &Run) -> anyhow::Result<Workload> {
     let trips = run.scale(10_000, 3_000);
-    let servers = started(run, Mode::UdpEcho, true)?;
+    let servers = started_with_std(run, Mode::UdpEcho, true)?;
     let mut p50 = MetricBuilder::new("round trip p50", "µs", Better::Lower);
     let mut p99 = MetricBuilder::new("round trip p99", "µs", Better::Lower);
     let mut cpu = MetricBuilder::new("server CPU per round trip", "µs", Better::Lower);
