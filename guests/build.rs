@@ -23,6 +23,7 @@ const GUESTS: &[(&str, &str, &str)] = &[
     ("STD_NET", "std-net", "tests/guests/std-net"),
     ("HOSTILE", "hostile", "tests/guests/hostile"),
     ("SOCKETS_P3", "sockets-p3", "tests/guests/sockets-p3"),
+    ("TOKIO_NET", "tokio-net", "tests/guests/tokio-net"),
     ("BENCH_SERVER", "bench-server", "bench/guests/bench-server"),
     ("BENCH_STD", "bench-std", "bench/guests/bench-std"),
     ("HELLO", "hello", "bench/guests/hello"),
@@ -39,7 +40,13 @@ fn main() {
     let target_dir = guest_target_dir(&root, &out);
 
     // bench/src/pattern.rs: the bench guests include it by path.
-    for watched in ["guest-sdk", "wit", "Cargo.lock", "bench/src/pattern.rs"] {
+    for watched in [
+        "guest-sdk",
+        "wit",
+        "Cargo.lock",
+        "bench/src/pattern.rs",
+        ".cargo/config.toml",
+    ] {
         println!("cargo:rerun-if-changed={}", root.join(watched).display());
     }
     for (_, _, dir) in GUESTS {

@@ -755,3 +755,73 @@ async fn accepted_connections_give_their_socket_places_back() {
     let done = running.finish().await;
     assert_eq!(done.code(), 0, "{}", done.stderr);
 }
+
+#[tokio::test]
+async fn a_tokio_program_gets_the_same_grants() {
+    let names = Names::new(&[]);
+    let (port, served) = echo_server().await;
+    let target = format!("127.0.0.1:{port}");
+    let done = support::start_with(
+        guests::TOKIO_NET,
+        RunOptions::new(Policy::new().allow_connect(&target).unwrap())
+            .arg("tokio-net")
+            .args(["tcp-client", target.as_str(), "tokio bytes"])
+            .stdin(Input::Empty)
+            .resolver(Arc::clone(&names) as Arc<dyn Resolver>),
+    )
+    .finish()
+    .await;
+    assert_eq!(done.code(), 0, "{}\n{}", done.stdout, done.stderr);
+    assert_eq!(done.stdout, "reply: tokio bytes\n");
+    assert_eq!(within("echo server", served).await.unwrap(), b"tokio bytes");
+
+    let (listener, port) = watched_port();
+    let target = format!("127.0.0.1:{port}");
+    let done = support::start_with(
+        guests::TOKIO_NET,
+        RunOptions::new(Policy::new())
+            .arg("tokio-net")
+            .args(["tcp-client", target.as_str(), "x"])
+            .stdin(Input::Empty),
+    )
+    .finish()
+    .await;
+    assert_eq!(done.code(), 1, "{}", done.stdout);
+    assert!(
+        done.stdout.starts_with("error: PermissionDenied"),
+        "{}",
+        done.stdout
+    );
+    assert!(
+        done.stderr
+            .contains(&format!("moat: tokio-net: connect to {target} denied")),
+        "{}",
+        done.stderr
+    );
+    assert_eq!(connections(&listener), 0);
+
+    // A tokio server on a granted port echoes a tokio client's bytes.
+    let running = support::start_with(
+        guests::TOKIO_NET,
+        RunOptions::new(Policy::new().allow_listen("127.0.0.1:0").unwrap())
+            .arg("tokio-net")
+            .args(["tcp-server", "127.0.0.1:0"])
+            .stdin(Input::Empty),
+    );
+    let addr = running.listening_addr().await;
+    let mut client = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let payload: Vec<u8> = (0..300_000u32).map(|i| (i % 253) as u8).collect();
+    let (mut rd, mut wr) = client.split();
+    let write = async {
+        wr.write_all(&payload).await.unwrap();
+        wr.shutdown().await.unwrap();
+    };
+    let mut echoed = Vec::new();
+    let read = rd.read_to_end(&mut echoed);
+    within("tokio echo", async { tokio::join!(write, read) })
+        .await
+        .1
+        .unwrap();
+    assert_eq!(echoed, payload);
+    assert_eq!(running.finish().await.code(), 0);
+}
