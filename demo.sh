@@ -74,16 +74,27 @@ for _ in $(seq 1 600); do grep -q '^listening on ' "$STD_LOG" && break; sleep 0.
 STD_PORT=$(sed -n 's/^listening on .*://p' "$STD_LOG" | head -n1)
 [ -n "$STD_PORT" ] || { echo "std-echo did not start:"; cat "$STD_LOG"; exit 1; }
 echo "listening on 127.0.0.1:$STD_PORT"
-echo "# std-fetch looks localhost up and connects to an address; moat judges it as localhost:$STD_PORT"
-show "$MOAT run --allow-net=localhost:$STD_PORT $GUESTS/std-fetch.wasm localhost:$STD_PORT /hello"
-"$MOAT" run --allow-net="localhost:$STD_PORT" "$GUESTS/std-fetch.wasm" "localhost:$STD_PORT" /hello
-echo "# A name no grant names is refused before any DNS query:"
-show "$MOAT run --allow-net=localhost:$STD_PORT $GUESTS/std-fetch.wasm example.com /"
-"$MOAT" run --allow-net="localhost:$STD_PORT" "$GUESTS/std-fetch.wasm" example.com / && exit 1 || echo "(exit status $?)"
-echo "# The address itself was never granted (the grant names localhost):"
-show "$MOAT run --allow-net=localhost:$STD_PORT $GUESTS/std-fetch.wasm 127.0.0.1:$STD_PORT /"
-"$MOAT" run --allow-net="localhost:$STD_PORT" "$GUESTS/std-fetch.wasm" "127.0.0.1:$STD_PORT" / && exit 1 || echo "(exit status $?)"
+show "printf 'hello, std::net\n' | $MOAT run --allow-net=127.0.0.1:$STD_PORT $GUESTS/ncat.wasm 127.0.0.1 $STD_PORT"
+printf 'hello, std::net\n' | "$MOAT" run --allow-net="127.0.0.1:$STD_PORT" "$GUESTS/ncat.wasm" 127.0.0.1 "$STD_PORT"
 kill "$STD_SERVER" 2>/dev/null; rm -f "$STD_LOG"
+
+WEB_LOG=$(mktemp)
+show "$MOAT run --allow-listen=127.0.0.1:0 $GUESTS/http-server.wasm 127.0.0.1:0 &"
+"$MOAT" run --allow-listen=127.0.0.1:0 "$GUESTS/http-server.wasm" 127.0.0.1:0 >"$WEB_LOG" 2>&1 &
+WEB_SERVER=$!
+for _ in $(seq 1 600); do grep -q '^listening on ' "$WEB_LOG" && break; sleep 0.05; done
+WEB_PORT=$(sed -n 's/^listening on .*://p' "$WEB_LOG" | head -n1)
+[ -n "$WEB_PORT" ] || { echo "http-server did not start:"; cat "$WEB_LOG"; exit 1; }
+echo "# std-fetch looks localhost up and connects to an address; moat judges the connect as localhost:$WEB_PORT"
+show "$MOAT run --allow-net=localhost:$WEB_PORT $GUESTS/std-fetch.wasm localhost:$WEB_PORT /"
+"$MOAT" run --allow-net="localhost:$WEB_PORT" "$GUESTS/std-fetch.wasm" "localhost:$WEB_PORT" /
+echo "# A name no grant names is refused before any DNS query:"
+show "$MOAT run --allow-net=localhost:$WEB_PORT $GUESTS/std-fetch.wasm example.com /"
+"$MOAT" run --allow-net="localhost:$WEB_PORT" "$GUESTS/std-fetch.wasm" example.com / && exit 1 || echo "(exit status $?)"
+echo "# The address itself was never granted (the grant names localhost):"
+show "$MOAT run --allow-net=localhost:$WEB_PORT $GUESTS/std-fetch.wasm 127.0.0.1:$WEB_PORT /"
+"$MOAT" run --allow-net="localhost:$WEB_PORT" "$GUESTS/std-fetch.wasm" "127.0.0.1:$WEB_PORT" / && exit 1 || echo "(exit status $?)"
+kill "$WEB_SERVER" 2>/dev/null; rm -f "$WEB_LOG"
 
 if command -v openssl >/dev/null && command -v curl >/dev/null; then
   step "TLS in the host: an HTTPS guest, with a certificate from a directory it was given"
