@@ -4,8 +4,13 @@
 //! - [`policy`]: the two capabilities (connect, listen), their allowlists
 //!   and deny lists.
 //! - [`net`]: the socket core, plain tokio: policy-checked TCP sockets,
-//!   listeners and UDP, within the run's [`net::Limits`].
+//!   listeners and UDP, within the run's [`net::Limits`]; and the address
+//!   gate that holds stock wasi:sockets programs to the same policy
+//!   ([`net::AddressGate`]).
+//! - [`bindings`]: the WIT glue: moat:net, and wasi:sockets under the
+//!   policy ([`bindings::wasi_sockets`]), for a linker of your own.
 //! - [`bounds`]: the run's memory and time limits.
+//! - [`Moat`], [`RunOptions`]: load and run a guest, everything set up.
 //!
 //! The crate forbids `unsafe` code.
 #![forbid(unsafe_code)]
