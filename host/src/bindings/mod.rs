@@ -1,8 +1,10 @@
-//! The WIT glue: `moat:net` (wit/) implemented over [`crate::net`].
+//! The WIT glue: `moat:net` (wit/) implemented over [`crate::net`], and
+//! wasi:sockets under the same policy ([`wasi_sockets`]).
 //!
 //! Every function here translates types and calls the core; no policy
-//! check and no socket logic lives in this layer. It plugs into any
-//! wasmtime [`Linker`] the way wasmtime-wasi does:
+//! check and no socket logic lives in this layer (the wasi:sockets glue
+//! only ties wasmtime-wasi's socket resources to the core's socket count).
+//! It plugs into any wasmtime [`Linker`] the way wasmtime-wasi does:
 //!
 //! ```no_run
 //! use moat_host::bindings::{self, MoatCtxView, MoatView};
