@@ -75,6 +75,24 @@ async fn echo_server() -> (u16, tokio::task::JoinHandle<Vec<u8>>) {
     (port, served)
 }
 
+/// Sends `payload` to the echo server at `addr` while reading the echo,
+/// half-closes, and returns everything that came back.
+async fn echoed_by(addr: std::net::SocketAddr, payload: &[u8]) -> Vec<u8> {
+    let mut client = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut rd, mut wr) = client.split();
+    let write = async {
+        wr.write_all(payload).await.unwrap();
+        wr.shutdown().await.unwrap();
+    };
+    let mut echoed = Vec::new();
+    let read = rd.read_to_end(&mut echoed);
+    within("the echo", async { tokio::join!(write, read) })
+        .await
+        .1
+        .unwrap();
+    echoed
+}
+
 #[tokio::test]
 async fn a_tcp_client_by_address_moves_exact_bytes_when_allowed_and_nothing_when_not() {
     let names = Names::new(&[]);
@@ -263,20 +281,8 @@ async fn a_tcp_server_listens_only_where_granted() {
         options(policy, &names, &["tcp-server", &addr]),
     );
     let listening = running.listening_addr().await;
-    let mut client = tokio::net::TcpStream::connect(listening).await.unwrap();
     let payload: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
-    let (mut rd, mut wr) = client.split();
-    let write = async {
-        wr.write_all(&payload).await.unwrap();
-        wr.shutdown().await.unwrap();
-    };
-    let mut echoed = Vec::new();
-    let read = rd.read_to_end(&mut echoed);
-    within("echo", async { tokio::join!(write, read) })
-        .await
-        .1
-        .unwrap();
-    assert_eq!(echoed, payload);
+    assert_eq!(echoed_by(listening, &payload).await, payload);
     let done = running.finish().await;
     assert_eq!(done.code(), 0, "{}\n{}", done.stdout, done.stderr);
 
@@ -480,13 +486,8 @@ async fn the_std_examples_serve_and_fetch_under_their_grants() {
     );
     let addr = running.listening_addr().await;
     for round in 0..2u8 {
-        let mut client = tokio::net::TcpStream::connect(addr).await.unwrap();
         let sent = vec![round; 70_000];
-        client.write_all(&sent).await.unwrap();
-        client.shutdown().await.unwrap();
-        let mut back = Vec::new();
-        within("echo", client.read_to_end(&mut back)).await.unwrap();
-        assert_eq!(back, sent);
+        assert_eq!(echoed_by(addr, &sent).await, sent);
     }
     assert_eq!(running.finish().await.code(), 0);
 
@@ -811,19 +812,7 @@ async fn a_tokio_program_gets_the_same_grants() {
             .stdin(Input::Empty),
     );
     let addr = running.listening_addr().await;
-    let mut client = tokio::net::TcpStream::connect(addr).await.unwrap();
     let payload: Vec<u8> = (0..300_000u32).map(|i| (i % 253) as u8).collect();
-    let (mut rd, mut wr) = client.split();
-    let write = async {
-        wr.write_all(&payload).await.unwrap();
-        wr.shutdown().await.unwrap();
-    };
-    let mut echoed = Vec::new();
-    let read = rd.read_to_end(&mut echoed);
-    within("tokio echo", async { tokio::join!(write, read) })
-        .await
-        .1
-        .unwrap();
-    assert_eq!(echoed, payload);
+    assert_eq!(echoed_by(addr, &payload).await, payload);
     assert_eq!(running.finish().await.code(), 0);
 }
