@@ -453,6 +453,12 @@ async fn stock_sockets_count_against_the_socket_cap_and_the_host_stays_up() {
         "{}",
         done.stdout
     );
+    // new-socket-limit, which std reports as EMFILE.
+    assert!(
+        done.stdout.contains("error: TooManyOpenFiles"),
+        "{}",
+        done.stdout
+    );
     support::eventually("the run's sockets are closed", || {
         support::open_sockets() <= before
     })
