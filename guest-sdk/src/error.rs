@@ -10,7 +10,7 @@ use crate::bindings::moat::net::types::{Capability as WitCapability, ErrorCode};
 /// use moat_sdk::{Capability, Error, TcpListener};
 ///
 /// # async fn demo() {
-/// if let Err(Error::Denied(denial)) = TcpListener::bind("0.0.0.0", 80).await {
+/// if let Err(Error::Denied(denial)) = TcpListener::bind("0.0.0.0:80").await {
 ///     assert_eq!(denial.capability, Capability::Listen);
 /// }
 /// # }
@@ -30,7 +30,7 @@ pub enum Capability {
 /// use moat_sdk::{Error, TcpStream};
 ///
 /// # async fn demo() {
-/// match TcpStream::connect("example.com", 443).await {
+/// match TcpStream::connect("example.com:443").await {
 ///     Err(Error::Denied(denial)) => {
 ///         // "connect to example.com:443 denied: needs --allow-net=example.com:443"
 ///         eprintln!("{}", denial.message);
@@ -59,10 +59,11 @@ pub struct Denial {
 /// use moat_sdk::{Error, TcpStream};
 ///
 /// # async fn demo() {
-/// match TcpStream::connect("example.com", 443).await {
+/// match TcpStream::connect("example.com:443").await {
 ///     Ok(_stream) => {}
 ///     Err(Error::Denied(denial)) => eprintln!("not allowed: {}", denial.message),
-///     Err(Error::ConnectionRefused) => eprintln!("nobody listens there"),
+///     // "connection refused by example.com:443"
+///     Err(e @ Error::ConnectionRefused { .. }) => eprintln!("{e}"),
 ///     Err(other) => eprintln!("failed: {other}"),
 /// }
 /// # }
@@ -79,17 +80,29 @@ pub enum Error {
     /// The host name could not be resolved.
     NameNotResolved(String),
     /// Nothing accepts connections at that address.
-    ConnectionRefused,
+    ConnectionRefused {
+        /// `HOST:PORT` as the guest wrote it (empty if the call had none).
+        address: String,
+    },
     /// The connection was reset or aborted.
     ConnectionReset,
     /// The operation did not complete in time.
     TimedOut,
     /// The local address is in use.
-    AddressInUse,
+    AddressInUse {
+        /// `HOST:PORT` as the guest wrote it (empty if the call had none).
+        address: String,
+    },
     /// The local address is not available on this machine.
-    AddressNotAvailable,
+    AddressNotAvailable {
+        /// `HOST:PORT` as the guest wrote it (empty if the call had none).
+        address: String,
+    },
     /// No route to the host or network.
-    Unreachable,
+    Unreachable {
+        /// `HOST:PORT` as the guest wrote it (empty if the call had none).
+        address: String,
+    },
     /// The socket or listener is closed.
     Closed,
     /// TLS: the peer's certificate does not lead to a trusted root.
@@ -114,14 +127,40 @@ impl fmt::Display for Error {
             Error::InvalidArgument(why) => write!(f, "invalid argument: {why}"),
             Error::InvalidState(why) => write!(f, "invalid state: {why}"),
             Error::NameNotResolved(why) => write!(f, "name not resolved: {why}"),
-            Error::ConnectionRefused => f.write_str("connection refused"),
+            Error::ConnectionRefused { address } => {
+                f.write_str("connection refused")?;
+                at(f, " by ", address)
+            }
             Error::ConnectionReset => f.write_str("connection reset"),
             Error::TimedOut => f.write_str("timed out"),
-            Error::AddressInUse => f.write_str("address in use"),
-            Error::AddressNotAvailable => f.write_str("address not available"),
-            Error::Unreachable => f.write_str("host or network unreachable"),
+            Error::AddressInUse { address } => {
+                f.write_str("address ")?;
+                at(f, "", address)?;
+                f.write_str(if address.is_empty() {
+                    "in use"
+                } else {
+                    " in use"
+                })
+            }
+            Error::AddressNotAvailable { address } => {
+                f.write_str("address not available")?;
+                at(f, ": ", address)?;
+                if !address.is_empty() {
+                    f.write_str(" is not an address of this machine")?;
+                }
+                Ok(())
+            }
+            Error::Unreachable { address } => {
+                f.write_str("host or network unreachable")?;
+                at(f, ": ", address)
+            }
             Error::Closed => f.write_str("closed"),
-            Error::CertificateUntrusted(why) => write!(f, "certificate not trusted: {why}"),
+            Error::CertificateUntrusted(why) => write!(
+                f,
+                "certificate not trusted: {why} (a private CA can be trusted by the run, \
+                 `moat run --ca-file=CA.pem`, or by this connection, \
+                 `TlsConnectOptions::extra_roots`)"
+            ),
             Error::CertificateNameMismatch(why) => write!(f, "certificate name mismatch: {why}"),
             Error::CertificateExpired(why) => write!(f, "certificate expired: {why}"),
             Error::TlsHandshake(why) => write!(f, "tls handshake failed: {why}"),
@@ -131,7 +170,37 @@ impl fmt::Display for Error {
     }
 }
 
+/// Writes `prefix` and `address` when there is an address.
+fn at(f: &mut fmt::Formatter<'_>, prefix: &str, address: &str) -> fmt::Result {
+    if address.is_empty() {
+        Ok(())
+    } else {
+        write!(f, "{prefix}{address}")
+    }
+}
+
 impl std::error::Error for Error {}
+
+impl Error {
+    /// The host's error for a call on `host`:`port`, naming the address
+    /// where the error is about one.
+    pub(crate) fn at(code: ErrorCode, host: &str, port: u16) -> Error {
+        let address = || {
+            if host.contains(':') {
+                format!("[{host}]:{port}")
+            } else {
+                format!("{host}:{port}")
+            }
+        };
+        match Error::from(code) {
+            Error::ConnectionRefused { .. } => Error::ConnectionRefused { address: address() },
+            Error::AddressInUse { .. } => Error::AddressInUse { address: address() },
+            Error::AddressNotAvailable { .. } => Error::AddressNotAvailable { address: address() },
+            Error::Unreachable { .. } => Error::Unreachable { address: address() },
+            other => other,
+        }
+    }
+}
 
 impl From<ErrorCode> for Error {
     fn from(code: ErrorCode) -> Error {
@@ -148,12 +217,20 @@ impl From<ErrorCode> for Error {
             ErrorCode::InvalidArgument(why) => Error::InvalidArgument(why),
             ErrorCode::InvalidState(why) => Error::InvalidState(why),
             ErrorCode::NameNotResolved(why) => Error::NameNotResolved(why),
-            ErrorCode::ConnectionRefused => Error::ConnectionRefused,
+            ErrorCode::ConnectionRefused => Error::ConnectionRefused {
+                address: String::new(),
+            },
             ErrorCode::ConnectionReset => Error::ConnectionReset,
             ErrorCode::TimedOut => Error::TimedOut,
-            ErrorCode::AddressInUse => Error::AddressInUse,
-            ErrorCode::AddressNotAvailable => Error::AddressNotAvailable,
-            ErrorCode::Unreachable => Error::Unreachable,
+            ErrorCode::AddressInUse => Error::AddressInUse {
+                address: String::new(),
+            },
+            ErrorCode::AddressNotAvailable => Error::AddressNotAvailable {
+                address: String::new(),
+            },
+            ErrorCode::Unreachable => Error::Unreachable {
+                address: String::new(),
+            },
             ErrorCode::Closed => Error::Closed,
             ErrorCode::CertificateUntrusted(why) => Error::CertificateUntrusted(why),
             ErrorCode::CertificateNameMismatch(why) => Error::CertificateNameMismatch(why),
@@ -171,11 +248,12 @@ impl From<Error> for std::io::Error {
         let kind = match &err {
             Error::Denied(_) => K::PermissionDenied,
             Error::InvalidArgument(_) => K::InvalidInput,
-            Error::ConnectionRefused => K::ConnectionRefused,
+            Error::ConnectionRefused { .. } => K::ConnectionRefused,
             Error::ConnectionReset => K::ConnectionReset,
             Error::TimedOut => K::TimedOut,
-            Error::AddressInUse => K::AddrInUse,
-            Error::AddressNotAvailable => K::AddrNotAvailable,
+            Error::AddressInUse { .. } => K::AddrInUse,
+            Error::AddressNotAvailable { .. } => K::AddrNotAvailable,
+            Error::Unreachable { .. } => K::HostUnreachable,
             Error::Closed => K::NotConnected,
             _ => K::Other,
         };

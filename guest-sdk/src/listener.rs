@@ -2,10 +2,11 @@
 
 use std::net::SocketAddr;
 
-use crate::addr::ToSocketAddr;
+use crate::addr::{ToHostPort, ToSocketAddr};
 use crate::bindings::moat::net::listen::{self, Listener};
 use crate::error::Error;
 use crate::stream::TcpStream;
+use crate::task::consume_budget;
 
 /// Options for [`TcpListener::bind_with`]; the default is the system's.
 ///
@@ -14,7 +15,7 @@ use crate::stream::TcpStream;
 ///
 /// # async fn demo() -> Result<(), moat_sdk::Error> {
 /// let options = ListenOptions { backlog: Some(4096), ..ListenOptions::default() };
-/// let listener = TcpListener::bind_with("0.0.0.0", 8080, &options).await?;
+/// let listener = TcpListener::bind_with("0.0.0.0:8080", &options).await?;
 /// # Ok(())
 /// # }
 /// ```
@@ -54,14 +55,15 @@ impl From<&ListenOptions> for listen::ListenOptions {
 /// use moat_sdk::TcpListener;
 ///
 /// # async fn demo() -> Result<(), moat_sdk::Error> {
-/// let listener = TcpListener::bind("127.0.0.1", 0).await?;
+/// let listener = TcpListener::bind("127.0.0.1:0").await?;
 /// println!("listening on {}", listener.local_addr()?);
-/// while let Some(mut conn) = listener.accept().await? {
+/// loop {
+///     let (mut conn, peer) = listener.accept().await?;
 ///     moat_sdk::spawn(async move {
-///         let _ = conn.write_all(b"hello\n").await;
+///         let _ = conn.write_all(format!("hello, {peer}\n").as_bytes()).await;
 ///     });
 /// }
-/// # Ok(())
+/// # }
 /// # }
 /// ```
 pub struct TcpListener {
@@ -69,15 +71,16 @@ pub struct TcpListener {
 }
 
 impl TcpListener {
-    /// Listens on `host`:`port` (port 0: any free port, see
-    /// [`local_addr`](Self::local_addr)). `host` is an IP literal or a
+    /// Listens on `addr`: `"127.0.0.1:8080"`, `("localhost", 8080)`, a
+    /// `SocketAddr` (see [`ToHostPort`]); port 0 is any free port, see
+    /// [`local_addr`](Self::local_addr). The host part is an IP literal or a
     /// local name, judged by the host's policy as written.
     ///
     /// # Errors
     /// [`Error::Denied`] if the run was not granted listen on it (then no
-    /// port was claimed); [`Error::AddressInUse`]; ...
-    pub async fn bind(host: &str, port: u16) -> Result<TcpListener, Error> {
-        TcpListener::bind_with(host, port, &ListenOptions::default()).await
+    /// port was claimed); [`Error::AddressInUse`], naming the address; ...
+    pub async fn bind(addr: impl ToHostPort) -> Result<TcpListener, Error> {
+        TcpListener::bind_with(addr, &ListenOptions::default()).await
     }
 
     /// [`bind`](Self::bind) with options.
@@ -85,29 +88,42 @@ impl TcpListener {
     /// # Errors
     /// As [`bind`](Self::bind).
     pub async fn bind_with(
-        host: &str,
-        port: u16,
+        addr: impl ToHostPort,
         options: &ListenOptions,
     ) -> Result<TcpListener, Error> {
-        let listener = listen::listen(host.to_owned(), port, options.into()).await?;
-        Ok(TcpListener { listener })
+        let (host, port) = addr.to_host_port()?;
+        match listen::listen(host.clone(), port, options.into()).await {
+            Ok(listener) => Ok(TcpListener { listener }),
+            Err(code) => Err(Error::at(code, &host, port)),
+        }
     }
 
     pub(crate) fn from_listener(listener: Listener) -> TcpListener {
         TcpListener { listener }
     }
 
-    /// The next connection, or `None` once the listener is closed.
+    /// The next connection and its peer's address.
     ///
     /// Several tasks may wait at once; each connection goes to one of them.
+    /// A connection whose peer reset it before it was accepted (so it has
+    /// no peer address any more) is skipped.
     ///
     /// # Errors
-    /// None today (the host retries its own accept errors).
+    /// [`Error::Closed`] once the listener is closed (by
+    /// [`close`](Self::close), here or in another task).
     ///
     /// # Cancel safety
     /// Cancel-safe: a dropped accept loses no connection.
-    pub async fn accept(&self) -> Result<Option<TcpStream>, Error> {
-        Ok(self.listener.accept().await?.map(TcpStream::from_socket))
+    pub async fn accept(&self) -> Result<(TcpStream, SocketAddr), Error> {
+        loop {
+            consume_budget().await;
+            let Some(socket) = self.listener.accept().await? else {
+                return Err(Error::Closed);
+            };
+            if let Ok(peer) = socket.remote_address() {
+                return Ok((TcpStream::from_socket(socket), peer.to_socket_addr()));
+            }
+        }
     }
 
     /// The bound address, with the port the system picked for port 0.
@@ -118,7 +134,8 @@ impl TcpListener {
         Ok(self.listener.local_address()?.to_socket_addr())
     }
 
-    /// Stops listening: accepts waiting now or later get `None`, and the
+    /// Stops listening: accepts waiting now or later fail with
+    /// [`Error::Closed`], and the
     /// port is free when this returns.
     pub async fn close(&self) {
         self.listener.close().await;

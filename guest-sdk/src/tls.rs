@@ -5,7 +5,7 @@
 //!
 //! # async fn demo() -> Result<(), moat_sdk::Error> {
 //! let options = TlsConnectOptions { alpn: vec!["http/1.1".into()], ..Default::default() };
-//! let mut stream = TcpStream::connect_tls("example.com", 443, &options).await?;
+//! let mut stream = TcpStream::connect_tls("example.com:443", &options).await?;
 //! stream.write_all(b"GET / HTTP/1.1\r\nHost: example.com\r\nConnection: close\r\n\r\n").await?;
 //! let page = stream.read_to_end().await?;
 //! # Ok(())
@@ -14,6 +14,7 @@
 
 use std::time::Duration;
 
+use crate::addr::ToHostPort;
 use crate::bindings::moat::net::tls;
 use crate::error::Error;
 use crate::listener::{ListenOptions, TcpListener};
@@ -147,19 +148,19 @@ impl From<&TlsListenOptions> for tls::ServerOptions {
 }
 
 impl TcpStream {
-    /// Connects with TLS: the handshake is done when this returns. The
-    /// certificate is verified against `host` as written.
+    /// Connects with TLS to `addr` (as [`connect`](Self::connect) takes
+    /// it): the handshake is done when this returns. The certificate is
+    /// verified against the host as written.
     ///
     /// # Errors
     /// [`connect`](Self::connect)'s, and [`Error::CertificateUntrusted`],
     /// [`Error::CertificateNameMismatch`], [`Error::CertificateExpired`],
     /// [`Error::TlsHandshake`].
     pub async fn connect_tls(
-        host: &str,
-        port: u16,
+        addr: impl ToHostPort,
         tls: &TlsConnectOptions,
     ) -> Result<TcpStream, Error> {
-        TcpStream::connect_tls_with(host, port, &ConnectOptions::default(), tls).await
+        TcpStream::connect_tls_with(addr, &ConnectOptions::default(), tls).await
     }
 
     /// [`connect_tls`](Self::connect_tls) with TCP options.
@@ -167,13 +168,15 @@ impl TcpStream {
     /// # Errors
     /// As [`connect_tls`](Self::connect_tls).
     pub async fn connect_tls_with(
-        host: &str,
-        port: u16,
+        addr: impl ToHostPort,
         options: &ConnectOptions,
         tls: &TlsConnectOptions,
     ) -> Result<TcpStream, Error> {
-        let socket = tls::connect(host.to_owned(), port, options.into(), tls.into()).await?;
-        Ok(TcpStream::from_socket(socket))
+        let (host, port) = addr.to_host_port()?;
+        match tls::connect(host.clone(), port, options.into(), tls.into()).await {
+            Ok(socket) => Ok(TcpStream::from_socket(socket)),
+            Err(code) => Err(Error::at(code, &host, port)),
+        }
     }
 
     /// STARTTLS as the client: upgrades this plaintext connection in place,
@@ -191,6 +194,7 @@ impl TcpStream {
         already_read: &[u8],
         tls: &TlsConnectOptions,
     ) -> Result<(), Error> {
+        self.settle().await?;
         let replay = self.replay(already_read);
         let done =
             tls::upgrade_client(self.socket(), server_name.to_owned(), replay, tls.into()).await;
@@ -211,6 +215,7 @@ impl TcpStream {
         already_read: &[u8],
         tls: &TlsListenOptions,
     ) -> Result<(), Error> {
+        self.settle().await?;
         let replay = self.replay(already_read);
         let done = tls::upgrade_server(self.socket(), replay, tls.into()).await;
         self.after_upgrade();
@@ -238,11 +243,10 @@ impl TcpListener {
     /// [`bind`](Self::bind)'s; [`Error::InvalidArgument`] for an unusable
     /// certificate or key.
     pub async fn bind_tls(
-        host: &str,
-        port: u16,
+        addr: impl ToHostPort,
         tls: &TlsListenOptions,
     ) -> Result<TcpListener, Error> {
-        TcpListener::bind_tls_with(host, port, &ListenOptions::default(), tls).await
+        TcpListener::bind_tls_with(addr, &ListenOptions::default(), tls).await
     }
 
     /// [`bind_tls`](Self::bind_tls) with listen options.
@@ -250,12 +254,14 @@ impl TcpListener {
     /// # Errors
     /// As [`bind_tls`](Self::bind_tls).
     pub async fn bind_tls_with(
-        host: &str,
-        port: u16,
+        addr: impl ToHostPort,
         options: &ListenOptions,
         tls: &TlsListenOptions,
     ) -> Result<TcpListener, Error> {
-        let listener = tls::listen(host.to_owned(), port, options.into(), tls.into()).await?;
-        Ok(TcpListener::from_listener(listener))
+        let (host, port) = addr.to_host_port()?;
+        match tls::listen(host.clone(), port, options.into(), tls.into()).await {
+            Ok(listener) => Ok(TcpListener::from_listener(listener)),
+            Err(code) => Err(Error::at(code, &host, port)),
+        }
     }
 }

@@ -2,10 +2,11 @@
 
 use std::net::{IpAddr, SocketAddr};
 
-use crate::addr::ToSocketAddr;
+use crate::addr::{ToHostPort, ToSocketAddr};
 use crate::bindings::moat::net::types::{IpAddress, SocketAddress};
 use crate::bindings::moat::net::udp::{self, OutgoingDatagram};
 use crate::error::Error;
+use crate::task::consume_budget;
 
 /// Options for [`UdpSocket::bind_with`], set at the bind and only there.
 ///
@@ -14,7 +15,7 @@ use crate::error::Error;
 ///
 /// # async fn demo() -> Result<(), moat_sdk::Error> {
 /// let options = UdpBindOptions { reuse_address: true, multicast_ttl: Some(4), ..Default::default() };
-/// let socket = UdpSocket::bind_with("0.0.0.0", 5353, &options).await?;
+/// let socket = UdpSocket::bind_with("0.0.0.0:5353", &options).await?;
 /// # Ok(())
 /// # }
 /// ```
@@ -114,11 +115,10 @@ fn datagram(d: udp::Datagram) -> Datagram {
 /// use moat_sdk::UdpSocket;
 ///
 /// # async fn demo() -> Result<(), moat_sdk::Error> {
-/// let socket = UdpSocket::bind("127.0.0.1", 9000).await?;
+/// let socket = UdpSocket::bind("127.0.0.1:9000").await?;
 /// loop {
 ///     let datagram = socket.recv().await?;
-///     let from = datagram.from;
-///     socket.send_to(&datagram.data, &from.ip().to_string(), from.port()).await?;
+///     socket.send_to_addr(&datagram.data, datagram.from).await?;
 /// }
 /// # }
 /// ```
@@ -127,13 +127,14 @@ pub struct UdpSocket {
 }
 
 impl UdpSocket {
-    /// Binds to `host`:`port` (port 0: any free port).
+    /// Binds to `addr` (`"127.0.0.1:9000"`, `("::", 0)`, ...; see
+    /// [`ToHostPort`]; port 0: any free port).
     ///
     /// # Errors
     /// [`Error::Denied`] without the listen grant for it (port 0 included);
-    /// [`Error::AddressInUse`]; ...
-    pub async fn bind(host: &str, port: u16) -> Result<UdpSocket, Error> {
-        UdpSocket::bind_with(host, port, &UdpBindOptions::default()).await
+    /// [`Error::AddressInUse`], naming the address; ...
+    pub async fn bind(addr: impl ToHostPort) -> Result<UdpSocket, Error> {
+        UdpSocket::bind_with(addr, &UdpBindOptions::default()).await
     }
 
     /// [`bind`](Self::bind) with options.
@@ -141,10 +142,10 @@ impl UdpSocket {
     /// # Errors
     /// As [`bind`](Self::bind); [`Error::InvalidArgument`] for broadcast on IPv6.
     pub async fn bind_with(
-        host: &str,
-        port: u16,
+        addr: impl ToHostPort,
         options: &UdpBindOptions,
     ) -> Result<UdpSocket, Error> {
+        let (host, port) = addr.to_host_port()?;
         let options = udp::BindOptions {
             reuse_address: options.reuse_address,
             reuse_port: options.reuse_port,
@@ -153,20 +154,26 @@ impl UdpSocket {
             multicast_loopback: options.multicast_loopback,
             broadcast: options.broadcast,
         };
-        let socket = udp::bind(host.to_owned(), port, options).await?;
-        Ok(UdpSocket { socket })
+        match udp::bind(host.clone(), port, options).await {
+            Ok(socket) => Ok(UdpSocket { socket }),
+            Err(code) => Err(Error::at(code, &host, port)),
+        }
     }
 
-    /// Sends `data` (may be empty) to `host`:`port`, `host` judged as written.
+    /// Sends `data` (may be empty) to `target` (`"example.com:53"`,
+    /// `("example.com", 53)`, ...; see [`ToHostPort`]), the host judged as
+    /// written.
     ///
     /// # Errors
     /// [`Error::Denied`] (nothing sent); [`Error::InvalidArgument`] for a
     /// datagram too long; ...
-    pub async fn send_to(&self, data: &[u8], host: &str, port: u16) -> Result<(), Error> {
-        Ok(self
-            .socket
-            .send(data.to_vec(), host.to_owned(), port)
-            .await?)
+    pub async fn send_to(&self, data: &[u8], target: impl ToHostPort) -> Result<(), Error> {
+        consume_budget().await;
+        let (host, port) = target.to_host_port()?;
+        match self.socket.send(data.to_vec(), host.clone(), port).await {
+            Ok(()) => Ok(()),
+            Err(code) => Err(Error::at(code, &host, port)),
+        }
     }
 
     /// Sends `data` to `to`, an address (a received datagram's `from`, to
@@ -179,6 +186,7 @@ impl UdpSocket {
             address: ip(to.ip()),
             port: to.port(),
         };
+        consume_budget().await;
         Ok(self.socket.send_to(data.to_vec(), remote).await?)
     }
 
@@ -208,6 +216,7 @@ impl UdpSocket {
     /// # Cancel safety
     /// Cancel-safe: no datagram is taken unless returned.
     pub async fn recv(&self) -> Result<Datagram, Error> {
+        consume_budget().await;
         Ok(datagram(self.socket.receive().await?))
     }
 
@@ -217,6 +226,7 @@ impl UdpSocket {
     /// # Errors
     /// [`Error::InvalidArgument`] for `max` 0; as [`recv`](Self::recv).
     pub async fn recv_many(&self, max: u32) -> Result<Vec<Datagram>, Error> {
+        consume_budget().await;
         Ok(self
             .socket
             .receive_many(max)

@@ -24,16 +24,16 @@ async fn main() -> Result<(), Error> {
             "`{addr}` is not HOST:PORT (usage: echo-server HOST:PORT)"
         )));
     };
-    let listener = TcpListener::bind(host, port).await?;
+    let listener = TcpListener::bind((host, port)).await?;
     println!("listening on {}", listener.local_addr()?);
-    while let Some(conn) = listener.accept().await? {
+    loop {
+        let (conn, _) = listener.accept().await?;
         moat_sdk::spawn(async move {
             if let Err(e) = echo(conn).await {
                 eprintln!("echo-server: {e}");
             }
         });
     }
-    Ok(())
 }
 
 async fn echo(mut conn: TcpStream) -> Result<(), Error> {

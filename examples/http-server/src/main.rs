@@ -42,19 +42,19 @@ async fn main() -> Result<(), Error> {
                 alpn: vec!["http/1.1".into()],
                 ..TlsListenOptions::new(identity)
             };
-            TcpListener::bind_tls(host, port, &options).await?
+            TcpListener::bind_tls((host, port), &options).await?
         }
-        None => TcpListener::bind(host, port).await?,
+        None => TcpListener::bind((host, port)).await?,
     };
     println!("listening on {}", listener.local_addr()?);
-    while let Some(conn) = listener.accept().await? {
+    loop {
+        let (conn, _) = listener.accept().await?;
         moat_sdk::spawn(async move {
             if let Err(e) = serve(conn).await {
                 eprintln!("http-server: {e}");
             }
         });
     }
-    Ok(())
 }
 
 struct Request {
@@ -68,8 +68,10 @@ struct Request {
 async fn serve(mut conn: TcpStream) -> Result<(), Error> {
     let mut buf = Vec::new();
     loop {
-        let Some(end) = (match conn.read_until(&mut buf, b"\r\n\r\n", MAX_HEAD).await {
-            Ok(end) => end,
+        buf.clear();
+        match conn.read_until(b"\r\n\r\n", &mut buf, MAX_HEAD).await {
+            Ok(_) if buf.ends_with(b"\r\n\r\n") => {}
+            Ok(_) => break, // the client closed between requests
             Err(Error::InvalidArgument(_)) => {
                 respond(
                     &mut conn,
@@ -82,11 +84,8 @@ async fn serve(mut conn: TcpStream) -> Result<(), Error> {
                 break;
             }
             Err(e) => return Err(e),
-        }) else {
-            break; // the client closed between requests
-        };
-        let head: Vec<u8> = buf.drain(..end).collect();
-        let Some(request) = parse(&head) else {
+        }
+        let Some(request) = parse(&buf) else {
             respond(&mut conn, 400, "text/plain", b"bad request\n", false).await?;
             break;
         };
@@ -94,13 +93,13 @@ async fn serve(mut conn: TcpStream) -> Result<(), Error> {
             respond(&mut conn, 413, "text/plain", b"body too large\n", false).await?;
             break;
         }
-        while buf.len() < request.content_length {
-            buf.reserve(request.content_length - buf.len());
-            if conn.read_buf(&mut buf).await? == 0 {
-                return Ok(());
-            }
+        // Exactly the body: what follows is the next request's.
+        let mut body = vec![0; request.content_length];
+        match conn.read_exact(&mut body).await {
+            Ok(()) => {}
+            Err(Error::Closed) => return Ok(()),
+            Err(e) => return Err(e),
         }
-        let body: Vec<u8> = buf.drain(..request.content_length).collect();
         let keep_alive = request.keep_alive;
         match (request.method.as_str(), request.path.as_str()) {
             ("GET", "/") => {

@@ -37,9 +37,10 @@ async fn main() -> Result<(), Error> {
     let Some((host, port)) = moat_sdk::split_host_port(addr) else {
         return Err(Error::InvalidArgument(format!("`{addr}` is not HOST:PORT")));
     };
-    let listener = TcpListener::bind(host, port).await?;
+    let listener = TcpListener::bind((host, port)).await?;
     println!("listening on {}", listener.local_addr()?);
-    while let Some(conn) = listener.accept().await? {
+    loop {
+        let (conn, _) = listener.accept().await?;
         let tls = tls.clone();
         moat_sdk::spawn(async move {
             if let Err(e) = session(conn, tls).await {
@@ -47,7 +48,6 @@ async fn main() -> Result<(), Error> {
             }
         });
     }
-    Ok(())
 }
 
 #[derive(Default)]
@@ -61,11 +61,11 @@ async fn session(mut conn: TcpStream, tls: Option<TlsListenOptions>) -> Result<(
     let mut envelope = Envelope::default();
     reply(&mut conn, "220 moat mail-sink ready\r\n").await?;
     loop {
-        let Some(end) = conn.read_until(&mut buf, b"\r\n", MAX_LINE).await? else {
-            return Ok(());
-        };
-        let line: Vec<u8> = buf.drain(..end).collect();
-        let line = String::from_utf8_lossy(&line[..line.len() - 2]).into_owned();
+        buf.clear();
+        if conn.read_until(b"\r\n", &mut buf, MAX_LINE).await? == 0 || !buf.ends_with(b"\r\n") {
+            return Ok(()); // the client is gone, mid-line or not
+        }
+        let line = String::from_utf8_lossy(&buf[..buf.len() - 2]).into_owned();
         let verb = line.split(' ').next().unwrap_or("").to_ascii_uppercase();
         match verb.as_str() {
             "EHLO" => {
@@ -81,9 +81,10 @@ async fn session(mut conn: TcpStream, tls: Option<TlsListenOptions>) -> Result<(
             "STARTTLS" => match &tls {
                 Some(options) if !conn.is_tls() => {
                     reply(&mut conn, "220 ready to start TLS\r\n").await?;
-                    // Bytes after the command line are the client's handshake.
-                    let early = std::mem::take(&mut buf);
-                    conn.start_tls_server(&early, options).await?;
+                    // Bytes after the command line (the client's first
+                    // handshake bytes) are still in the stream: the upgrade
+                    // replays them.
+                    conn.start_tls_server(&[], options).await?;
                     envelope = Envelope::default();
                 }
                 _ => reply(&mut conn, "454 TLS not available\r\n").await?,
@@ -102,18 +103,17 @@ async fn session(mut conn: TcpStream, tls: Option<TlsListenOptions>) -> Result<(
             "DATA" if envelope.to.is_empty() => reply(&mut conn, "503 RCPT first\r\n").await?,
             "DATA" => {
                 reply(&mut conn, "354 end data with <CR><LF>.<CR><LF>\r\n").await?;
-                let Some(end) = (match conn.read_until(&mut buf, b"\r\n.\r\n", MAX_MESSAGE).await {
-                    Ok(end) => end,
+                buf.clear();
+                match conn.read_until(b"\r\n.\r\n", &mut buf, MAX_MESSAGE).await {
+                    Ok(_) if buf.ends_with(b"\r\n.\r\n") => {}
+                    Ok(_) => return Ok(()), // the client left mid-message
                     Err(Error::InvalidArgument(_)) => {
                         reply(&mut conn, "552 message too large\r\n").await?;
                         return Ok(());
                     }
                     Err(e) => return Err(e),
-                }) else {
-                    return Ok(());
-                };
-                let message: Vec<u8> = buf.drain(..end).collect();
-                let body = String::from_utf8_lossy(&message[..message.len() - 5]);
+                }
+                let body = String::from_utf8_lossy(&buf[..buf.len() - 5]);
                 println!(
                     "--- message from {} to {} (tls: {})\n{}\n--- end",
                     envelope.from,

@@ -124,13 +124,13 @@ fn client_tls(args: &Args) -> Result<TlsConnectOptions, Error> {
 
 async fn connect(args: &Args) -> Result<TcpStream, Error> {
     if args.ssl {
-        let stream = TcpStream::connect_tls(&args.host, args.port, &client_tls(args)?).await?;
+        let stream = TcpStream::connect_tls((&args.host, args.port), &client_tls(args)?).await?;
         if let Some(alpn) = stream.alpn_protocol() {
             eprintln!("ncat: TLS, ALPN {alpn}");
         }
         return Ok(stream);
     }
-    let mut stream = TcpStream::connect(&args.host, args.port).await?;
+    let mut stream = TcpStream::connect((&args.host, args.port)).await?;
     if args.starttls.is_some() {
         smtp_starttls(&mut stream, args).await?;
     }
@@ -146,11 +146,11 @@ async fn expect_reply(
 ) -> Result<String, Error> {
     let mut all = String::new();
     loop {
-        let end = stream
-            .read_until(buf, b"\r\n", 4096)
-            .await?
-            .ok_or(Error::Closed)?;
-        let line = String::from_utf8_lossy(&buf.drain(..end).collect::<Vec<_>>()).into_owned();
+        buf.clear();
+        if stream.read_until(b"\r\n", buf, 4096).await? == 0 {
+            return Err(Error::Closed);
+        }
+        let line = String::from_utf8_lossy(buf).into_owned();
         eprint!("ncat: {line}");
         all.push_str(&line);
         if !line.starts_with(code) {
@@ -177,7 +177,7 @@ async fn smtp_starttls(stream: &mut TcpStream, args: &Args) -> Result<(), Error>
     stream.write_all(b"STARTTLS\r\n").await?;
     expect_reply(stream, &mut buf, "220").await?;
     stream
-        .start_tls(&args.host, &buf, &client_tls(args)?)
+        .start_tls(&args.host, &[], &client_tls(args)?)
         .await?;
     eprintln!("ncat: TLS started");
     Ok(())
@@ -193,12 +193,12 @@ async fn accept_one(args: &Args) -> Result<TcpStream, Error> {
                 alpn: args.alpn.clone(),
                 ..TlsListenOptions::new(identity)
             };
-            TcpListener::bind_tls(host, port, &options).await?
+            TcpListener::bind_tls((host, port), &options).await?
         }
-        _ => TcpListener::bind(host, port).await?,
+        _ => TcpListener::bind((host, port)).await?,
     };
     eprintln!("ncat: listening on {}", listener.local_addr()?);
-    let stream = listener.accept().await?.ok_or(Error::Closed)?;
+    let (stream, _) = listener.accept().await?;
     listener.close().await;
     Ok(stream)
 }
@@ -207,7 +207,7 @@ async fn relay(stream: TcpStream) -> Result<(), Error> {
     let (from_peer, to_peer) = stream.into_split();
     let printing = moat_sdk::spawn(socket_to_stdout(from_peer));
     stdin_to_socket(to_peer).await?;
-    printing.await
+    printing.await?
 }
 
 async fn stdin_to_socket(mut to_peer: OwnedWriteHalf) -> Result<(), Error> {
@@ -246,7 +246,7 @@ async fn socket_to_stdout(mut from_peer: OwnedReadHalf) -> Result<(), Error> {
 
 /// `-u -l`: print each datagram and send it back to its sender.
 async fn udp_serve(host: &str, port: u16) -> Result<(), Error> {
-    let socket = UdpSocket::bind(host, port).await?;
+    let socket = UdpSocket::bind((host, port)).await?;
     eprintln!("ncat: listening on {} (udp)", socket.local_addr()?);
     let mut out = stdout();
     loop {
@@ -258,7 +258,7 @@ async fn udp_serve(host: &str, port: u16) -> Result<(), Error> {
             .map_err(|e| Error::Other(format!("stdout: {e}")))?;
         let from = datagram.from;
         socket
-            .send_to(&datagram.data, &from.ip().to_string(), from.port())
+            .send_to(&datagram.data, (&from.ip().to_string(), from.port()))
             .await?;
     }
 }
@@ -269,7 +269,7 @@ async fn udp_client(host: &str, port: u16) -> Result<(), Error> {
     use std::rc::Rc;
 
     let wildcard = if host.contains(':') { "::" } else { "0.0.0.0" };
-    let socket = Rc::new(UdpSocket::bind(wildcard, 0).await?);
+    let socket = Rc::new(UdpSocket::bind((wildcard, 0)).await?);
     // When the last datagram came: the client lingers until it is a while ago.
     let last_heard = Rc::new(Cell::new(moat_sdk::time::now()));
     let printing = {
@@ -299,11 +299,13 @@ async fn udp_client(host: &str, port: u16) -> Result<(), Error> {
         pending.extend_from_slice(&buf);
         while let Some(end) = pending.iter().position(|&b| b == b'\n') {
             let line: Vec<u8> = pending.drain(..=end).collect();
-            socket.send_to(&line[..line.len() - 1], host, port).await?;
+            socket
+                .send_to(&line[..line.len() - 1], (host, port))
+                .await?;
         }
         if n == 0 {
             if !pending.is_empty() {
-                socket.send_to(&pending, host, port).await?;
+                socket.send_to(&pending, (host, port)).await?;
             }
             break;
         }
@@ -317,6 +319,6 @@ async fn udp_client(host: &str, port: u16) -> Result<(), Error> {
         moat_sdk::time::sleep(UDP_LINGER - quiet).await;
     }
     socket.close();
-    printing.await;
+    let _ = printing.await;
     Ok(())
 }

@@ -21,13 +21,13 @@ async fn main() -> Result<(), Error> {
             "`{addr}` is not HOST:PORT (usage: udp-echo HOST:PORT)"
         )));
     };
-    let socket = UdpSocket::bind(host, port).await?;
+    let socket = UdpSocket::bind((host, port)).await?;
     println!("listening on {}", socket.local_addr()?);
     loop {
         let datagram = socket.recv().await?;
         if let Err(e) = socket.send_to_addr(&datagram.data, datagram.from).await {
             match e {
-                Error::Denied(_) | Error::Unreachable => {
+                Error::Denied(_) | Error::Unreachable { .. } => {
                     eprintln!("udp-echo: not answering {}: {e}", datagram.from);
                 }
                 e => return Err(e),

@@ -1,12 +1,14 @@
 //! `#[moat_sdk::main]`: an `async fn main` for moat guests.
 
 use proc_macro::TokenStream;
-use quote::quote;
+use quote::{quote, quote_spanned};
+use syn::spanned::Spanned;
 use syn::{ItemFn, ReturnType, parse_macro_input};
 
 /// Makes `async fn main()` the guest's entry point.
 ///
-/// `main` may return `()` or `Result<(), E>` with `E: Display`; an error is
+/// `main` may return `()`, `std::process::ExitCode`, or a `Result` of
+/// either with `E: Display` (see `moat_sdk::Termination`); an error is
 /// printed to stderr and the exit code is 1.
 ///
 /// ```ignore
@@ -51,9 +53,18 @@ pub fn main(attr: TokenStream, item: TokenStream) -> TokenStream {
     let attrs = &function.attrs;
     let output = match &function.sig.output {
         ReturnType::Default => quote!(()),
-        ReturnType::Type(_, ty) => quote!(#ty),
+        ReturnType::Type(_, ty) => quote_spanned!(ty.span()=> #ty),
+    };
+    // Checked where the return type is written, so the error points there.
+    let output_check = quote_spanned! {output.span()=>
+        const _: fn() = || {
+            fn returns<T: ::moat_sdk::Termination>() {}
+            returns::<#output>();
+        };
     };
     quote! {
+        #output_check
+
         fn main() {
             ::moat_sdk::__private::sync_main_unsupported();
         }
@@ -65,7 +76,7 @@ pub fn main(attr: TokenStream, item: TokenStream) -> TokenStream {
 
         impl ::moat_sdk::__private::RunGuest for __MoatMain {
             async fn run() -> ::core::result::Result<(), ()> {
-                ::moat_sdk::__private::finish(__moat_main().await)
+                ::moat_sdk::__private::run_main(__moat_main()).await
             }
         }
 

@@ -57,6 +57,24 @@ impl<E: Clone + 'static> Incoming<E> {
         }
     }
 
+    /// Puts `bytes` back in front of the stream: the next read returns
+    /// them first. For readers that took more than they consumed.
+    pub(crate) fn unread(&mut self, bytes: &[u8]) {
+        if bytes.is_empty() {
+            return;
+        }
+        if let Some(state) = self.0.as_deref_mut() {
+            let rescued = &mut state.rescued;
+            let mut front = Vec::with_capacity(bytes.len() + rescued.bytes.len() - rescued.at);
+            front.extend_from_slice(bytes);
+            front.extend_from_slice(&rescued.bytes[rescued.at..]);
+            *rescued = Rescued {
+                bytes: front,
+                at: 0,
+            };
+        }
+    }
+
     /// Opens the stream with what the host returned.
     pub(crate) fn open(&mut self, stream: StreamReader<u8>, outcome: FutureReader<Result<(), E>>) {
         self.0 = Some(Box::new(State {

@@ -1,8 +1,10 @@
 //! Asynchronous stdin, stdout and stderr.
 //!
-//! `std::io` works in a guest too, but its calls block the whole guest
-//! (every task) until they return. These do not: a guest can relay stdin
-//! to a socket while another task relays the socket to stdout.
+//! `std::io` works in a guest too (`println!`, `eprintln!`), but its calls
+//! block the whole guest, every task, until the host has written the bytes:
+//! a `println!` to a slow terminal or a full pipe stops every connection.
+//! These do not: a guest can relay stdin to a socket while another task
+//! relays the socket to stdout.
 //!
 //! ```no_run
 //! # async fn demo() -> std::io::Result<()> {
@@ -76,6 +78,7 @@ impl Stdin {
     /// # Cancel safety
     /// Cancel-safe: bytes of a dropped read come first in the next one.
     pub async fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        crate::task::consume_budget().await;
         self.0.read(buf).await.map_err(cli_error)
     }
 
@@ -85,6 +88,7 @@ impl Stdin {
     /// # Cancel safety
     /// Cancel-safe, as [`read`](Self::read).
     pub async fn read_buf(&mut self, buf: &mut Vec<u8>) -> io::Result<usize> {
+        crate::task::consume_budget().await;
         self.0.read_buf(buf).await.map_err(cli_error)
     }
 }
@@ -124,6 +128,7 @@ impl Output {
     /// # Cancel safety
     /// Not cancel-safe: a dropped write may have written part of `data`.
     pub async fn write_all(&mut self, data: &[u8]) -> io::Result<()> {
+        crate::task::consume_budget().await;
         self.0
             .write_all(data.to_vec())
             .await

@@ -37,10 +37,11 @@ async fn main() -> Result<(), Error> {
         send_buffer_size: (arg(0) == "busy" && num(4) > 0).then(|| num(4)),
         ..ListenOptions::default()
     };
-    let listener = TcpListener::bind_with(host, port, &options).await?;
+    let listener = TcpListener::bind_with((host, port), &options).await?;
     println!("listening on {}", listener.local_addr()?);
     let mut held = Vec::new();
-    while let Some(conn) = listener.accept().await? {
+    loop {
+        let (conn, _) = listener.accept().await?;
         match arg(0) {
             "hold" => held.push(conn),
             "write-once" => {
@@ -59,7 +60,6 @@ async fn main() -> Result<(), Error> {
             other => return Err(Error::InvalidArgument(format!("unknown mode {other}"))),
         }
     }
-    Ok(())
 }
 
 async fn write_once(mut conn: TcpStream, bytes: usize) -> Result<(), Error> {
@@ -98,16 +98,16 @@ async fn busy(mut conn: TcpStream, bytes: usize, ms: u64) -> Result<(), Error> {
 /// Waits for "go", then sends `count` datagrams of `size` bytes, one
 /// `send_to` each, to whoever said it, and a final "done".
 async fn udp_send(host: &str, port: u16, count: u64, size: usize) -> Result<(), Error> {
-    let socket = moat_sdk::UdpSocket::bind(host, port).await?;
+    let socket = moat_sdk::UdpSocket::bind((host, port)).await?;
     println!("listening on {}", socket.local_addr()?);
     let payload = pattern(size);
     loop {
         let go = socket.recv().await?;
         let (to, to_port) = (go.from.ip().to_string(), go.from.port());
         for _ in 0..count {
-            socket.send_to(&payload, &to, to_port).await?;
+            socket.send_to(&payload, (&to, to_port)).await?;
         }
-        socket.send_to(b"done", &to, to_port).await?;
+        socket.send_to(b"done", (&to, to_port)).await?;
     }
 }
 
@@ -116,9 +116,10 @@ async fn tls_echo(host: &str, port: u16, cert: &str, key: &str) -> Result<(), Er
     let identity =
         moat_sdk::Identity::from_files(cert, key).map_err(|e| Error::Other(e.to_string()))?;
     let listener =
-        TcpListener::bind_tls(host, port, &moat_sdk::TlsListenOptions::new(identity)).await?;
+        TcpListener::bind_tls((host, port), &moat_sdk::TlsListenOptions::new(identity)).await?;
     println!("listening on {}", listener.local_addr()?);
-    while let Some(mut conn) = listener.accept().await? {
+    loop {
+        let (mut conn, _) = listener.accept().await?;
         moat_sdk::spawn(async move {
             let mut buf = Vec::with_capacity(64 * 1024);
             loop {
@@ -134,5 +135,4 @@ async fn tls_echo(host: &str, port: u16, cert: &str, key: &str) -> Result<(), Er
             let _ = conn.shutdown().await;
         });
     }
-    Ok(())
 }

@@ -30,7 +30,7 @@ async fn main() -> Result<(), Error> {
             drop_unsent(arg(1)?, num(2)? as u16, num(3)?, num(4)? as usize).await?;
             if args.get(5).is_some_and(|a| a == "hold") {
                 // Stay alive until the test connects to the printed port.
-                let listener = TcpListener::bind("127.0.0.1", 0).await?;
+                let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
                 println!("waiting on {}", listener.local_addr()?);
                 let _ = listener.accept().await?;
             }
@@ -52,7 +52,7 @@ async fn main() -> Result<(), Error> {
                 timeout: Some(Duration::from_millis(num(3)?)),
                 ..ConnectOptions::default()
             };
-            match TcpStream::connect_with(arg(1)?, num(2)? as u16, &options).await {
+            match TcpStream::connect_with((arg(1)?, num(2)? as u16), &options).await {
                 Ok(_) => println!("connected"),
                 Err(e) => println!("connect: {e}"),
             }
@@ -60,10 +60,10 @@ async fn main() -> Result<(), Error> {
         "connect-abandon" => {
             // Stop waiting for a connect (its future dropped), then stay
             // alive until the test connects to the printed port.
-            let listener = TcpListener::bind("127.0.0.1", 0).await?;
+            let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
             let waited = timeout(
                 Duration::from_millis(num(3)?),
-                TcpStream::connect(arg(1)?, num(2)? as u16),
+                TcpStream::connect((arg(1)?, num(2)? as u16)),
             )
             .await;
             println!(
@@ -89,8 +89,8 @@ async fn main() -> Result<(), Error> {
 /// Parks `n` receives on one socket, then waits for a datagram on a second
 /// one (the test's "stop"), closes the first and reports how each ended.
 async fn park_udp(n: u64) -> Result<(), Error> {
-    let parked_on = Rc::new(UdpSocket::bind("127.0.0.1", 0).await?);
-    let control = Rc::new(UdpSocket::bind("127.0.0.1", 0).await?);
+    let parked_on = Rc::new(UdpSocket::bind(("127.0.0.1", 0)).await?);
+    let control = Rc::new(UdpSocket::bind(("127.0.0.1", 0)).await?);
     // Waiting for "stop" first: it must not be refused for the parked ones.
     let stop = {
         let control = Rc::clone(&control);
@@ -125,11 +125,11 @@ async fn park_udp(n: u64) -> Result<(), Error> {
         parked_on.local_addr()?,
         control.local_addr()?
     );
-    stop.await?;
+    stop.await??;
     parked_on.close();
     let mut received = 0;
     for task in tasks {
-        received += task.await;
+        received += task.await?;
     }
     println!(
         "received {received}, refused {} ({})",
@@ -145,7 +145,7 @@ async fn hold_sockets(host: &str, port: u16, n: u64) -> Result<(), Error> {
     let mut held = Vec::new();
     let mut stopped = String::from("none");
     for _ in 0..n {
-        match TcpStream::connect(host, port).await {
+        match TcpStream::connect((host, port)).await {
             Ok(stream) => held.push(stream),
             Err(e) => {
                 stopped = e.to_string();
@@ -164,7 +164,7 @@ async fn drop_unsent(host: &str, port: u16, n: u64, bytes: usize) -> Result<(), 
     let mut dropped = 0;
     let mut stopped = String::from("none");
     for _ in 0..n {
-        match TcpStream::connect(host, port).await {
+        match TcpStream::connect((host, port)).await {
             Ok(mut stream) => {
                 let _ = timeout(Duration::from_millis(200), stream.write_all(&payload)).await;
                 drop(stream);

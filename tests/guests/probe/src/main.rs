@@ -24,11 +24,11 @@ async fn main() -> Result<(), Error> {
     };
     match arg(0)? {
         "connect" => {
-            let stream = TcpStream::connect(arg(1)?, num(2)? as u16).await?;
+            let stream = TcpStream::connect((arg(1)?, num(2)? as u16)).await?;
             println!("connected to {}", stream.peer_addr()?);
         }
         "listen" => {
-            let listener = TcpListener::bind(arg(1)?, num(2)? as u16).await?;
+            let listener = TcpListener::bind((arg(1)?, num(2)? as u16)).await?;
             println!("listening on {}", listener.local_addr()?);
         }
         "half-close" => half_close(arg(1)?, num(2)? as u16).await?,
@@ -49,8 +49,8 @@ async fn main() -> Result<(), Error> {
         }
         "reset" => reset(arg(1)?, num(2)? as u16).await?,
         "trap" | "exit" => {
-            let listener = TcpListener::bind(arg(1)?, num(3)? as u16).await?;
-            let mut stream = TcpStream::connect(arg(1)?, num(2)? as u16).await?;
+            let listener = TcpListener::bind((arg(1)?, num(3)? as u16)).await?;
+            let mut stream = TcpStream::connect((arg(1)?, num(2)? as u16)).await?;
             stream.write_all(b"holding").await?;
             println!(
                 "holding {} and {}",
@@ -82,9 +82,9 @@ async fn main() -> Result<(), Error> {
         "udp-many" => udp_many(arg(1)?).await?,
         "udp-close" => udp_close(arg(1)?).await?,
         "udp-send" => {
-            let socket = UdpSocket::bind("127.0.0.1", 0).await?;
+            let socket = UdpSocket::bind(("127.0.0.1", 0)).await?;
             socket
-                .send_to(arg(3)?.as_bytes(), arg(1)?, num(2)? as u16)
+                .send_to(arg(3)?.as_bytes(), (arg(1)?, num(2)? as u16))
                 .await?;
             println!("sent");
         }
@@ -93,17 +93,19 @@ async fn main() -> Result<(), Error> {
                 broadcast: true,
                 ..Default::default()
             };
-            match UdpSocket::bind_with(arg(1)?, 0, &options).await {
+            match UdpSocket::bind_with((arg(1)?, 0), &options).await {
                 Ok(s) => println!("bound {} with broadcast", s.local_addr()?),
                 Err(e) => println!("bind with broadcast: {e:?}"),
             }
         }
         "udp-multicast" => udp_multicast(arg(1)?, arg(2)?).await?,
+        "fairness" => fairness(arg(1)?, num(2)? as u16, num(3)? as u16, num(4)? as usize).await?,
+        "abort" => abort(arg(1)?, num(2)? as u16).await?,
         "deadlock" => {
             // Every task waits on another task, none on the host: nothing
             // can ever wake this program again.
             println!("waiting on a task that never ends");
-            moat_sdk::spawn(std::future::pending::<()>()).await;
+            let _ = moat_sdk::spawn(std::future::pending::<()>()).await;
         }
         other => {
             return Err(Error::InvalidArgument(format!(
@@ -116,7 +118,7 @@ async fn main() -> Result<(), Error> {
 
 /// Reads until the peer's FIN, then writes after it and half-closes.
 async fn half_close(host: &str, port: u16) -> Result<(), Error> {
-    let mut stream = TcpStream::connect(host, port).await?;
+    let mut stream = TcpStream::connect((host, port)).await?;
     let got = stream.read_to_end().await?;
     println!("got: {}", String::from_utf8_lossy(&got));
     stream.write_all(b"written after your FIN").await?;
@@ -125,7 +127,7 @@ async fn half_close(host: &str, port: u16) -> Result<(), Error> {
 
 /// Half-closes first, then reads what the peer still sends.
 async fn fin_first(host: &str, port: u16) -> Result<(), Error> {
-    let mut stream = TcpStream::connect(host, port).await?;
+    let mut stream = TcpStream::connect((host, port)).await?;
     stream.write_all(b"guest is done sending").await?;
     stream.shutdown().await?;
     let got = stream.read_to_end().await?;
@@ -136,7 +138,7 @@ async fn fin_first(host: &str, port: u16) -> Result<(), Error> {
 /// Reads with a very short timeout, abandoning most reads while the peer
 /// sends, then echoes everything it got and half-closes.
 async fn abandon_reads(host: &str, port: u16) -> Result<(), Error> {
-    let mut stream = TcpStream::connect(host, port).await?;
+    let mut stream = TcpStream::connect((host, port)).await?;
     let mut got = Vec::new();
     let mut buf = vec![0u8; 1500];
     let mut abandoned = 0u64;
@@ -162,7 +164,7 @@ async fn drop_filled_reads(host: &str, port: u16, rounds: u64) -> Result<(), Err
     use std::pin::pin;
     use std::task::Poll;
 
-    let (mut from_peer, mut to_peer) = TcpStream::connect(host, port).await?.into_split();
+    let (mut from_peer, mut to_peer) = TcpStream::connect((host, port)).await?.into_split();
     for round in 0..rounds {
         let expected = format!("message {round} from the peer;");
         {
@@ -215,9 +217,10 @@ async fn busy(
         ..ConnectOptions::default()
     };
     let mut stream = match tls {
-        false => TcpStream::connect_with(host, port, &options).await?,
+        false => TcpStream::connect_with((host, port), &options).await?,
         true => {
-            TcpStream::connect_tls_with(host, port, &options, &TlsConnectOptions::default()).await?
+            TcpStream::connect_tls_with((host, port), &options, &TlsConnectOptions::default())
+                .await?
         }
     };
     let data: Vec<u8> = (0..bytes).map(|i| (i % 251) as u8).collect();
@@ -227,14 +230,14 @@ async fn busy(
     while now() - start < Duration::from_millis(ms) {
         spins = std::hint::black_box(spins.wrapping_add(1));
     }
-    TcpStream::connect(host, done_port).await?;
+    TcpStream::connect((host, done_port)).await?;
     println!("computed {ms} ms ({spins} spins)");
     Ok(())
 }
 
 /// Says "ready", then expects the peer to reset the connection.
 async fn reset(host: &str, port: u16) -> Result<(), Error> {
-    let mut stream = TcpStream::connect(host, port).await?;
+    let mut stream = TcpStream::connect((host, port)).await?;
     stream.write_all(b"ready").await?;
     let mut buf = [0u8; 64];
     match stream.read(&mut buf).await {
@@ -246,14 +249,20 @@ async fn reset(host: &str, port: u16) -> Result<(), Error> {
 
 /// Closing a listener wakes an accept that is already waiting.
 async fn accept_close(host: &str) -> Result<(), Error> {
-    let listener = std::rc::Rc::new(TcpListener::bind(host, 0).await?);
+    let listener = std::rc::Rc::new(TcpListener::bind((host, 0)).await?);
     let waiting = {
         let listener = std::rc::Rc::clone(&listener);
-        moat_sdk::spawn(async move { listener.accept().await.map(|c| c.is_some()) })
+        moat_sdk::spawn(async move {
+            match listener.accept().await {
+                Ok(_) => Ok(true),
+                Err(Error::Closed) => Ok(false),
+                Err(e) => Err(e),
+            }
+        })
     };
     moat_sdk::time::sleep(Duration::from_millis(20)).await;
     listener.close().await;
-    match waiting.await? {
+    match waiting.await?? {
         false => println!("accept after close: none"),
         true => println!("accept after close: a connection"),
     }
@@ -271,7 +280,7 @@ async fn options(host: &str, port: u16) -> Result<(), Error> {
         timeout: Some(Duration::from_secs(5)),
         ..ConnectOptions::default()
     };
-    let stream = TcpStream::connect_with(host, port, &options).await?;
+    let stream = TcpStream::connect_with((host, port), &options).await?;
     stream.set_nodelay(false)?;
     stream.set_keepalive(Some(moat_sdk::Keepalive {
         idle: Some(Duration::from_secs(60)),
@@ -292,7 +301,7 @@ async fn options(host: &str, port: u16) -> Result<(), Error> {
 
 /// Prints every datagram's length and truncation until one says "stop".
 async fn udp_recv(host: &str) -> Result<(), Error> {
-    let socket = UdpSocket::bind(host, 0).await?;
+    let socket = UdpSocket::bind((host, 0)).await?;
     println!("listening on {}", socket.local_addr()?);
     loop {
         let d = socket.recv().await?;
@@ -312,8 +321,8 @@ async fn udp_recv(host: &str) -> Result<(), Error> {
 /// queued datagram with one receive-many and sends them all back with one
 /// send-many.
 async fn udp_many(host: &str) -> Result<(), Error> {
-    let socket = UdpSocket::bind(host, 0).await?;
-    let signal = TcpListener::bind(host, 0).await?;
+    let socket = UdpSocket::bind((host, 0)).await?;
+    let signal = TcpListener::bind((host, 0)).await?;
     println!("tcp on {}", signal.local_addr()?);
     println!("listening on {}", socket.local_addr()?);
     let _go = signal.accept().await?;
@@ -330,14 +339,14 @@ async fn udp_many(host: &str) -> Result<(), Error> {
 
 /// Closing a socket wakes a receive that is waiting on it.
 async fn udp_close(host: &str) -> Result<(), Error> {
-    let socket = std::rc::Rc::new(UdpSocket::bind(host, 0).await?);
+    let socket = std::rc::Rc::new(UdpSocket::bind((host, 0)).await?);
     let waiting = {
         let socket = std::rc::Rc::clone(&socket);
         moat_sdk::spawn(async move { socket.recv().await.map(|d| d.data) })
     };
     moat_sdk::time::sleep(Duration::from_millis(20)).await;
     socket.close();
-    println!("receive after close: {:?}", waiting.await);
+    println!("receive after close: {:?}", waiting.await?);
     Ok(())
 }
 
@@ -348,7 +357,7 @@ async fn udp_multicast(group: &str, on: &str) -> Result<(), Error> {
         multicast_loopback: Some(true),
         ..Default::default()
     };
-    let socket = UdpSocket::bind_with("0.0.0.0", 0, &options).await?;
+    let socket = UdpSocket::bind_with(("0.0.0.0", 0), &options).await?;
     let port = socket.local_addr()?.port();
     let bad = |e: std::net::AddrParseError| Error::InvalidArgument(e.to_string());
     let group_ip: std::net::IpAddr = group.parse().map_err(bad)?;
@@ -356,7 +365,7 @@ async fn udp_multicast(group: &str, on: &str) -> Result<(), Error> {
         group_ip,
         MulticastInterface::Address(on.parse().map_err(bad)?),
     )?;
-    socket.send_to(b"to the group", group, port).await?;
+    socket.send_to(b"to the group", (group, port)).await?;
     let d = timeout(Duration::from_secs(5), socket.recv())
         .await
         .map_err(|_| Error::TimedOut)??;
@@ -387,7 +396,7 @@ async fn tls_connect(
         extra_roots,
         ..Default::default()
     };
-    let mut stream = match TcpStream::connect_tls(host, port, &options).await {
+    let mut stream = match TcpStream::connect_tls((host, port), &options).await {
         Ok(stream) => stream,
         Err(e) => {
             println!("tls error: {e:?}");
@@ -397,8 +406,8 @@ async fn tls_connect(
     println!("connected, alpn {:?}", stream.alpn_protocol());
     stream.write_all(b"hello moat\n").await?;
     let mut buf = Vec::new();
-    if let Some(end) = stream.read_until(&mut buf, b"\n", 4096).await? {
-        println!("got: {}", String::from_utf8_lossy(&buf[..end]).trim_end());
+    if stream.read_until(b"\n", &mut buf, 4096).await? > 0 {
+        println!("got: {}", String::from_utf8_lossy(&buf).trim_end());
     }
     Ok(())
 }
@@ -406,9 +415,11 @@ async fn tls_connect(
 /// A TLS echo server: each connection gets back what it sends.
 async fn tls_echo_server(cert: &str, key: &str) -> Result<(), Error> {
     let identity = Identity::from_files(cert, key).map_err(|e| Error::Other(e.to_string()))?;
-    let listener = TcpListener::bind_tls("127.0.0.1", 0, &TlsListenOptions::new(identity)).await?;
+    let listener =
+        TcpListener::bind_tls(("127.0.0.1", 0), &TlsListenOptions::new(identity)).await?;
     println!("listening on {}", listener.local_addr()?);
-    while let Some(mut conn) = listener.accept().await? {
+    loop {
+        let (mut conn, _) = listener.accept().await?;
         moat_sdk::spawn(async move {
             let mut buf = Vec::with_capacity(64 * 1024);
             loop {
@@ -424,5 +435,73 @@ async fn tls_echo_server(cert: &str, key: &str) -> Result<(), Error> {
             let _ = conn.shutdown().await;
         });
     }
+}
+
+/// A task reading a flood that is all there, beside a task writing one line
+/// elsewhere: reports how many reads the reader had done when the writer
+/// got its turn.
+async fn fairness(
+    host: &str,
+    flood_port: u16,
+    other_port: u16,
+    read_size: usize,
+) -> Result<(), Error> {
+    let mut flood = TcpStream::connect((host, flood_port)).await?;
+    let mut other = TcpStream::connect((host, other_port)).await?;
+    // The peer sends this after the whole flood, so the flood is waiting.
+    let mut go = [0u8; 1];
+    other.read_exact(&mut go).await?;
+    let reads = std::rc::Rc::new(std::cell::Cell::new(0u64));
+    let reader = {
+        let reads = std::rc::Rc::clone(&reads);
+        moat_sdk::spawn(async move {
+            let mut buf = vec![0u8; read_size];
+            let mut total = 0;
+            loop {
+                let n = flood.read(&mut buf).await?;
+                if n == 0 {
+                    return Ok::<_, Error>(total);
+                }
+                total += n;
+                reads.set(reads.get() + 1);
+            }
+        })
+    };
+    let writer = {
+        let reads = std::rc::Rc::clone(&reads);
+        moat_sdk::spawn(async move {
+            let seen = reads.get();
+            other
+                .write_all(format!("writer ran after {seen} reads\n").as_bytes())
+                .await?;
+            other.shutdown().await?;
+            Ok::<_, Error>(seen)
+        })
+    };
+    let total = reader.await??;
+    let seen = writer.await??;
+    println!(
+        "flood of {total} bytes in {} reads; the writer ran after {seen}",
+        reads.get()
+    );
+    Ok(())
+}
+
+/// Aborts a task that holds a connection, reading; its stream is dropped.
+async fn abort(host: &str, port: u16) -> Result<(), Error> {
+    let mut stream = TcpStream::connect((host, port)).await?;
+    let reading = moat_sdk::spawn(async move {
+        let mut buf = [0u8; 64];
+        while stream.read(&mut buf).await? > 0 {}
+        Ok::<_, Error>(())
+    });
+    moat_sdk::task::yield_now().await;
+    let finished_before = reading.is_finished();
+    reading.abort();
+    let outcome = reading.await;
+    println!(
+        "finished before abort: {finished_before}; aborted: {}",
+        outcome.is_err_and(|e| e.is_cancelled())
+    );
     Ok(())
 }

@@ -1,16 +1,15 @@
 //! TCP connections.
 
+mod halves;
+
 use std::net::SocketAddr;
-use std::rc::Rc;
 use std::time::Duration;
 
-use crate::addr::ToSocketAddr;
+use crate::addr::ToHostPort;
 use crate::bindings::moat::net::tcp::{self, TcpSocket};
-use crate::bindings::moat::net::types::ErrorCode;
-use crate::bindings::wit_stream;
 use crate::error::Error;
 use crate::io::incoming::Incoming;
-use crate::io::outgoing::{Outgoing, WriteError};
+pub use halves::{OwnedReadHalf, OwnedWriteHalf, ReuniteError};
 
 /// Options for [`TcpStream::connect_with`]; the default is the system's.
 ///
@@ -24,7 +23,7 @@ use crate::io::outgoing::{Outgoing, WriteError};
 ///     nodelay: true,
 ///     ..ConnectOptions::default()
 /// };
-/// let stream = TcpStream::connect_with("127.0.0.1", 7000, &options).await?;
+/// let stream = TcpStream::connect_with(("127.0.0.1", 7000), &options).await?;
 /// # Ok(())
 /// # }
 /// ```
@@ -104,7 +103,7 @@ impl From<Keepalive> for tcp::Keepalive {
 /// use moat_sdk::TcpStream;
 ///
 /// # async fn demo() -> Result<(), moat_sdk::Error> {
-/// let mut stream = TcpStream::connect("example.com", 80).await?;
+/// let mut stream = TcpStream::connect("example.com:80").await?;
 /// stream.write_all(b"HEAD / HTTP/1.0\r\nHost: example.com\r\n\r\n").await?;
 /// stream.shutdown().await?; // our FIN; reading stays live
 /// let reply = stream.read_to_end().await?;
@@ -113,61 +112,33 @@ impl From<Keepalive> for tcp::Keepalive {
 /// # }
 /// ```
 pub struct TcpStream {
-    read: OwnedReadHalf,
-    write: OwnedWriteHalf,
+    pub(crate) read: OwnedReadHalf,
+    pub(crate) write: OwnedWriteHalf,
 }
 
-/// The reading half of a [`TcpStream`], from [`TcpStream::into_split`].
-///
-/// ```no_run
-/// # async fn demo(stream: moat_sdk::TcpStream) -> Result<(), moat_sdk::Error> {
-/// let (mut reader, mut writer) = stream.into_split();
-/// // Read in one task while another writes.
-/// let printing = moat_sdk::spawn(async move {
-///     let mut buf = [0u8; 1024];
-///     while let Ok(n @ 1..) = reader.read(&mut buf).await {
-///         println!("{}", String::from_utf8_lossy(&buf[..n]));
-///     }
-/// });
-/// writer.write_all(b"hello").await?;
-/// writer.shutdown().await?;
-/// printing.await;
-/// # Ok(())
-/// # }
-/// ```
-pub struct OwnedReadHalf {
-    socket: Rc<TcpSocket>,
-    incoming: Incoming<ErrorCode>,
-}
-
-/// The writing half of a [`TcpStream`], from [`TcpStream::into_split`].
-/// Dropping it sends a FIN (a half-close) after the bytes written.
-///
-/// ```no_run
-/// # async fn demo(stream: moat_sdk::TcpStream) -> Result<(), moat_sdk::Error> {
-/// let (_reader, mut writer) = stream.into_split();
-/// writer.write_all(b"request").await?;
-/// drop(writer); // FIN after "request"; the reader stays usable
-/// # Ok(())
-/// # }
-/// ```
-pub struct OwnedWriteHalf {
-    socket: Rc<TcpSocket>,
-    outgoing: Outgoing<ErrorCode>,
+impl std::fmt::Debug for TcpStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TcpStream")
+            .field("local", &self.local_addr().ok())
+            .field("peer", &self.peer_addr().ok())
+            .finish_non_exhaustive()
+    }
 }
 
 impl TcpStream {
-    /// Connects to `host`:`port`. `host` is a name or an IP literal; the
-    /// host's policy judges it exactly as written.
+    /// Connects to `addr`: `"example.com:443"`, `("example.com", 443)`, a
+    /// `SocketAddr` (see [`ToHostPort`]). The host part is a name or an IP
+    /// literal; the host's policy judges it exactly as written.
     ///
     /// # Errors
     /// [`Error::Denied`] if the run was not granted connect to it, and the
-    /// network's errors ([`Error::ConnectionRefused`], ...).
+    /// network's errors ([`Error::ConnectionRefused`], ...), which name the
+    /// address.
     ///
     /// # Cancel safety
     /// Dropping the future abandons the attempt (the host stops it too).
-    pub async fn connect(host: &str, port: u16) -> Result<TcpStream, Error> {
-        TcpStream::connect_with(host, port, &ConnectOptions::default()).await
+    pub async fn connect(addr: impl ToHostPort) -> Result<TcpStream, Error> {
+        TcpStream::connect_with(addr, &ConnectOptions::default()).await
     }
 
     /// [`connect`](Self::connect) with options.
@@ -176,12 +147,14 @@ impl TcpStream {
     /// As [`connect`](Self::connect), plus [`Error::TimedOut`] and
     /// [`Error::InvalidArgument`] for a bad option.
     pub async fn connect_with(
-        host: &str,
-        port: u16,
+        addr: impl ToHostPort,
         options: &ConnectOptions,
     ) -> Result<TcpStream, Error> {
-        let socket = tcp::connect(host.to_owned(), port, options.into()).await?;
-        Ok(TcpStream::from_socket(socket))
+        let (host, port) = addr.to_host_port()?;
+        match tcp::connect(host.clone(), port, options.into()).await {
+            Ok(socket) => Ok(TcpStream::from_socket(socket)),
+            Err(code) => Err(Error::at(code, &host, port)),
+        }
     }
 
     pub(crate) fn socket(&self) -> &TcpSocket {
@@ -197,6 +170,13 @@ impl TcpStream {
         replay
     }
 
+    /// Before an upgrade: no poll-driven read or write may still be in
+    /// the host's hands.
+    pub(crate) async fn settle(&mut self) -> Result<(), Error> {
+        self.read.settle().await;
+        self.write.settle().await
+    }
+
     /// After an upgrade the host has ended both streams: the next read or
     /// write opens new ones, on the new transport.
     pub(crate) fn after_upgrade(&mut self) {
@@ -205,17 +185,8 @@ impl TcpStream {
     }
 
     pub(crate) fn from_socket(socket: TcpSocket) -> TcpStream {
-        let socket = Rc::new(socket);
-        TcpStream {
-            read: OwnedReadHalf {
-                socket: Rc::clone(&socket),
-                incoming: Incoming::new(),
-            },
-            write: OwnedWriteHalf {
-                socket,
-                outgoing: Outgoing::new(),
-            },
-        }
+        let (read, write) = halves::halves(socket);
+        TcpStream { read, write }
     }
 
     /// Reads into `buf`: the number of bytes read, 0 at end of stream (the
@@ -262,32 +233,38 @@ impl TcpStream {
         self.read.read_to_end().await
     }
 
-    /// Reads into `buf` until it holds `delimiter` (a line's `b"\r\n"`, a
-    /// request head's `b"\r\n\r\n"`), and returns the index just past
-    /// the first one; `None` if the stream ends first. What follows the
-    /// delimiter stays in `buf` for the next call: drain what you consumed.
+    /// Reads until `delimiter` (a line's `b"\r\n"`, a request head's
+    /// `b"\r\n\r\n"`), appending to `buf` the bytes up to and including
+    /// it; returns how many it appended. What the stream holds after the
+    /// delimiter stays there, for the next read. At end of stream it
+    /// returns what came before it (0 if nothing did), as
+    /// tokio's `read_until` does.
     ///
     /// ```no_run
     /// # async fn demo(stream: &mut moat_sdk::TcpStream) -> Result<(), moat_sdk::Error> {
-    /// let mut buf = Vec::new();
-    /// while let Some(end) = stream.read_until(&mut buf, b"\r\n", 1024).await? {
-    ///     let line: Vec<u8> = buf.drain(..end).collect();
+    /// let mut line = Vec::new();
+    /// while stream.read_until(b"\r\n", &mut line, 1024).await? > 0 {
     ///     println!("{}", String::from_utf8_lossy(&line).trim_end());
+    ///     line.clear();
     /// }
     /// # Ok(())
     /// # }
     /// ```
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] if `buf` reaches `limit` bytes without the
-    /// delimiter; as [`read`](Self::read).
+    /// [`Error::InvalidArgument`] if `limit` bytes come without the
+    /// delimiter (they are in `buf`, appended); as [`read`](Self::read).
+    ///
+    /// # Cancel safety
+    /// Not cancel-safe: bytes appended before the drop stay in `buf`, and
+    /// are not read again.
     pub async fn read_until(
         &mut self,
-        buf: &mut Vec<u8>,
         delimiter: &[u8],
+        buf: &mut Vec<u8>,
         limit: usize,
-    ) -> Result<Option<usize>, Error> {
-        self.read.read_until(buf, delimiter, limit).await
+    ) -> Result<usize, Error> {
+        self.read.read_until(delimiter, buf, limit).await
     }
 
     /// Writes all of `data`. It returns once the host has the bytes: in the
@@ -327,7 +304,7 @@ impl TcpStream {
     /// # Errors
     /// If the host cannot tell.
     pub fn local_addr(&self) -> Result<SocketAddr, Error> {
-        Ok(self.read.socket.local_address()?.to_socket_addr())
+        self.read.local_addr()
     }
 
     /// The peer's address.
@@ -335,7 +312,7 @@ impl TcpStream {
     /// # Errors
     /// If the host cannot tell (after a reset, say).
     pub fn peer_addr(&self) -> Result<SocketAddr, Error> {
-        Ok(self.read.socket.remote_address()?.to_socket_addr())
+        self.read.peer_addr()
     }
 
     /// Disables (`true`) or enables Nagle's algorithm.
@@ -354,139 +331,9 @@ impl TcpStream {
         Ok(self.read.socket.set_keepalive(keepalive.map(Into::into))?)
     }
 
-    /// Splits the stream into halves that can be used from different tasks.
+    /// Splits the stream into halves that can be used from different tasks;
+    /// [`OwnedReadHalf::reunite`] joins them again.
     pub fn into_split(self) -> (OwnedReadHalf, OwnedWriteHalf) {
         (self.read, self.write)
-    }
-}
-
-impl OwnedReadHalf {
-    fn incoming(&mut self) -> &mut Incoming<ErrorCode> {
-        if !self.incoming.is_open() {
-            let (stream, outcome) = self.socket.receive();
-            self.incoming.open(stream, outcome);
-        }
-        &mut self.incoming
-    }
-
-    /// As [`TcpStream::read`].
-    ///
-    /// # Errors
-    /// As [`TcpStream::read`].
-    pub async fn read(&mut self, buf: &mut [u8]) -> Result<usize, Error> {
-        Ok(self.incoming().read(buf).await?)
-    }
-
-    /// As [`TcpStream::read_buf`].
-    ///
-    /// # Errors
-    /// As [`TcpStream::read`].
-    pub async fn read_buf(&mut self, buf: &mut Vec<u8>) -> Result<usize, Error> {
-        Ok(self.incoming().read_buf(buf).await?)
-    }
-
-    /// As [`TcpStream::read_exact`].
-    ///
-    /// # Errors
-    /// As [`TcpStream::read_exact`].
-    pub async fn read_exact(&mut self, mut buf: &mut [u8]) -> Result<(), Error> {
-        while !buf.is_empty() {
-            match self.read(buf).await? {
-                0 => return Err(Error::Closed),
-                n => buf = &mut buf[n..],
-            }
-        }
-        Ok(())
-    }
-
-    /// As [`TcpStream::read_to_end`].
-    ///
-    /// # Errors
-    /// As [`TcpStream::read`].
-    pub async fn read_to_end(&mut self) -> Result<Vec<u8>, Error> {
-        let mut all = Vec::new();
-        while self.read_buf(&mut all).await? > 0 {}
-        Ok(all)
-    }
-
-    /// As [`TcpStream::read_until`].
-    ///
-    /// # Errors
-    /// As [`TcpStream::read_until`].
-    pub async fn read_until(
-        &mut self,
-        buf: &mut Vec<u8>,
-        delimiter: &[u8],
-        limit: usize,
-    ) -> Result<Option<usize>, Error> {
-        if delimiter.is_empty() {
-            return Ok(Some(0));
-        }
-        // Only the new bytes (and the last few old ones) are searched again.
-        let mut searched: usize = 0;
-        loop {
-            let from = searched.saturating_sub(delimiter.len().saturating_sub(1));
-            if let Some(i) = buf[from..]
-                .windows(delimiter.len())
-                .position(|w| w == delimiter)
-            {
-                return Ok(Some(from + i + delimiter.len()));
-            }
-            searched = buf.len();
-            if buf.len() >= limit {
-                return Err(Error::InvalidArgument(format!(
-                    "no delimiter within {limit} bytes"
-                )));
-            }
-            buf.reserve((limit - buf.len()).min(16 * 1024));
-            if self.read_buf(buf).await? == 0 {
-                return Ok(None);
-            }
-        }
-    }
-}
-
-impl OwnedWriteHalf {
-    fn outgoing(&mut self) -> &mut Outgoing<ErrorCode> {
-        if !self.outgoing.is_open() {
-            let (tx, rx) = wit_stream::new::<u8>();
-            let outcome = self.socket.send(rx);
-            self.outgoing.open(tx, outcome);
-        }
-        &mut self.outgoing
-    }
-
-    /// As [`TcpStream::write_all`].
-    ///
-    /// # Errors
-    /// As [`TcpStream::write_all`].
-    pub async fn write_all(&mut self, data: &[u8]) -> Result<(), Error> {
-        // The host reads straight from the buffer it is lent, which must be
-        // owned for the length of the write: one copy here.
-        self.write_all_owned(data.to_vec()).await.map(drop)
-    }
-
-    /// As [`TcpStream::write_all_owned`].
-    ///
-    /// # Errors
-    /// As [`TcpStream::write_all`].
-    pub async fn write_all_owned(&mut self, data: Vec<u8>) -> Result<Vec<u8>, Error> {
-        self.outgoing().write_all(data).await.map_err(|e| match e {
-            WriteError::Failed(code) => code.into(),
-            WriteError::Ended => Error::Closed,
-        })
-    }
-
-    /// As [`TcpStream::shutdown`].
-    ///
-    /// # Errors
-    /// As [`TcpStream::shutdown`].
-    pub async fn shutdown(&mut self) -> Result<(), Error> {
-        if self.outgoing.is_open() {
-            return Ok(self.outgoing.close().await?);
-        }
-        let end = self.socket.shutdown().await;
-        self.outgoing.mark_ended(end.clone());
-        Ok(end?)
     }
 }
