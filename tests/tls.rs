@@ -14,7 +14,7 @@ use rand::{Rng, SeedableRng};
 use rustls::pki_types::ServerName;
 use sha2::{Digest, Sha256};
 use support::certs::{Ca, Leaf};
-use support::{PATIENCE, guests, start_with, within};
+use support::{PATIENCE, guests, have, start_with, within};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -36,24 +36,6 @@ impl Certs {
     fn path(&self, file: &str) -> String {
         self.dir.join(file).display().to_string()
     }
-}
-
-/// `program` is on PATH, or the test is skipped (never in CI).
-fn have(program: &str) -> bool {
-    let found = Command::new(program)
-        .arg("version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok();
-    if !found {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "{program} is missing in CI (.ci/run installs it)"
-        );
-        eprintln!("skipping: {program} is not installed");
-    }
-    found
 }
 
 /// A child process killed when the test ends.

@@ -231,3 +231,21 @@ pub async fn within<F: std::future::Future>(what: &str, future: F) -> F::Output 
 }
 
 pub mod certs;
+
+/// `program` is on PATH, or the test is skipped (never in CI).
+pub fn have(program: &str) -> bool {
+    let found = std::process::Command::new(program)
+        .arg("version")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok();
+    if !found {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{program} is missing in CI (.ci/run installs it)"
+        );
+        eprintln!("skipping: {program} is not installed");
+    }
+    found
+}
