@@ -15,8 +15,8 @@ rustup toolchain install >/dev/null 2>&1 || rustup target add wasm32-wasip2
 step "Build moat, the embedding example and the example guests"
 show cargo build -p moat-host -p embed
 cargo build -q -p moat-host -p embed
-show cargo build --release --target wasm32-wasip2 -p echo-server -p ncat -p udp-echo -p http-server -p std-echo -p std-fetch
-cargo build -q --release --target wasm32-wasip2 -p echo-server -p ncat -p udp-echo -p http-server -p std-echo -p std-fetch
+show cargo build --release --target wasm32-wasip2 -p echo-server -p ncat -p udp-echo -p http-server -p std-echo -p std-fetch -p hyper-serve -p hyper-fetch
+cargo build -q --release --target wasm32-wasip2 -p echo-server -p ncat -p udp-echo -p http-server -p std-echo -p std-fetch -p hyper-serve -p hyper-fetch
 
 MOAT=target/debug/moat
 GUESTS=target/wasm32-wasip2/release
@@ -95,6 +95,25 @@ echo "# The address itself was never granted (the grant names localhost):"
 show "$MOAT run --allow-net=localhost:$WEB_PORT $GUESTS/std-fetch.wasm 127.0.0.1:$WEB_PORT /"
 "$MOAT" run --allow-net="localhost:$WEB_PORT" "$GUESTS/std-fetch.wasm" "127.0.0.1:$WEB_PORT" / && exit 1 || echo "(exit status $?)"
 kill "$WEB_SERVER" 2>/dev/null; rm -f "$WEB_LOG"
+
+step "hyper 1 on moat-sdk: an HTTP/1.1 server guest, and a client guest fetching from it"
+HYPER_LOG=$(mktemp)
+show "$MOAT run --allow-listen=127.0.0.1:0 $GUESTS/hyper-serve.wasm 127.0.0.1:0 &"
+"$MOAT" run --allow-listen=127.0.0.1:0 "$GUESTS/hyper-serve.wasm" 127.0.0.1:0 >"$HYPER_LOG" 2>&1 &
+HYPER_SERVER=$!
+for _ in $(seq 1 600); do grep -q '^listening on ' "$HYPER_LOG" && break; sleep 0.05; done
+HYPER_PORT=$(sed -n 's/^listening on .*://p' "$HYPER_LOG" | head -n1)
+[ -n "$HYPER_PORT" ] || { echo "hyper-serve did not start:"; cat "$HYPER_LOG"; exit 1; }
+show "$MOAT run --allow-net=localhost:$HYPER_PORT $GUESTS/hyper-fetch.wasm http://localhost:$HYPER_PORT/"
+"$MOAT" run --allow-net="localhost:$HYPER_PORT" "$GUESTS/hyper-fetch.wasm" "http://localhost:$HYPER_PORT/"
+if command -v curl >/dev/null; then
+  show "curl http://127.0.0.1:$HYPER_PORT/whoami"
+  curl -sS "http://127.0.0.1:$HYPER_PORT/whoami"
+fi
+echo "# A 404 makes hyper-fetch exit 22, as curl -f does:"
+show "$MOAT run --allow-net=localhost:$HYPER_PORT $GUESTS/hyper-fetch.wasm http://localhost:$HYPER_PORT/missing"
+"$MOAT" run --allow-net="localhost:$HYPER_PORT" "$GUESTS/hyper-fetch.wasm" "http://localhost:$HYPER_PORT/missing" && exit 1 || echo "(exit status $?)"
+kill "$HYPER_SERVER" 2>/dev/null; rm -f "$HYPER_LOG"
 
 if command -v openssl >/dev/null && command -v curl >/dev/null; then
   step "TLS in the host: an HTTPS guest, with a certificate from a directory it was given"

@@ -364,3 +364,47 @@ async fn ncat_listens_for_one_connection() {
     assert_eq!(done.code(), 0, "{}", done.stderr);
     assert_eq!(done.stdout, "to ncat\n");
 }
+
+#[tokio::test]
+async fn errors_name_the_address_they_are_about() {
+    let port = support::free_port();
+    let refused = support::run(
+        guests::PROBE,
+        connect_policy(port),
+        &["connect", "127.0.0.1", &port.to_string()],
+    )
+    .await;
+    assert_eq!(refused.code(), 1);
+    assert!(
+        refused
+            .stderr
+            .contains(&format!("error: connection refused by 127.0.0.1:{port}")),
+        "{}",
+        refused.stderr
+    );
+
+    let (_held, port) = support::watched_port();
+    let in_use = support::run(
+        guests::PROBE,
+        listen_policy(),
+        &["listen", "127.0.0.1", &port.to_string()],
+    )
+    .await;
+    assert_eq!(in_use.code(), 1);
+    assert!(
+        in_use
+            .stderr
+            .contains(&format!("error: address 127.0.0.1:{port} in use")),
+        "{}",
+        in_use.stderr
+    );
+
+    // A HOST:PORT string that is not one is refused before any call.
+    let bad = support::run(guests::HYPER_SERVE, listen_policy(), &["127.0.0.1"]).await;
+    assert_eq!(bad.code(), 1);
+    assert!(
+        bad.stderr.contains("\"127.0.0.1\" is not HOST:PORT"),
+        "{}",
+        bad.stderr
+    );
+}
