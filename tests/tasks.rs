@@ -89,3 +89,50 @@ async fn an_aborted_task_is_dropped_and_its_connection_closed() {
         run.stdout
     );
 }
+
+/// futures-io's and tokio's traits on a TcpStream, mixed with the SDK's own
+/// methods on one connection: every byte arrives, in order, once.
+#[tokio::test]
+async fn the_io_traits_and_the_sdk_methods_share_one_stream() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let guest = start(
+        guests::PROBE,
+        connect_policy(&[port]),
+        &["io-traits", "127.0.0.1", &port.to_string()],
+    );
+    let (mut peer, _) = listener.accept().await.unwrap();
+    let tail: String = (0..100_000)
+        .map(|i| char::from(b'a' + (i % 26) as u8))
+        .collect();
+    peer.write_all(b"first line\nsecond line\n").await.unwrap();
+    peer.write_all(tail.as_bytes()).await.unwrap();
+    peer.shutdown().await.unwrap();
+    // Nothing is read until the guest has a write still with the host.
+    let said = guest.wait_for("still with the host").await;
+    let sent: usize = said
+        .lines()
+        .find_map(|l| l.strip_prefix("io-traits: "))
+        .and_then(|l| l.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count in {said:?}"));
+    let mut back = String::new();
+    peer.read_to_string(&mut back).await.unwrap();
+    let upper = tail.to_uppercase();
+    let written: String = upper.chars().cycle().take(sent).collect();
+    let want = format!("FIRST LINE\nSECOND LINE\n{written}END\n");
+    assert!(
+        back == want,
+        "got {} bytes back of {}; they differ from byte {:?}",
+        back.len(),
+        want.len(),
+        back.bytes().zip(want.bytes()).position(|(a, b)| a != b)
+    );
+    let run = guest.finish().await;
+    assert_eq!(run.code(), 0, "{}", run.stderr);
+    assert!(
+        run.stdout.contains("100000 bytes after the lines"),
+        "{}",
+        run.stdout
+    );
+}

@@ -130,6 +130,11 @@ fn harness(args: &[String]) -> anyhow::Result<()> {
         println!("{stock}");
         std::fs::write(out.join("latest-stock.md"), &stock)?;
     }
+    let hyper = report::hyper_table(&report);
+    if !hyper.is_empty() {
+        println!("{hyper}");
+        std::fs::write(out.join("latest-hyper.md"), &hyper)?;
+    }
     let ab = report::ab_table(&report);
     if !ab.is_empty() {
         println!("{ab}");

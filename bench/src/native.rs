@@ -23,6 +23,7 @@ pub fn serve(args: &[String]) -> anyhow::Result<()> {
         "udp-echo" => return runtime.block_on(udp_echo(arg(1))),
         "udp-send" => return runtime.block_on(udp_send(arg(1), num(2), num(3) as usize)),
         "tls-echo" => return runtime.block_on(tls_echo(arg(1), arg(2), arg(3))),
+        "http" => return runtime.block_on(http(arg(1))),
         _ => {}
     }
     runtime.block_on(async move {
@@ -158,6 +159,30 @@ async fn tls_echo(addr: &str, cert: &str, key: &str) -> anyhow::Result<()> {
                 }
             }
             let _ = tls.shutdown().await;
+        });
+    }
+}
+
+/// hyper 1 on tokio, the way a native Rust HTTP/1.1 server is written:
+/// `GET /` answers the greeting hyper-serve answers.
+async fn http(addr: &str) -> anyhow::Result<()> {
+    use http_body_util::Full;
+    use hyper::body::Bytes;
+
+    let listener = TcpListener::bind(addr).await.context("bind")?;
+    println!("listening on {}", listener.local_addr()?);
+    std::io::stdout().flush()?;
+    loop {
+        let (conn, _) = listener.accept().await?;
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(|_request| async {
+                Ok::<_, std::convert::Infallible>(hyper::Response::new(Full::new(
+                    Bytes::from_static(b"hello from a moat guest, on hyper\n"),
+                )))
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(hyper_util::rt::TokioIo::new(conn), service)
+                .await;
         });
     }
 }

@@ -270,6 +270,43 @@ pub fn stock_table(report: &Report) -> String {
     if rows == 0 { String::new() } else { out }
 }
 
+/// hyper-serve beside http-server (both on moat) and native hyper, for the
+/// workloads that ran it. Empty if none did.
+pub fn hyper_table(report: &Report) -> String {
+    let mut out = String::new();
+    out.push_str("| workload | metric | native (hyper on tokio) | moat, http-server | moat, hyper-serve | http-server / native | hyper-serve / native | hyper-serve / http-server |\n");
+    out.push_str("|---|---|---|---|---|---|---|---|\n");
+    let mut rows = 0;
+    for w in &report.workloads {
+        for (i, m) in w.metrics.iter().enumerate() {
+            let (Some(hand), Some(hyper)) =
+                (m.servers.get(&Kind::Moat), m.servers.get(&Kind::MoatHyper))
+            else {
+                continue;
+            };
+            let ratio = |k: Kind| {
+                m.ratio_to_native
+                    .get(&k)
+                    .map(|r| format!("{r:.2}"))
+                    .unwrap_or("-".into())
+            };
+            out.push_str(&format!(
+                "| {} | {} | {} | {} | {} | {} | {} | {:.2} |\n",
+                if i == 0 { w.name.as_str() } else { "" },
+                m.label(),
+                m.cell(Kind::Native),
+                m.cell(Kind::Moat),
+                m.cell(Kind::MoatHyper),
+                ratio(Kind::Moat),
+                ratio(Kind::MoatHyper),
+                hyper.median / hand.median,
+            ));
+            rows += 1;
+        }
+    }
+    if rows == 0 { String::new() } else { out }
+}
+
 /// A chart of every metric's ratio to native, moat beside wasmtime-wasi.
 pub fn chart(report: &Report, path: &Path) -> anyhow::Result<()> {
     let rows: Vec<(String, Option<f64>, Option<f64>)> = report

@@ -32,6 +32,9 @@ pub enum Kind {
     /// `moat run` with the same std::net guest: wasi:sockets under moat's
     /// policy, beside wasmtime-wasi's own (the rows it can run).
     MoatStd,
+    /// `moat run` with `examples/hyper-serve` (hyper 1 on moat-sdk), beside
+    /// `Moat` running `examples/http-server` (HTTP written by hand).
+    MoatHyper,
 }
 
 impl Kind {
@@ -43,6 +46,7 @@ impl Kind {
             Kind::WasmtimeWasi => "wasmtime-wasi",
             Kind::WasmtimeWasiBaseline => "wasmtime-wasi (baseline)",
             Kind::MoatStd => "moat, std::net guest",
+            Kind::MoatHyper => "moat, hyper-serve",
         }
     }
 
@@ -55,6 +59,7 @@ impl Kind {
             Kind::WasmtimeWasi => "wasmtime-wasi",
             Kind::WasmtimeWasiBaseline => "wasmtime-wasi-baseline",
             Kind::MoatStd => "moat-std",
+            Kind::MoatHyper => "moat-hyper",
         }
     }
 
@@ -72,6 +77,8 @@ pub enum Guest {
     BenchServer,
     BenchStd,
     Hello,
+    HttpServer,
+    HyperServe,
 }
 
 impl Guest {
@@ -82,6 +89,8 @@ impl Guest {
             Guest::BenchServer => "bench-server",
             Guest::BenchStd => "bench-std",
             Guest::Hello => "hello",
+            Guest::HttpServer => "http-server",
+            Guest::HyperServe => "hyper-serve",
         }
     }
 
@@ -93,6 +102,8 @@ impl Guest {
             Guest::BenchServer => moat_guests::BENCH_SERVER,
             Guest::BenchStd => moat_guests::BENCH_STD,
             Guest::Hello => moat_guests::HELLO,
+            Guest::HttpServer => moat_guests::HTTP_SERVER,
+            Guest::HyperServe => moat_guests::HYPER_SERVE,
         }
     }
 }
@@ -112,6 +123,8 @@ pub enum Mode {
     TlsEcho,
     /// Echo datagrams to their senders.
     UdpEcho,
+    /// HTTP/1.1 with keep-alive: `GET /` answers a short greeting.
+    Http,
     /// On a "go" datagram, send `count` datagrams of `size` bytes back,
     /// then "done".
     UdpSend { count: usize, size: usize },
@@ -132,6 +145,7 @@ impl Mode {
             Mode::WriteOnce(bytes) => vec!["write-once".into(), bytes.to_string()],
             Mode::Stream(bytes) => vec!["stream".into(), bytes.to_string()],
             Mode::UdpEcho => vec!["udp-echo".into()],
+            Mode::Http => vec!["http".into()],
             Mode::TlsEcho => vec!["tls-echo".into()],
             Mode::UdpSend { count, size } => {
                 vec!["udp-send".into(), count.to_string(), size.to_string()]
@@ -335,6 +349,11 @@ impl Server {
                     Mode::UdpEcho => {
                         command.arg(setup.guest(kind, Guest::UdpEcho)).arg(&listen);
                     }
+                    Mode::Http => {
+                        command
+                            .arg(setup.guest(kind, Guest::HttpServer))
+                            .arg(&listen);
+                    }
                     Mode::TlsEcho => {
                         command
                             .arg(format!("--dir={}::/certs", setup.certs.display()))
@@ -351,6 +370,15 @@ impl Server {
                             .args(rest);
                     }
                 }
+            }
+            Kind::MoatHyper => {
+                command
+                    .arg(&setup.moat)
+                    .arg("run")
+                    .arg(format!("--cache-dir={}", setup.cache.display()))
+                    .arg("--allow-listen=127.0.0.1:0")
+                    .arg(setup.guest(kind, Guest::HyperServe))
+                    .arg(&listen);
             }
             Kind::MoatStd => {
                 let rest = mode_args.split_off(1);

@@ -42,6 +42,7 @@ pub const ALL: &[&str] = &[
     "udp_send",
     "tls_throughput",
     "tls_connect",
+    "http_rr",
 ];
 
 pub fn run(name: &str, run: &Run) -> anyhow::Result<Workload> {
@@ -59,6 +60,7 @@ pub fn run(name: &str, run: &Run) -> anyhow::Result<Workload> {
         "udp_send" => udp_send(run),
         "tls_throughput" => tls_throughput(run),
         "tls_connect" => tls_connect(run),
+        "http_rr" => http_rr(run),
         other => bail!("unknown workload {other}; known: {}", ALL.join(", ")),
     }
 }
@@ -850,5 +852,89 @@ fn tls_connect(run: &Run) -> anyhow::Result<Workload> {
             ratio(&cpu, Kind::Moat)
         ),
         metrics: vec![rate, cpu],
+    })
+}
+
+// ---------------------------------------------------------------- HTTP
+
+/// Reads one HTTP/1.1 response with a Content-Length body; its length.
+async fn read_response(stream: &mut TcpStream, buf: &mut Vec<u8>) -> anyhow::Result<usize> {
+    loop {
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = std::str::from_utf8(&buf[..end])?;
+            if !head.starts_with("HTTP/1.1 200") {
+                bail!("not a 200: {head}");
+            }
+            let length: usize = head
+                .lines()
+                .find_map(|l| {
+                    let (name, value) = l.split_once(':')?;
+                    name.eq_ignore_ascii_case("content-length")
+                        .then(|| value.trim().parse().ok())?
+                })
+                .context("no content-length")?;
+            let total = end + 4 + length;
+            while buf.len() < total {
+                if stream.read_buf(buf).await? == 0 {
+                    bail!("closed mid-body");
+                }
+            }
+            buf.drain(..total);
+            return Ok(total);
+        }
+        if stream.read_buf(buf).await? == 0 {
+            bail!("closed mid-head");
+        }
+    }
+}
+
+fn http_rr(run: &Run) -> anyhow::Result<Workload> {
+    let requests = run.scale(10_000, 2_000);
+    let kinds = vec![Kind::Native, Kind::Moat, Kind::MoatHyper];
+    let servers = start_all(run, kinds, Mode::Http, true)?;
+    let mut p50 = MetricBuilder::new("request p50", "µs", Better::Lower);
+    let mut p99 = MetricBuilder::new("request p99", "µs", Better::Lower);
+    let mut cpu = MetricBuilder::new("server CPU per request", "µs", Better::Lower);
+    for _ in 0..run.rounds {
+        for (kind, server) in &servers {
+            let cpu0 = server.cpu_ns();
+            let mut times = client(true, async {
+                let mut stream = TcpStream::connect(server.addr).await?;
+                stream.set_nodelay(true)?;
+                let mut times = Vec::with_capacity(requests);
+                let mut buf = Vec::with_capacity(4096);
+                for _ in 0..requests {
+                    let t = Instant::now();
+                    stream
+                        .write_all(b"GET / HTTP/1.1\r\nHost: bench\r\n\r\n")
+                        .await?;
+                    read_response(&mut stream, &mut buf).await?;
+                    times.push(t.elapsed().as_secs_f64() * 1e6);
+                }
+                Ok(times)
+            })?;
+            cpu.add(
+                *kind,
+                (server.cpu_ns() - cpu0) as f64 / requests as f64 / 1e3,
+            );
+            times.sort_by(f64::total_cmp);
+            p50.add(*kind, times[times.len() / 2]);
+            p99.add(*kind, times[times.len() * 99 / 100]);
+        }
+    }
+    let (p50, p99, cpu) = (p50.build(), p99.build(), cpu.build());
+    Ok(Workload {
+        name: "http_rr".into(),
+        what: format!(
+            "{requests} keep-alive GET / on one connection: native is hyper on tokio, moat runs http-server (HTTP by hand) and hyper-serve (hyper on moat-sdk); client and server pinned to CPU 0"
+        ),
+        goal: "none yet: hyper-serve beside http-server".into(),
+        met: None,
+        verdict: format!(
+            "p50: http-server {:.2}×, hyper-serve {:.2}× native hyper",
+            ratio(&p50, Kind::Moat),
+            ratio(&p50, Kind::MoatHyper)
+        ),
+        metrics: vec![p50, p99, cpu],
     })
 }

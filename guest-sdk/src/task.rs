@@ -65,9 +65,15 @@ pub(crate) fn poll_budget(cx: &mut Context<'_>) -> Poll<()> {
     }
 }
 
-/// [`poll_budget`] as a future, for the async methods.
+/// [`poll_budget`] for the async methods: spending a unit is a plain
+/// decrement, and only a spent budget awaits (once).
 pub(crate) async fn consume_budget() {
-    std::future::poll_fn(poll_budget).await;
+    let left = LEFT.with(Cell::get);
+    if left > 0 {
+        LEFT.with(|l| l.set(left - 1));
+    } else {
+        std::future::poll_fn(poll_budget).await;
+    }
 }
 
 /// Lets the other tasks run, then continues.
@@ -130,7 +136,10 @@ pub fn spawn<T: 'static>(task: impl Future<Output = T> + 'static) -> JoinHandle<
                 Poll::Ready(())
             }
             Poll::Pending => {
-                *mine.task_waker.borrow_mut() = Some(cx.waker().clone());
+                let mut waker = mine.task_waker.borrow_mut();
+                if !waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                    *waker = Some(cx.waker().clone());
+                }
                 Poll::Pending
             }
         }

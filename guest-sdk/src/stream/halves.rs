@@ -176,9 +176,9 @@ impl OwnedReadHalf {
         }
     }
 
-    /// The reader, its stream opened, once no poll-driven read holds it.
-    async fn incoming(&mut self) -> &mut Incoming<ErrorCode> {
-        self.settle().await;
+    /// The reader, its stream opened, once no poll-driven read holds it
+    /// (the caller settles first).
+    fn incoming(&mut self) -> &mut Incoming<ErrorCode> {
         if !self.incoming.is_open() {
             let (stream, outcome) = self.socket.receive();
             self.incoming.open(stream, outcome);
@@ -192,7 +192,10 @@ impl OwnedReadHalf {
     /// As [`TcpStream::read`].
     pub async fn read(&mut self, buf: &mut [u8]) -> Result<usize, Error> {
         consume_budget().await;
-        Ok(self.incoming().await.read(buf).await?)
+        if self.polled.is_some() {
+            self.settle().await;
+        }
+        Ok(self.incoming().read(buf).await?)
     }
 
     /// As [`TcpStream::read_buf`].
@@ -201,7 +204,10 @@ impl OwnedReadHalf {
     /// As [`TcpStream::read`].
     pub async fn read_buf(&mut self, buf: &mut Vec<u8>) -> Result<usize, Error> {
         consume_budget().await;
-        Ok(self.incoming().await.read_buf(buf).await?)
+        if self.polled.is_some() {
+            self.settle().await;
+        }
+        Ok(self.incoming().read_buf(buf).await?)
     }
 
     /// As [`TcpStream::read_exact`].
@@ -252,7 +258,8 @@ impl OwnedReadHalf {
             {
                 let end = from + i + delimiter.len();
                 // What came after the delimiter is the next call's.
-                self.incoming().await.unread(&buf[end..]);
+                // read_buf settled any poll-driven read already.
+                self.incoming().unread(&buf[end..]);
                 buf.truncate(end);
                 return Ok(end - start);
             }
@@ -368,7 +375,9 @@ impl OwnedWriteHalf {
     /// As [`TcpStream::write_all`].
     pub async fn write_all_owned(&mut self, data: Vec<u8>) -> Result<Vec<u8>, Error> {
         consume_budget().await;
-        self.settle().await?;
+        if self.polled.is_some() || self.failed.is_some() {
+            self.settle().await?;
+        }
         self.open();
         self.outgoing.write_all(data).await.map_err(write_error)
     }

@@ -101,6 +101,7 @@ async fn main() -> Result<(), Error> {
         "udp-multicast" => udp_multicast(arg(1)?, arg(2)?).await?,
         "fairness" => fairness(arg(1)?, num(2)? as u16, num(3)? as u16, num(4)? as usize).await?,
         "abort" => abort(arg(1)?, num(2)? as u16).await?,
+        "io-traits" => io_traits(arg(1)?, num(2)? as u16).await?,
         "deadlock" => {
             // Every task waits on another task, none on the host: nothing
             // can ever wake this program again.
@@ -503,5 +504,73 @@ async fn abort(host: &str, port: u16) -> Result<(), Error> {
         "finished before abort: {finished_before}; aborted: {}",
         outcome.is_err_and(|e| e.is_cancelled())
     );
+    Ok(())
+}
+
+/// The I/O traits, against a peer that sends lines then FIN: the first
+/// line through tokio's `AsyncBufReadExt`, the second through futures',
+/// five bytes through `AsyncReadExt::read_exact` (a poll-driven read), the
+/// rest through the SDK's own `read_to_end`; each answered, upper-cased,
+/// through tokio's and futures' `write_all`, then the rest, over and over,
+/// through futures' `write` until a write is still with the host, then
+/// "END" through the SDK's `write_all`, then `close` (a FIN).
+async fn io_traits(host: &str, port: u16) -> Result<(), Error> {
+    use futures::io::{AsyncBufReadExt as _, AsyncReadExt, AsyncWriteExt};
+    use std::task::Poll;
+    let io = |e: std::io::Error| Error::Other(e.to_string());
+    let mut stream = TcpStream::connect((host, port)).await?;
+
+    let mut line = String::new();
+    {
+        // tokio's buffered reader keeps what it read ahead: one line, then
+        // its buffer goes back to the stream, as the next read would.
+        let mut reader = tokio::io::BufReader::with_capacity(1, &mut stream);
+        tokio::io::AsyncBufReadExt::read_line(&mut reader, &mut line)
+            .await
+            .map_err(io)?;
+    }
+    tokio::io::AsyncWriteExt::write_all(&mut stream, line.to_uppercase().as_bytes())
+        .await
+        .map_err(io)?;
+
+    let mut second = String::new();
+    {
+        let mut reader = futures::io::BufReader::with_capacity(1, &mut stream);
+        reader.read_line(&mut second).await.map_err(io)?;
+    }
+    // The traits' methods, not the SDK's inherent ones of the same names.
+    AsyncWriteExt::write_all(&mut stream, second.to_uppercase().as_bytes())
+        .await
+        .map_err(io)?;
+
+    let mut five = [0u8; 5];
+    AsyncReadExt::read_exact(&mut stream, &mut five)
+        .await
+        .map_err(io)?;
+    let rest = TcpStream::read_to_end(&mut stream).await?;
+    let mut tail = five.to_vec();
+    tail.extend_from_slice(&rest);
+    // Through the trait until a write is still with the host (the peer
+    // reads nothing until this guest says so), then the SDK's own write,
+    // which must wait for it and go after it.
+    let upper = String::from_utf8_lossy(&tail).to_uppercase().into_bytes();
+    let mut sent = 0;
+    loop {
+        sent += AsyncWriteExt::write(&mut stream, &upper[sent % upper.len()..])
+            .await
+            .map_err(io)?;
+        let held = std::future::poll_fn(|cx| {
+            let flush = futures::io::AsyncWrite::poll_flush(std::pin::Pin::new(&mut stream), cx);
+            Poll::Ready(flush.is_pending())
+        })
+        .await;
+        if held {
+            break;
+        }
+    }
+    println!("io-traits: {sent} bytes written, the last still with the host");
+    TcpStream::write_all(&mut stream, b"END\n").await?;
+    stream.close().await.map_err(io)?;
+    println!("io-traits: {} bytes after the lines", tail.len());
     Ok(())
 }
