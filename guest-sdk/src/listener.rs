@@ -105,8 +105,6 @@ impl TcpListener {
     /// The next connection and its peer's address.
     ///
     /// Several tasks may wait at once; each connection goes to one of them.
-    /// A connection whose peer reset it before it was accepted (so it has
-    /// no peer address any more) is skipped.
     ///
     /// # Errors
     /// [`Error::Closed`] once the listener is closed (by
@@ -115,14 +113,13 @@ impl TcpListener {
     /// # Cancel safety
     /// Cancel-safe: a dropped accept loses no connection.
     pub async fn accept(&self) -> Result<(TcpStream, SocketAddr), Error> {
-        loop {
-            consume_budget().await;
-            let Some(socket) = self.listener.accept().await? else {
-                return Err(Error::Closed);
-            };
-            if let Ok(peer) = socket.remote_address() {
-                return Ok((TcpStream::from_socket(socket), peer.to_socket_addr()));
-            }
+        consume_budget().await;
+        match self.listener.accept().await? {
+            Some(accepted) => Ok((
+                TcpStream::from_socket(accepted.socket),
+                accepted.remote_address.to_socket_addr(),
+            )),
+            None => Err(Error::Closed),
         }
     }
 

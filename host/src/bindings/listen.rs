@@ -4,11 +4,11 @@ use wasmtime::component::{Accessor, Resource};
 
 use super::convert::call_error;
 use super::generated::moat::net::listen::{
-    Host, HostListener, HostListenerWithStore, HostWithStore, ListenOptions,
+    Accepted, Host, HostListener, HostListenerWithStore, HostWithStore, ListenOptions,
 };
 use super::generated::moat::net::types::{ErrorCode, SocketAddress};
 use super::{MoatCtxView, MoatNet};
-use crate::net::{self, TcpConn, TcpListener};
+use crate::net::{self, TcpListener};
 
 /// The core's listen options from the WIT record.
 pub(super) fn listen_options(options: ListenOptions) -> net::ListenOptions {
@@ -44,7 +44,7 @@ impl<T: Send> HostListenerWithStore<T> for MoatNet {
     async fn accept(
         store: &Accessor<T, Self>,
         listener: Resource<TcpListener>,
-    ) -> wasmtime::Result<Result<Option<Resource<TcpConn>>, ErrorCode>> {
+    ) -> wasmtime::Result<Result<Option<Accepted>, ErrorCode>> {
         let queue =
             store.with(|mut access| access.get().table.get(&listener).map(TcpListener::queue))?;
         let _waiting = match queue.enter_waiting() {
@@ -53,12 +53,14 @@ impl<T: Send> HostListenerWithStore<T> for MoatNet {
         };
         // No await between taking the connection and pushing it: a guest
         // cancelling this accept either gets the socket or leaves it queued.
-        match queue.accept().await {
-            Some(conn) => Ok(Ok(Some(
-                store.with(|mut access| access.get().table.push(conn))?,
-            ))),
-            None => Ok(Ok(None)),
-        }
+        let Some((conn, peer)) = queue.accept_from().await else {
+            return Ok(Ok(None));
+        };
+        let socket = store.with(|mut access| access.get().table.push(conn))?;
+        Ok(Ok(Some(Accepted {
+            socket,
+            remote_address: peer.into(),
+        })))
     }
 
     async fn close(

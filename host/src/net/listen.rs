@@ -91,8 +91,9 @@ pub struct AcceptQueue {
     inner: Arc<QueueInner>,
 }
 
-/// An accepted connection and its place in the run's socket count.
-type Accepted = (Io, SocketSlot);
+/// An accepted connection, its place in the run's socket count, and the
+/// peer's address as the accept reported it.
+type Accepted = (Io, SocketSlot, SocketAddr);
 
 struct QueueInner {
     receiver: Mutex<mpsc::Receiver<Accepted>>,
@@ -311,12 +312,23 @@ impl AcceptQueue {
     /// Cancel-safe: a connection is taken from the queue only when this
     /// returns it, so an abandoned accept loses none.
     pub async fn accept(&self) -> Option<TcpConn> {
+        self.accept_from().await.map(|(conn, _)| conn)
+    }
+
+    /// [`accept`](Self::accept), with the peer's address as the operating
+    /// system's accept reported it (also in [`TcpConn::accepted_from`]).
+    ///
+    /// # Cancel safety
+    /// As [`accept`](Self::accept).
+    pub async fn accept_from(&self) -> Option<(TcpConn, SocketAddr)> {
         let mut receiver = self.inner.receiver.lock().await;
-        let (io, slot) = receiver.recv().await?;
+        let (io, slot, peer) = receiver.recv().await?;
         if self.inner.closed.load(Ordering::Acquire) {
             return None;
         }
-        Some(TcpConn::with_io(io, self.inner.tasks.clone(), slot))
+        let mut conn = TcpConn::with_io(io, self.inner.tasks.clone(), slot);
+        conn.set_accepted_from(peer);
+        Some((conn, peer))
     }
 }
 
@@ -341,7 +353,7 @@ async fn accept_loop(
                 delay = ACCEPT_RETRY_MIN;
                 if accepting.admit(&mut slot, &stream, peer) {
                     tracing::debug!(target: "moat::net", %peer, "accepted");
-                    permit.send((Io::Plain(stream), slot));
+                    permit.send((Io::Plain(stream), slot, peer));
                 }
             }
             Err(error) => {
@@ -402,7 +414,7 @@ async fn accept_loop_tls(
             Some((peer, slot, done)) = handshakes.next(), if !handshakes.is_empty() => match done {
                 Ok(session) => {
                     tracing::debug!(target: "moat::net", %peer, "accepted (tls)");
-                    if sender.send((Io::tls(session), slot)).await.is_err() {
+                    if sender.send((Io::tls(session), slot, peer)).await.is_err() {
                         return;
                     }
                 }

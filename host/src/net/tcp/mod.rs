@@ -100,6 +100,9 @@ pub struct TcpConn {
     core: Option<Arc<Core>>,
     /// An upgrade has the socket (else a missing core means it failed).
     upgrading: bool,
+    /// The peer's address as the listener's accept reported it; `None`
+    /// for a connection this side made.
+    accepted_from: Option<SocketAddr>,
 }
 
 /// Closes the socket when its [`TcpConn`] is dropped, unless disarmed by
@@ -149,6 +152,7 @@ impl TcpConn {
             closer: Closer(None),
             core: None,
             upgrading: false,
+            accepted_from: None,
         };
         conn.install(io, tasks, slot);
         conn
@@ -188,6 +192,18 @@ impl TcpConn {
     /// What the operating system reports.
     pub fn local_addr(&self) -> Result<SocketAddr, NetError> {
         Ok(self.core()?.io.local_addr()?)
+    }
+
+    /// The peer's address as the accept that made this connection reported
+    /// it (so known even if the peer has reset the connection since);
+    /// `None` for a connection made by `connect`.
+    pub fn accepted_from(&self) -> Option<SocketAddr> {
+        self.accepted_from
+    }
+
+    /// Records the peer's address as the accept reported it.
+    pub(crate) fn set_accepted_from(&mut self, peer: SocketAddr) {
+        self.accepted_from = Some(peer);
     }
 
     /// The peer's address.
