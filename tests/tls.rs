@@ -217,7 +217,14 @@ async fn ca_file_makes_a_private_root_trusted_for_the_run() {
         ])
         .output()
         .unwrap();
-    assert!(String::from_utf8_lossy(&out.stdout).contains("CertificateUntrusted"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("CertificateUntrusted"), "{stdout}");
+    // The error says how to trust a private CA.
+    assert!(
+        stdout.contains("`moat run --ca-file=CA.pem`")
+            && stdout.contains("`TlsConnectOptions::extra_roots`"),
+        "{stdout}"
+    );
 }
 
 #[tokio::test]

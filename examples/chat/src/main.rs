@@ -66,12 +66,8 @@ async fn main() -> Result<(), Error> {
     let addr = std::env::args()
         .nth(1)
         .unwrap_or_else(|| "127.0.0.1:7000".to_owned());
-    let Some((host, port)) = moat_sdk::split_host_port(&addr) else {
-        return Err(Error::InvalidArgument(format!(
-            "`{addr}` is not HOST:PORT (usage: chat HOST:PORT)"
-        )));
-    };
-    let listener = TcpListener::bind((host, port)).await?;
+    // A string that is not HOST:PORT fails here, saying so.
+    let listener = TcpListener::bind(addr.as_str()).await?;
     println!("listening on {}", listener.local_addr()?);
     let clients = Clients::default();
     let mut next_id: u64 = 0;

@@ -401,6 +401,7 @@ async fn tls_connect(
         Ok(stream) => stream,
         Err(e) => {
             println!("tls error: {e:?}");
+            println!("tls error says: {e}");
             return Ok(());
         }
     };
