@@ -388,11 +388,11 @@ async fn starttls_client_side_keeps_order_and_replays_what_was_read() {
     // The writer is still open: the upgrade ends it without a FIN (dropping
     // it first would half-close the connection).
     let upgrade = net
-        .begin_tls_client(&mut conn, "localhost", Vec::new(), &trusting(&ca))
+        .upgrade_client(&mut conn, "localhost", Vec::new(), &trusting(&ca))
         .unwrap();
     assert_eq!(write_all(&mut writer, b"x").await, Err(NetError::Closed));
     drop((writer, reader));
-    conn.complete_upgrade(upgrade.handshake().await).unwrap();
+    conn.upgraded(upgrade.run().await).unwrap();
     assert!(conn.is_tls());
     let (mut writer, _) = conn.writer().unwrap();
     write_all(&mut writer, b"secret after the upgrade")
@@ -441,9 +441,9 @@ async fn starttls_server_side_replays_a_client_hello_sent_with_the_go_ahead() {
     assert_eq!(&have[..end], b"STARTTLS\r\n");
     let already_read = have[end..].to_vec();
     let upgrade = net
-        .begin_tls_server(&mut conn, already_read, &server_options(&leaf, &[]))
+        .upgrade_server(&mut conn, already_read, &server_options(&leaf, &[]))
         .unwrap();
-    conn.complete_upgrade(upgrade.handshake().await).unwrap();
+    conn.upgraded(upgrade.run().await).unwrap();
     assert_eq!(read_to_end(&conn).await.unwrap(), b"over tls");
     let (mut writer, _) = conn.writer().unwrap();
     write_all(&mut writer, b"server says hi").await.unwrap();
@@ -466,7 +466,7 @@ async fn upgrading_twice_or_after_shutdown_is_an_error() {
         .await
         .unwrap();
     let err = net
-        .begin_tls_client(&mut conn, "localhost", Vec::new(), &trusting(&ca))
+        .upgrade_client(&mut conn, "localhost", Vec::new(), &trusting(&ca))
         .err()
         .unwrap();
     assert_eq!(
@@ -483,7 +483,7 @@ async fn upgrading_twice_or_after_shutdown_is_an_error() {
         .unwrap();
     conn.shutdown().await.unwrap();
     assert!(matches!(
-        net.begin_tls_client(&mut conn, "localhost", Vec::new(), &trusting(&ca)),
+        net.upgrade_client(&mut conn, "localhost", Vec::new(), &trusting(&ca)),
         Err(NetError::InvalidState(_))
     ));
     // Unusable options leave the socket untouched.
@@ -496,7 +496,7 @@ async fn upgrading_twice_or_after_shutdown_is_an_error() {
         ..Default::default()
     };
     assert!(matches!(
-        net.begin_tls_client(&mut conn, "localhost", Vec::new(), &bad),
+        net.upgrade_client(&mut conn, "localhost", Vec::new(), &bad),
         Err(NetError::InvalidArgument(_))
     ));
     assert!(conn.writer().is_ok());

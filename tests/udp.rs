@@ -295,3 +295,66 @@ async fn ncat_udp_listen_prints_and_echoes() {
     assert_eq!(recv(&peer).await.0, b"ping");
     ncat.wait_for("ping\n").await;
 }
+
+/// A resolver that counts its lookups and answers `127.0.0.1` with the
+/// given lifetime (`None`: the resolver does not say).
+struct Counted {
+    asked: std::sync::atomic::AtomicUsize,
+    lifetime: Option<Duration>,
+}
+
+impl moat_host::net::Resolver for Counted {
+    fn lookup<'a>(&'a self, _name: &'a str) -> moat_host::net::resolve::Lookup<'a> {
+        self.asked.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Box::pin(async { Ok(vec![std::net::Ipv4Addr::LOCALHOST.into()]) })
+    }
+
+    fn lookup_answer<'a>(&'a self, name: &'a str) -> moat_host::net::resolve::AnswerLookup<'a> {
+        let lifetime = self.lifetime;
+        Box::pin(async move {
+            Ok(moat_host::net::Answer {
+                addresses: self.lookup(name).await?,
+                lifetime,
+            })
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_name_sent_to_again_and_again_is_looked_up_once_per_answer_lifetime() {
+    use std::sync::Arc;
+    use std::sync::atomic::Ordering;
+    const SENDS: usize = 200;
+    for (lifetime, lookups) in [(Some(Duration::from_secs(300)), 1), (None, SENDS)] {
+        let resolver = Arc::new(Counted {
+            asked: Default::default(),
+            lifetime,
+        });
+        let net = moat_host::net::Net::new(grants("127.0.0.1:0", "counted.test"))
+            .with_resolver(resolver.clone());
+        let socket = net
+            .bind_udp("127.0.0.1", 0, &Default::default())
+            .await
+            .unwrap();
+        let peer = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let port = peer.local_addr().unwrap().port();
+        for i in 0..SENDS {
+            let data = (i as u32).to_be_bytes();
+            socket.send(&data, "counted.test", port).await.unwrap();
+            // Every datagram arrives, each to the name's address.
+            let (got, _) = recv(&peer).await;
+            assert_eq!(got, data);
+        }
+        assert_eq!(
+            resolver.asked.load(Ordering::SeqCst),
+            lookups,
+            "lookups for {SENDS} sends with an answer lifetime of {lifetime:?}"
+        );
+        // The kept answer is still judged: a name the policy does not grant
+        // is refused whatever is kept.
+        assert!(matches!(
+            socket.send(b"x", "other.test", port).await,
+            Err(moat_host::net::NetError::Denied(_))
+        ));
+    }
+}

@@ -3,6 +3,7 @@
 //!
 //! ```text
 //! cargo run --release -p moat-bench -- [--quick] [--rounds N] [--baseline DIR] [WORKLOAD...]
+//! cargo run --release -p moat-bench -- report FILE.json   # the tables and chart again
 //! ```
 //!
 //! Writes `target/bench/latest.json`, `target/bench/latest.md` (the table),
@@ -36,6 +37,7 @@ fn main() -> anyhow::Result<()> {
         Some("serve-wasi") => wasi::serve(&args[2..]),
         Some("run-wasi") => wasi::run(&args[2..]),
         Some("measure") => measure::child(&args[2..]),
+        Some("report") => rewrite(&args[2..]),
         _ => harness(&args[1..]),
     }
 }
@@ -118,31 +120,48 @@ fn harness(args: &[String]) -> anyhow::Result<()> {
         );
         report.workloads.push(workload);
     }
-    let table = report::table(&report);
-    println!("{table}");
     std::fs::write(
         out.join("latest.json"),
         serde_json::to_string_pretty(&report)?,
     )?;
+    write_outputs(&report, &out)
+}
+
+/// `report FILE`: the tables and the chart of a saved run (its
+/// `latest.json`), written to `target/bench` as a run writes them.
+fn rewrite(args: &[String]) -> anyhow::Result<()> {
+    let file = args.first().context("usage: moat-bench report FILE.json")?;
+    let text = std::fs::read_to_string(file).with_context(|| format!("cannot read {file}"))?;
+    let report: Report = serde_json::from_str(&text)
+        .with_context(|| format!("{file} is not a moat-bench report"))?;
+    let out = PathBuf::from("target/bench");
+    std::fs::create_dir_all(&out)?;
+    write_outputs(&report, &out)
+}
+
+/// Prints the tables and writes them and the chart into `out`.
+fn write_outputs(report: &Report, out: &Path) -> anyhow::Result<()> {
+    let table = report::table(report);
+    println!("{table}");
     std::fs::write(out.join("latest.md"), &table)?;
-    let stock = report::stock_table(&report);
+    let stock = report::stock_table(report);
     if !stock.is_empty() {
         println!("{stock}");
         std::fs::write(out.join("latest-stock.md"), &stock)?;
     }
-    let hyper = report::hyper_table(&report);
+    let hyper = report::hyper_table(report);
     if !hyper.is_empty() {
         println!("{hyper}");
         std::fs::write(out.join("latest-hyper.md"), &hyper)?;
     }
-    let ab = report::ab_table(&report);
+    let ab = report::ab_table(report);
     if !ab.is_empty() {
         println!("{ab}");
         std::fs::write(out.join("latest-ab.md"), &ab)?;
     }
-    report::chart(&report, &out.join("ratios.svg"))?;
+    report::chart(report, &out.join("ratios.svg"))?;
     eprintln!(
-        "wrote {}/latest.json, latest.md, ratios.svg{}",
+        "wrote {}/latest.md, ratios.svg{}",
         out.display(),
         if ab.is_empty() { "" } else { ", latest-ab.md" }
     );

@@ -4,12 +4,12 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use plotters::prelude::*;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::servers::Kind;
 
 /// Whether a bigger number is better.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Better {
     Higher,
@@ -17,7 +17,7 @@ pub enum Better {
 }
 
 /// Samples of one number.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Stats {
     pub median: f64,
     pub min: f64,
@@ -48,7 +48,7 @@ impl Stats {
 }
 
 /// One measured number across the servers.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Metric {
     pub name: String,
     pub unit: String,
@@ -123,7 +123,7 @@ impl MetricBuilder {
 }
 
 /// One workload's outcome.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Workload {
     pub name: String,
     pub what: String,
@@ -134,7 +134,7 @@ pub struct Workload {
 }
 
 /// The whole run.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Report {
     pub quick: bool,
     pub rounds: usize,
@@ -159,8 +159,8 @@ fn fmt(v: f64) -> String {
 /// The table, as markdown (BENCHMARKS.md takes it as is).
 pub fn table(report: &Report) -> String {
     let mut out = String::new();
-    out.push_str("| workload | metric | native | moat | wasmtime-wasi | moat / native | wasmtime-wasi / native | goal | met |\n");
-    out.push_str("|---|---|---|---|---|---|---|---|---|\n");
+    out.push_str("| workload | metric | native | moat | wasmtime-wasi | moat / native | wasmtime-wasi / native | moat, second guest | second / native | goal | met |\n");
+    out.push_str("|---|---|---|---|---|---|---|---|---|---|---|\n");
     for w in &report.workloads {
         for (i, m) in w.metrics.iter().enumerate() {
             let ratio = |k: Kind| {
@@ -181,8 +181,9 @@ pub fn table(report: &Report) -> String {
             } else {
                 (String::new(), String::new())
             };
+            let second = second_guest(m);
             out.push_str(&format!(
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
                 if i == 0 { w.name.as_str() } else { "" },
                 m.label(),
                 m.cell(Kind::Native),
@@ -190,12 +191,23 @@ pub fn table(report: &Report) -> String {
                 m.cell(Kind::WasmtimeWasi),
                 ratio(Kind::Moat),
                 ratio(Kind::WasmtimeWasi),
+                second.map_or("-".into(), |k| m.cell(k)),
+                second.map_or("-".into(), ratio),
                 goal,
                 met,
             ));
         }
     }
     out
+}
+
+/// The second guest a metric ran on moat, if any: the std::net guest
+/// (`bench-std`, its wasi:sockets under the policy) or hyper-serve (beside
+/// http-server on `http_rr`).
+fn second_guest(m: &crate::report::Metric) -> Option<Kind> {
+    [Kind::MoatStd, Kind::MoatHyper]
+        .into_iter()
+        .find(|k| m.servers.contains_key(k))
 }
 
 /// The A/B table: each metric of this build beside the baseline build's,
@@ -307,9 +319,17 @@ pub fn hyper_table(report: &Report) -> String {
     if rows == 0 { String::new() } else { out }
 }
 
-/// A chart of every metric's ratio to native, moat beside wasmtime-wasi.
+/// The chart's colours: moat, moat's second guest, wasmtime-wasi.
+const MOAT: RGBColor = RGBColor(31, 119, 180);
+const SECOND: RGBColor = RGBColor(44, 160, 44);
+const WASI: RGBColor = RGBColor(214, 110, 40);
+
+/// A chart of every metric's ratio to native: moat, moat's second guest
+/// where one ran, and wasmtime-wasi.
 pub fn chart(report: &Report, path: &Path) -> anyhow::Result<()> {
-    let rows: Vec<(String, Option<f64>, Option<f64>)> = report
+    // (label, moat, wasmtime-wasi, moat's second guest) ratios per metric.
+    type Row = (String, Option<f64>, Option<f64>, Option<f64>);
+    let rows: Vec<Row> = report
         .workloads
         .iter()
         .flat_map(|w| {
@@ -328,6 +348,7 @@ pub fn chart(report: &Report, path: &Path) -> anyhow::Result<()> {
                         format!("{}: {} {arrow}", w.name, m.name),
                         m.ratio_to_native.get(&Kind::Moat).copied(),
                         m.ratio_to_native.get(&Kind::WasmtimeWasi).copied(),
+                        second_guest(m).and_then(|k| m.ratio_to_native.get(&k).copied()),
                     )
                 })
         })
@@ -337,11 +358,11 @@ pub fn chart(report: &Report, path: &Path) -> anyhow::Result<()> {
     }
     let max = rows
         .iter()
-        .flat_map(|(_, a, b)| [a.unwrap_or(0.0), b.unwrap_or(0.0)])
+        .flat_map(|(_, a, b, c)| [a.unwrap_or(0.0), b.unwrap_or(0.0), c.unwrap_or(0.0)])
         .fold(1.0f64, f64::max)
         .min(8.0)
         * 1.1;
-    let height = 90 + rows.len() as u32 * 34;
+    let height = 90 + rows.len() as u32 * 40;
     let root = SVGBackend::new(path, (1000, height)).into_drawing_area();
     root.fill(&WHITE)?;
     let mut chart = ChartBuilder::on(&root)
@@ -366,25 +387,26 @@ pub fn chart(report: &Report, path: &Path) -> anyhow::Result<()> {
             plotters::style::text_anchor::VPos::Center,
         ),
     );
-    for (i, (label, _, _)) in rows.iter().enumerate() {
+    for (i, (label, _, _, _)) in rows.iter().enumerate() {
         let y = (rows.len() - 1 - i) as f64 + 0.5;
         let (_, py) = chart.backend_coord(&(0.0, y));
         root.draw(&Text::new(label.clone(), (335, py), label_style.clone()))?;
     }
     let n = rows.len();
-    for (i, (_, moat, wasi)) in rows.iter().enumerate() {
+    for (i, (_, moat, wasi, second)) in rows.iter().enumerate() {
         let y = (n - 1 - i) as f64;
-        if let Some(v) = moat {
-            chart.draw_series(std::iter::once(Rectangle::new(
-                [(0.0, y + 0.52), (v.min(max), y + 0.9)],
-                RGBColor(31, 119, 180).filled(),
-            )))?;
-        }
-        if let Some(v) = wasi {
-            chart.draw_series(std::iter::once(Rectangle::new(
-                [(0.0, y + 0.1), (v.min(max), y + 0.48)],
-                RGBColor(214, 110, 40).filled(),
-            )))?;
+        // Top to bottom within a row: moat, its second guest, wasmtime-wasi.
+        for (value, (from, to), color) in [
+            (moat, (0.66, 0.92), MOAT),
+            (second, (0.38, 0.64), SECOND),
+            (wasi, (0.1, 0.36), WASI),
+        ] {
+            if let Some(v) = value {
+                chart.draw_series(std::iter::once(Rectangle::new(
+                    [(0.0, y + from), (v.min(max), y + to)],
+                    color.filled(),
+                )))?;
+            }
         }
     }
     chart.draw_series(LineSeries::new(
@@ -394,27 +416,24 @@ pub fn chart(report: &Report, path: &Path) -> anyhow::Result<()> {
     chart
         .draw_series(std::iter::once(Rectangle::new(
             [(0.0, 0.0), (0.0, 0.0)],
-            RGBColor(31, 119, 180).filled(),
+            MOAT.filled(),
         )))?
         .label("moat")
-        .legend(|(x, y)| {
-            Rectangle::new(
-                [(x, y - 5), (x + 12, y + 5)],
-                RGBColor(31, 119, 180).filled(),
-            )
-        });
+        .legend(|(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], MOAT.filled()));
     chart
         .draw_series(std::iter::once(Rectangle::new(
             [(0.0, 0.0), (0.0, 0.0)],
-            RGBColor(214, 110, 40).filled(),
+            WASI.filled(),
         )))?
         .label("wasmtime-wasi (std::net guest)")
-        .legend(|(x, y)| {
-            Rectangle::new(
-                [(x, y - 5), (x + 12, y + 5)],
-                RGBColor(214, 110, 40).filled(),
-            )
-        });
+        .legend(|(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], WASI.filled()));
+    chart
+        .draw_series(std::iter::once(Rectangle::new(
+            [(0.0, 0.0), (0.0, 0.0)],
+            SECOND.filled(),
+        )))?
+        .label("moat, second guest (std::net guest; hyper-serve on http_rr)")
+        .legend(|(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], SECOND.filled()));
     chart
         .configure_series_labels()
         .position(SeriesLabelPosition::LowerRight)

@@ -15,7 +15,9 @@ use anyhow::{Context, bail};
 use crate::measure;
 
 /// Which server.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum Kind {
     /// The same logic written with tokio, no wasm: the limit.
@@ -125,9 +127,14 @@ pub enum Mode {
     UdpEcho,
     /// HTTP/1.1 with keep-alive: `GET /` answers a short greeting.
     Http,
-    /// On a "go" datagram, send `count` datagrams of `size` bytes back,
-    /// then "done".
-    UdpSend { count: usize, size: usize },
+    /// On a "go" datagram, send `count` datagrams of `size` bytes, then
+    /// "done": back to the go datagram's sender, or with `to_name` set, to
+    /// `localhost:PORT` written as a name (the harness's own port).
+    UdpSend {
+        count: usize,
+        size: usize,
+        to_name: Option<u16>,
+    },
     /// Write `bytes` (with SO_SNDBUF `sndbuf` if non-zero), compute `ms`
     /// without yielding, then close.
     Busy {
@@ -147,8 +154,16 @@ impl Mode {
             Mode::UdpEcho => vec!["udp-echo".into()],
             Mode::Http => vec!["http".into()],
             Mode::TlsEcho => vec!["tls-echo".into()],
-            Mode::UdpSend { count, size } => {
-                vec!["udp-send".into(), count.to_string(), size.to_string()]
+            Mode::UdpSend {
+                count,
+                size,
+                to_name,
+            } => {
+                let mut args = vec!["udp-send".into(), count.to_string(), size.to_string()];
+                if let Some(port) = to_name {
+                    args.push(format!("localhost:{port}"));
+                }
+                args
             }
             Mode::Busy { bytes, ms, sndbuf } => vec![
                 "busy".into(),
@@ -308,6 +323,18 @@ impl Server {
     /// Starts `kind` serving `mode` on 127.0.0.1 (a free port), pinned to
     /// CPU 0 if `pinned`; returns once it listens.
     pub fn start(setup: &Setup, kind: Kind, mode: Mode, pinned: bool) -> anyhow::Result<Server> {
+        Server::start_with(setup, kind, mode, pinned, &[])
+    }
+
+    /// As [`start`](Self::start), with `moat_flags` added to the command
+    /// line of a moat kind (bounds a workload needs raised).
+    pub fn start_with(
+        setup: &Setup,
+        kind: Kind,
+        mode: Mode,
+        pinned: bool,
+        moat_flags: &[&str],
+    ) -> anyhow::Result<Server> {
         let listen = "127.0.0.1:0".to_owned();
         let mut mode_args = mode.args();
         let mut command = if pinned {
@@ -339,7 +366,16 @@ impl Server {
                     .arg(format!("--cache-dir={}", setup.cache_for(kind).display()))
                     .arg("--allow-listen=127.0.0.1:0")
                     .arg("--allow-net=127.0.0.1")
-                    .args(setup.uncapped(kind));
+                    .args(setup.uncapped(kind))
+                    .args(moat_flags);
+                if let Mode::UdpSend {
+                    to_name: Some(_), ..
+                } = mode
+                {
+                    // A name never matches an IP literal: sending to
+                    // localhost needs a grant of its own.
+                    command.arg("--allow-net=localhost");
+                }
                 match mode {
                     Mode::Echo => {
                         command

@@ -7,9 +7,9 @@
 //! 003's bug). Epoch interruption makes the guest yield to the runtime; the
 //! engine's epoch must be advanced from another thread for that.
 //!
-//! A ticker that always runs costs every guest: measured on this machine,
-//! a 1 ms ticker took 12% of pinned throughput and doubled ping-pong p99; a
-//! 10 ms one 6%. So this ticker only ticks while some socket has bytes
+//! A ticker that always runs costs every guest (interruptions cut into
+//! throughput and latency; BENCHMARKS.md has the figures). So this ticker
+//! only ticks while some socket has bytes
 //! queued ([`PendingWrites`]); the rest of the time its thread sleeps on a
 //! condition variable and no guest is ever interrupted.
 

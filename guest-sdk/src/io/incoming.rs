@@ -1,16 +1,18 @@
-//! A cancel-safe reader over a host `stream<u8>` and its outcome future.
+//! A cancel-safe reader over a host `stream<u8>` and the report of its end.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
-use wit_bindgen::{FutureReader, StreamRead, StreamReader, StreamResult};
+use wit_bindgen::{StreamRead, StreamReader, StreamResult};
+
+use super::Report;
 
 /// Bytes a read asks the host for when the caller gives no size: one 64 KiB
 /// chunk, the size the host's own direct reads are tuned for.
 pub(crate) const READ_CHUNK: usize = 64 * 1024;
 
-/// The reading end of a byte stream from the host, with the future that
+/// The reading end of a byte stream from the host, with the [`Report`] that
 /// tells how it ended (`Ok` at end of stream, or an error of type `E`).
 ///
 /// Reads are cancel-safe: a read that is dropped while the host is filling
@@ -23,7 +25,7 @@ pub(crate) struct Incoming<E: 'static>(Option<Box<State<E>>>);
 
 struct State<E: 'static> {
     stream: Option<StreamReader<u8>>,
-    outcome: Option<FutureReader<Result<(), E>>>,
+    outcome: Option<Report<E>>,
     rescued: Rescued,
     /// `Some` once the stream has ended: how it ended.
     ended: Option<Result<(), E>>,
@@ -76,12 +78,23 @@ impl<E: Clone + 'static> Incoming<E> {
     }
 
     /// Opens the stream with what the host returned.
-    pub(crate) fn open(&mut self, stream: StreamReader<u8>, outcome: FutureReader<Result<(), E>>) {
+    pub(crate) fn open(&mut self, stream: StreamReader<u8>, outcome: Report<E>) {
         self.0 = Some(Box::new(State {
             stream: Some(stream),
             outcome: Some(outcome),
             rescued: Rescued::default(),
             ended: None,
+        }));
+    }
+
+    /// Opens the reader already ended with `error` (the host refused the
+    /// stream): every read reports it.
+    pub(crate) fn fail(&mut self, error: E) {
+        self.0 = Some(Box::new(State {
+            stream: None,
+            outcome: None,
+            rescued: Rescued::default(),
+            ended: Some(Err(error)),
         }));
     }
 
@@ -119,20 +132,24 @@ impl<E: Clone + 'static> Incoming<E> {
                 return Ok(0);
             };
             let start = buf.len();
-            let read = Guarded {
-                op: Some(Box::pin(stream.read(std::mem::take(buf)))),
-                out: &mut *buf,
-                start,
-                rescued: &mut state.rescued,
+            let result = {
+                let op = std::pin::pin!(stream.read(std::mem::take(buf)));
+                Guarded {
+                    op: Some(op),
+                    out: &mut *buf,
+                    start,
+                    rescued: &mut state.rescued,
+                }
+                .await
             };
-            match read.await {
+            match result {
                 StreamResult::Complete(0) | StreamResult::Cancelled => continue,
                 StreamResult::Complete(n) => return Ok(n),
                 StreamResult::Dropped => {
                     let n = buf.len() - start;
                     state.stream = None;
                     let end = match state.outcome.take() {
-                        Some(outcome) => outcome.await,
+                        Some(outcome) => outcome.end().await,
                         None => Ok(()),
                     };
                     state.ended = Some(end.clone());
@@ -190,8 +207,9 @@ impl Rescued {
 /// A read in flight. If dropped before it completes, it cancels the read
 /// and keeps whatever the host had already delivered (a guard, so this
 /// holds on every path that drops it).
-struct Guarded<'a> {
-    op: Option<Pin<Box<StreamRead<'a, u8>>>>,
+struct Guarded<'a, 'op> {
+    /// The read, pinned in its caller's frame; `None` once it completed.
+    op: Option<Pin<&'op mut StreamRead<'a, u8>>>,
     /// Where the buffer goes back to.
     out: &'a mut Vec<u8>,
     /// Its length before the read.
@@ -199,7 +217,7 @@ struct Guarded<'a> {
     rescued: &'a mut Rescued,
 }
 
-impl Future for Guarded<'_> {
+impl Future for Guarded<'_, '_> {
     type Output = StreamResult;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<StreamResult> {
@@ -214,7 +232,7 @@ impl Future for Guarded<'_> {
     }
 }
 
-impl Drop for Guarded<'_> {
+impl Drop for Guarded<'_, '_> {
     fn drop(&mut self) {
         if let Some(mut op) = self.op.take() {
             // The host may have completed the read just before we cancel:

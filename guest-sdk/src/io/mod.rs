@@ -24,6 +24,7 @@
 
 pub(crate) mod incoming;
 pub(crate) mod outgoing;
+mod report;
 
 use std::io;
 
@@ -34,6 +35,7 @@ use crate::bindings::wasi::cli::{
 use crate::bindings::wit_stream;
 use incoming::Incoming;
 use outgoing::{Outgoing, WriteError};
+pub(crate) use report::Report;
 
 fn cli_error(e: CliError) -> io::Error {
     match e {
@@ -68,7 +70,7 @@ pub struct Stdin(Incoming<CliError>);
 pub fn stdin() -> Stdin {
     let mut incoming = Incoming::new();
     let (stream, outcome) = wasi_stdin::read_via_stream();
-    incoming.open(stream, outcome);
+    incoming.open(stream, Report::Future(outcome));
     Stdin(incoming)
 }
 
@@ -109,7 +111,7 @@ pub fn stdout() -> Output {
     let (tx, rx) = wit_stream::new::<u8>();
     let outcome = wasi_stdout::write_via_stream(rx);
     let mut out = Outgoing::new();
-    out.open(tx, outcome);
+    out.open(tx, Report::Future(outcome));
     Output(out)
 }
 
@@ -118,7 +120,7 @@ pub fn stderr() -> Output {
     let (tx, rx) = wit_stream::new::<u8>();
     let outcome = wasi_stderr::write_via_stream(rx);
     let mut out = Outgoing::new();
-    out.open(tx, outcome);
+    out.open(tx, Report::Future(outcome));
     Output(out)
 }
 

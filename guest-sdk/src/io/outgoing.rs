@@ -1,16 +1,19 @@
-//! A writer over a host `stream<u8>` and its outcome future.
+//! A writer over a host `stream<u8>` and the report of its end.
 
-use wit_bindgen::{FutureReader, StreamWriter};
+use wit_bindgen::StreamWriter;
 
-/// The writing end of a byte stream to the host, with the future that tells
-/// how sending ended (`Ok` once everything was delivered, or an error `E`).
+use super::Report;
+
+/// The writing end of a byte stream to the host, with the [`Report`] that
+/// tells how sending ended (`Ok` once everything was delivered, or an error
+/// `E`).
 ///
 /// Until the stream is opened it is one null pointer.
 pub(crate) struct Outgoing<E: 'static>(Option<Box<State<E>>>);
 
 struct State<E: 'static> {
     stream: Option<StreamWriter<u8>>,
-    outcome: Option<FutureReader<Result<(), E>>>,
+    outcome: Option<Report<E>>,
     /// `Some` once sending has ended: how it ended.
     ended: Option<Result<(), E>>,
 }
@@ -35,7 +38,7 @@ impl<E: Clone + 'static> Outgoing<E> {
     }
 
     /// Opens the stream with what the host returned.
-    pub(crate) fn open(&mut self, stream: StreamWriter<u8>, outcome: FutureReader<Result<(), E>>) {
+    pub(crate) fn open(&mut self, stream: StreamWriter<u8>, outcome: Report<E>) {
         self.0 = Some(Box::new(State {
             stream: Some(stream),
             outcome: Some(outcome),
@@ -59,7 +62,7 @@ impl<E: Clone + 'static> Outgoing<E> {
         // The host dropped the stream: its outcome says why.
         state.stream = None;
         let end = match state.outcome.take() {
-            Some(outcome) => outcome.await,
+            Some(outcome) => outcome.end().await,
             None => Ok(()),
         };
         state.ended = Some(end);
@@ -67,7 +70,10 @@ impl<E: Clone + 'static> Outgoing<E> {
         Err(state.ended_error())
     }
 
-    /// Ends the stream and waits for the host to deliver what it holds.
+    /// Ends the stream and waits for the host to deliver what it holds
+    /// (for a stream whose end is a [`Report::Future`]; a socket's writer
+    /// ends its stream with [`end_stream`](Self::end_stream) and asks the
+    /// socket to shut down).
     pub(crate) async fn close(&mut self) -> Result<(), E> {
         let Some(state) = self.0.as_deref_mut() else {
             return Ok(());
@@ -77,11 +83,20 @@ impl<E: Clone + 'static> Outgoing<E> {
         }
         drop(state.stream.take());
         let end = match state.outcome.take() {
-            Some(outcome) => outcome.await,
+            Some(outcome) => outcome.end().await,
             None => Ok(()),
         };
         state.ended = Some(end.clone());
         end
+    }
+
+    /// Ends the stream without waiting: `Some` with how sending ended if
+    /// it already had.
+    pub(crate) fn end_stream(&mut self) -> Option<Result<(), E>> {
+        let state = self.0.as_deref_mut()?;
+        drop(state.stream.take());
+        state.outcome = None;
+        state.ended.clone()
     }
 
     /// Forgets the stream (the host has ended it), for a socket whose

@@ -19,6 +19,7 @@ use crate::bindings::moat::net::tcp::TcpSocket;
 use crate::bindings::moat::net::types::ErrorCode;
 use crate::bindings::wit_stream;
 use crate::error::Error;
+use crate::io::Report;
 use crate::io::incoming::{Incoming, READ_CHUNK};
 use crate::io::outgoing::{Outgoing, WriteError};
 use crate::stream::TcpStream;
@@ -76,8 +77,10 @@ pub struct OwnedWriteHalf {
     /// A poll-driven write or shutdown the host still holds; it owns
     /// `outgoing` until it completes.
     polled: Option<PolledWrite>,
-    /// A poll-driven write's failure, for the next call to report.
-    failed: Option<Error>,
+    /// A poll-driven write's failure, for the next call to report. Boxed:
+    /// a server holds thousands of idle streams, and an error inline would
+    /// make each of them 24 bytes larger.
+    failed: Option<Box<Error>>,
 }
 
 type PolledWrite = Pin<Box<dyn Future<Output = (Outgoing<ErrorCode>, Result<(), Error>)>>>;
@@ -126,6 +129,18 @@ pub(crate) fn halves(socket: TcpSocket) -> (OwnedReadHalf, OwnedWriteHalf) {
             failed: None,
         },
     )
+}
+
+/// Opens `incoming` on a receive stream of `socket`, whose end the socket
+/// reports when asked; if the socket refuses, `incoming` reports that.
+fn open_incoming(incoming: &mut Incoming<ErrorCode>, socket: &Rc<TcpSocket>) {
+    match socket.receive() {
+        Ok(stream) => incoming.open(
+            stream,
+            Report::Ask(Rc::clone(socket), TcpSocket::receive_outcome),
+        ),
+        Err(e) => incoming.fail(e),
+    }
 }
 
 fn local_addr(socket: &TcpSocket) -> Result<SocketAddr, Error> {
@@ -180,8 +195,7 @@ impl OwnedReadHalf {
     /// (the caller settles first).
     fn incoming(&mut self) -> &mut Incoming<ErrorCode> {
         if !self.incoming.is_open() {
-            let (stream, outcome) = self.socket.receive();
-            self.incoming.open(stream, outcome);
+            open_incoming(&mut self.incoming, &self.socket);
         }
         &mut self.incoming
     }
@@ -292,8 +306,7 @@ impl OwnedReadHalf {
         if self.polled.is_none() {
             ready!(poll_budget(cx));
             if !self.incoming.is_open() {
-                let (stream, outcome) = self.socket.receive();
-                self.incoming.open(stream, outcome);
+                open_incoming(&mut self.incoming, &self.socket);
             }
             let mut incoming = std::mem::replace(&mut self.incoming, Incoming::new());
             let want = want.min(READ_CHUNK);
@@ -341,8 +354,13 @@ impl OwnedWriteHalf {
     fn open(&mut self) {
         if !self.outgoing.is_open() {
             let (tx, rx) = wit_stream::new::<u8>();
-            let outcome = self.socket.send(rx);
-            self.outgoing.open(tx, outcome);
+            match self.socket.send(rx) {
+                Ok(()) => self.outgoing.open(
+                    tx,
+                    Report::Ask(Rc::clone(&self.socket), TcpSocket::send_outcome),
+                ),
+                Err(e) => self.outgoing.mark_ended(Err(e)),
+            }
         }
     }
 
@@ -354,7 +372,7 @@ impl OwnedWriteHalf {
             result?;
         }
         match self.failed.take() {
-            Some(e) => Err(e),
+            Some(e) => Err(*e),
             None => Ok(()),
         }
     }
@@ -388,9 +406,10 @@ impl OwnedWriteHalf {
     /// As [`TcpStream::shutdown`].
     pub async fn shutdown(&mut self) -> Result<(), Error> {
         self.settle().await?;
-        if self.outgoing.is_open() {
-            return Ok(self.outgoing.close().await?);
-        }
+        // The host sends the FIN once it has written every byte the stream
+        // handed over, and tells how sending ended (the first outcome, if
+        // it had already ended).
+        self.outgoing.end_stream();
         let end = self.socket.shutdown().await;
         self.outgoing.mark_ended(end.clone());
         Ok(end?)
@@ -404,11 +423,11 @@ impl OwnedWriteHalf {
             self.polled = None;
             self.outgoing = outgoing;
             if let Err(e) = result {
-                self.failed = Some(e);
+                self.failed = Some(Box::new(e));
             }
         }
         match &self.failed {
-            Some(e) => Poll::Ready(Err(e.clone().into())),
+            Some(e) => Poll::Ready(Err(Error::clone(e).into())),
             None => Poll::Ready(Ok(())),
         }
     }
@@ -444,7 +463,7 @@ impl OwnedWriteHalf {
             Poll::Ready((outgoing, result)) => {
                 self.outgoing = outgoing;
                 if let Err(e) = result {
-                    self.failed = Some(e);
+                    self.failed = Some(Box::new(e));
                 }
             }
             Poll::Pending => self.polled = Some(write),
@@ -465,14 +484,10 @@ impl OwnedWriteHalf {
             let mut outgoing = std::mem::replace(&mut self.outgoing, Outgoing::new());
             let socket = Rc::clone(&self.socket);
             self.polled = Some(Box::pin(async move {
-                let result = if outgoing.is_open() {
-                    outgoing.close().await.map_err(Error::from)
-                } else {
-                    let end = socket.shutdown().await;
-                    outgoing.mark_ended(end.clone());
-                    end.map_err(Error::from)
-                };
-                (outgoing, result)
+                outgoing.end_stream();
+                let end = socket.shutdown().await;
+                outgoing.mark_ended(end.clone());
+                (outgoing, end.map_err(Error::from))
             }));
         }
         self.poll_settle(cx)

@@ -1,6 +1,6 @@
 //! `moat:net/tcp` over [`crate::net::TcpConn`].
 
-use wasmtime::component::{Access, Accessor, FutureReader, Resource, StreamReader};
+use wasmtime::component::{Access, Accessor, Resource, StreamReader};
 
 use super::convert::{call_error, duration};
 use super::generated::moat::net::tcp::{
@@ -9,7 +9,7 @@ use super::generated::moat::net::tcp::{
 use super::generated::moat::net::types::{ErrorCode, SocketAddress};
 use super::streams::{ReceiveProducer, SendConsumer};
 use super::{MoatCtxView, MoatNet};
-use crate::net::{self, NetError, Outcome, TcpConn};
+use crate::net::{self, TcpConn};
 
 fn keepalive(k: Keepalive) -> net::Keepalive {
     net::Keepalive {
@@ -28,25 +28,6 @@ pub(super) fn connect_options(options: ConnectOptions) -> net::ConnectOptions {
         send_buffer_size: options.send_buffer_size,
         receive_buffer_size: options.receive_buffer_size,
     }
-}
-
-/// A future for the guest that resolves to how `outcome` ended.
-fn outcome_future<T>(
-    store: &mut Access<'_, T, MoatNet>,
-    outcome: Outcome,
-) -> wasmtime::Result<FutureReader<Result<(), ErrorCode>>> {
-    FutureReader::new(store, async move {
-        wasmtime::error::Ok(outcome.await.map_err(ErrorCode::from))
-    })
-}
-
-/// A future for the guest that is already resolved to `err`.
-fn failed_future<T>(
-    store: &mut Access<'_, T, MoatNet>,
-    err: NetError,
-) -> wasmtime::Result<FutureReader<Result<(), ErrorCode>>> {
-    let err = ErrorCode::from(err);
-    FutureReader::new(store, async move { wasmtime::error::Ok(Err(err)) })
 }
 
 impl Host for MoatCtxView<'_> {}
@@ -70,17 +51,13 @@ impl<T: Send> HostTcpSocketWithStore<T> for MoatNet {
     fn receive(
         mut store: Access<'_, T, Self>,
         socket: Resource<TcpConn>,
-    ) -> wasmtime::Result<(StreamReader<u8>, FutureReader<Result<(), ErrorCode>>)> {
+    ) -> wasmtime::Result<Result<StreamReader<u8>, ErrorCode>> {
+        // The socket keeps how the read side ended (`receive-outcome`), so
+        // the reader's own outcome is not needed here.
         let checked_out = store.get().table.get(&socket)?.reader();
         match checked_out {
-            Ok((reader, outcome)) => Ok((
-                StreamReader::new(&mut store, ReceiveProducer(reader))?,
-                outcome_future(&mut store, outcome)?,
-            )),
-            Err(err) => Ok((
-                StreamReader::new(&mut store, std::iter::empty())?,
-                failed_future(&mut store, err)?,
-            )),
+            Ok((reader, _)) => Ok(Ok(StreamReader::new(&mut store, ReceiveProducer(reader))?)),
+            Err(err) => Ok(Err(err.into())),
         }
     }
 
@@ -88,18 +65,18 @@ impl<T: Send> HostTcpSocketWithStore<T> for MoatNet {
         mut store: Access<'_, T, Self>,
         socket: Resource<TcpConn>,
         mut data: StreamReader<u8>,
-    ) -> wasmtime::Result<FutureReader<Result<(), ErrorCode>>> {
+    ) -> wasmtime::Result<Result<(), ErrorCode>> {
         let checked_out = store.get().table.get(&socket)?.writer();
         match checked_out {
-            Ok((writer, outcome)) => {
+            Ok((writer, _)) => {
                 data.pipe(&mut store, SendConsumer(writer))?;
-                outcome_future(&mut store, outcome)
+                Ok(Ok(()))
             }
             Err(err) => {
                 // Every stream handed to the host is piped or closed, or
                 // the guest's writer would wait forever.
                 data.close(&mut store)?;
-                failed_future(&mut store, err)
+                Ok(Err(err.into()))
             }
         }
     }
@@ -121,6 +98,22 @@ impl HostTcpSocket for MoatCtxView<'_> {
     ) -> wasmtime::Result<Result<SocketAddress, ErrorCode>> {
         let conn = self.table.get(&socket)?;
         Ok(conn.local_addr().map(Into::into).map_err(Into::into))
+    }
+
+    fn receive_outcome(
+        &mut self,
+        socket: Resource<TcpConn>,
+    ) -> wasmtime::Result<Option<Result<(), ErrorCode>>> {
+        let conn = self.table.get(&socket)?;
+        Ok(conn.receive_outcome().map(|end| end.map_err(Into::into)))
+    }
+
+    fn send_outcome(
+        &mut self,
+        socket: Resource<TcpConn>,
+    ) -> wasmtime::Result<Option<Result<(), ErrorCode>>> {
+        let conn = self.table.get(&socket)?;
+        Ok(conn.send_outcome().map(|end| end.map_err(Into::into)))
     }
 
     fn remote_address(

@@ -102,7 +102,7 @@ impl<T: Send> HostWithStore<T> for MoatNet {
             let view = access.get();
             let net = view.net.clone();
             let conn = view.table.get_mut(&socket)?;
-            Ok(net.begin_tls_client(conn, &server_name, already_read, &options))
+            Ok(net.upgrade_client(conn, &server_name, already_read, &options))
         })?;
         finish(store, socket, begun).await
     }
@@ -118,7 +118,7 @@ impl<T: Send> HostWithStore<T> for MoatNet {
             let view = access.get();
             let net = view.net.clone();
             let conn = view.table.get_mut(&socket)?;
-            Ok(net.begin_tls_server(conn, already_read, &options))
+            Ok(net.upgrade_server(conn, already_read, &options))
         })?;
         finish(store, socket, begun).await
     }
@@ -129,15 +129,15 @@ impl<T: Send> HostWithStore<T> for MoatNet {
 async fn finish<T: Send>(
     store: &Accessor<T, MoatNet>,
     socket: Resource<TcpConn>,
-    begun: Result<net::tls::UpgradeToTls, NetError>,
+    begun: Result<net::tcp::Upgrade, NetError>,
 ) -> wasmtime::Result<Result<(), ErrorCode>> {
     let upgrade = match begun {
         Ok(upgrade) => upgrade,
         Err(err) => return Ok(Err(err.into())),
     };
-    let handshake = upgrade.handshake().await;
+    let outcome = upgrade.run().await;
     store.with(|mut access| {
         let conn = access.get().table.get_mut(&socket)?;
-        Ok(conn.complete_upgrade(handshake).map_err(ErrorCode::from))
+        Ok(conn.upgraded(outcome).map_err(ErrorCode::from))
     })
 }

@@ -12,6 +12,7 @@
 //! - [`error`]: [`NetError`], the WIT `error-code` as a Rust enum.
 
 pub mod address_gate;
+pub mod answers;
 pub mod error;
 mod gate;
 pub mod limits;
@@ -225,23 +226,28 @@ impl Net {
     }
 
     /// Starts a client-side STARTTLS upgrade of `conn`, verifying the server
-    /// as `server_name`. Options are checked first: if they are unusable the
-    /// socket is left as it was.
+    /// as `server_name` (see [`tcp::Upgrade`]). Options are checked first:
+    /// if they are unusable the socket is left as it was.
     ///
     /// # Errors
     /// [`NetError::InvalidArgument`] for a bad name or options;
     /// [`NetError::InvalidState`] if `conn` is already TLS or has ended sending.
-    pub fn begin_tls_client(
+    pub fn upgrade_client(
         &self,
         conn: &mut TcpConn,
         server_name: &str,
         already_read: Vec<u8>,
         tls: &TlsClientOptions,
-    ) -> Result<tls::UpgradeToTls, NetError> {
+    ) -> Result<tcp::Upgrade, NetError> {
         let name = tls::server_name(&crate::policy::Host::parse(server_name)?)?;
         let config = self.tls.client_config(tls)?;
         let limit = tls::DEFAULT_HANDSHAKE_TIMEOUT.min(self.gate.limits.tls_handshake_timeout);
-        tls::UpgradeToTls::client(conn, name, config, already_read, limit)
+        let side = tcp::upgrade::Side::Client {
+            name,
+            config,
+            limit,
+        };
+        conn.upgrade(side, already_read)
     }
 
     /// Starts a server-side STARTTLS upgrade of `conn`. The certificate and
@@ -249,15 +255,15 @@ impl Net {
     /// it was.
     ///
     /// # Errors
-    /// As [`begin_tls_client`](Self::begin_tls_client).
-    pub fn begin_tls_server(
+    /// As [`upgrade_client`](Self::upgrade_client).
+    pub fn upgrade_server(
         &self,
         conn: &mut TcpConn,
         already_read: Vec<u8>,
         tls: &TlsServerOptions,
-    ) -> Result<tls::UpgradeToTls, NetError> {
+    ) -> Result<tcp::Upgrade, NetError> {
         let server = tls::ServerTls::new(tls, self.gate.limits.tls_handshake_timeout)?;
-        tls::UpgradeToTls::server(conn, server, already_read)
+        conn.upgrade(tcp::upgrade::Side::Server(server), already_read)
     }
 
     /// Binds a UDP socket to `host`:`port` (port 0: any free port).

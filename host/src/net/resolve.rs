@@ -23,6 +23,7 @@ use hickory_resolver::net::runtime::TokioRuntimeProvider;
 use hickory_resolver::proto::rr::Name;
 use tokio::sync::{OnceCell, Semaphore};
 
+use super::answers::Answers;
 use super::error::NetError;
 use crate::policy::Host;
 
@@ -130,13 +131,14 @@ impl Resolver for SystemResolver {
     }
 }
 
-/// A run's lookups: its resolver, how many may run at once, and how long
-/// each may take.
+/// A run's lookups: its resolver, how many may run at once, how long each
+/// may take, and the answers kept for their lifetime.
 #[derive(Clone)]
 pub(crate) struct Lookups {
     resolver: Arc<dyn Resolver>,
     turns: Arc<Semaphore>,
     timeout: Duration,
+    answers: Arc<Answers>,
 }
 
 impl Lookups {
@@ -145,6 +147,7 @@ impl Lookups {
             resolver,
             turns: Arc::new(Semaphore::new(max.max(1) as usize)),
             timeout,
+            answers: Arc::default(),
         }
     }
 
@@ -179,12 +182,16 @@ impl Lookups {
     }
 
     /// The answer for the DNS name `name` (checked already), its addresses
-    /// canonical (an IPv4-mapped address is the IPv4 address it carries).
+    /// canonical (an IPv4-mapped address is the IPv4 address it carries):
+    /// the run's kept answer while it lasts, else a lookup.
     ///
     /// # Errors
     /// [`NetError::NameNotResolved`] if the name has no address or the
     /// resolver failed; [`NetError::TimedOut`] past the lookup timeout.
     pub(crate) async fn answer(&self, name: &str) -> Result<Answer, NetError> {
+        if let Some(answer) = self.answers.get(name) {
+            return Ok(answer);
+        }
         let lookup = async {
             let _turn = self.turns.acquire().await;
             self.resolver.lookup_answer(name).await
@@ -202,6 +209,7 @@ impl Lookups {
         for ip in &mut answer.addresses {
             *ip = ip.to_canonical();
         }
+        self.answers.keep(name, &answer);
         Ok(answer)
     }
 }

@@ -5,7 +5,8 @@
 //! bench-server write-once ADDR BYTES        write BYTES in one buffer to each connection, close
 //! bench-server stream ADDR BYTES            write BYTES in 64 KiB chunks to each connection, close
 //! bench-server busy ADDR BYTES MS SNDBUF    write BYTES, compute MS without awaiting, close
-//! bench-server udp-send ADDR COUNT SIZE      on a "go" datagram, send COUNT datagrams of SIZE back, then "done"
+//! bench-server udp-send ADDR COUNT SIZE [TO] on a "go" datagram, send COUNT datagrams of SIZE back, then "done"
+//!                                           (with TO, a HOST:PORT such as localhost:9000, send them there instead)
 //! bench-server tls-echo ADDR CERT KEY        echo over TLS (the echo server's loop, with a TLS listener)
 //! ```
 //!
@@ -28,7 +29,8 @@ async fn main() -> Result<(), Error> {
     let (host, port) = moat_sdk::split_host_port(arg(1))
         .ok_or_else(|| Error::InvalidArgument(format!("bad address {:?}", arg(1))))?;
     if arg(0) == "udp-send" {
-        return udp_send(host, port, num(2), num(3) as usize).await;
+        let to = (!arg(4).is_empty()).then(|| arg(4));
+        return udp_send(host, port, num(2), num(3) as usize, to).await;
     }
     if arg(0) == "tls-echo" {
         return tls_echo(host, port, arg(2), arg(3)).await;
@@ -96,14 +98,31 @@ async fn busy(mut conn: TcpStream, bytes: usize, ms: u64) -> Result<(), Error> {
 }
 
 /// Waits for "go", then sends `count` datagrams of `size` bytes, one
-/// `send_to` each, to whoever said it, and a final "done".
-async fn udp_send(host: &str, port: u16, count: u64, size: usize) -> Result<(), Error> {
+/// `send_to` each, and a final "done": to whoever said it (its IP), or to
+/// `to` (`HOST:PORT`) as written, a name the host resolves.
+async fn udp_send(
+    host: &str,
+    port: u16,
+    count: u64,
+    size: usize,
+    to: Option<&str>,
+) -> Result<(), Error> {
     let socket = moat_sdk::UdpSocket::bind((host, port)).await?;
     println!("listening on {}", socket.local_addr()?);
     let payload = pattern(size);
+    let named = match to {
+        Some(to) => Some(
+            moat_sdk::split_host_port(to)
+                .ok_or_else(|| Error::InvalidArgument(format!("bad address {to:?}")))?,
+        ),
+        None => None,
+    };
     loop {
         let go = socket.recv().await?;
-        let (to, to_port) = (go.from.ip().to_string(), go.from.port());
+        let (to, to_port) = match named {
+            Some((name, name_port)) => (name.to_owned(), name_port),
+            None => (go.from.ip().to_string(), go.from.port()),
+        };
         for _ in 0..count {
             socket.send_to(&payload, (&to, to_port)).await?;
         }

@@ -4,15 +4,13 @@
 //!
 //! Seed 004 gives every socket two actor tasks, each behind a bounded
 //! channel, so that a socket is driven by the reactor and never by the
-//! guest. Measured in wasmtime 48 on this machine (NOTES.md), that shape
-//! costs a 64 KiB buffer per idle socket, two payload copies and two task
-//! hand-offs per echo: 1.68x native ping-pong. Moving bytes straight
-//! between the socket and guest memory inside the store costs nothing of
-//! that: native CPU per byte (0.97x) and 1.04x native ping-pong. But code
-//! inside the store runs only while the guest is waiting: a guest that wrote
-//! into a full socket and then computed for 500 ms had its bytes wait the
-//! whole 500 ms (seed 003's bug), while a writer task outside the store
-//! delivered them in 99 ms.
+//! guest. That shape costs a 64 KiB buffer per idle socket, two payload
+//! copies and two task hand-offs per echo (NOTES.md has the measurements).
+//! Moving bytes straight between the socket and guest memory inside the
+//! store costs none of that. But code inside the store runs only while the
+//! guest is waiting: bytes queued for a full socket by a guest that then
+//! computes would wait for the whole computation (seed 003's bug), unless a
+//! task outside the store writes them.
 //!
 //! So each direction takes the cheapest form that keeps every guarantee:
 //!
@@ -39,26 +37,26 @@
 //! of the binding layer. Bench `idle_sockets` measures the whole, including
 //! wasmtime's stream state.
 //!
-//! # Taking the socket back
+//! # Upgrading in place
 //!
 //! Both directions are checked out of the socket ([`TcpConn::reader`],
 //! [`TcpConn::writer`]) and come back when dropped, whatever the path: the
 //! guest dropping its stream, a trap dropping the store, or the end of the
 //! stream. A reader holds no bytes and a writer's bytes are flushed by the
-//! drain before [`TcpConn::shutdown`] returns, so once both are back the
-//! socket can be taken over (STARTTLS) with nothing lost.
+//! drain before the socket is handed on, so a STARTTLS [`Upgrade`] takes
+//! the socket with nothing lost.
 
 mod connect;
 pub(crate) mod io;
 mod receive;
-mod reclaim;
 mod send;
+pub(crate) mod upgrade;
 
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -73,8 +71,8 @@ use super::tasks::Tasks;
 pub use connect::ConnectOptions;
 pub(crate) use connect::connect_stream;
 pub use receive::Reader;
-pub use reclaim::Upgrade;
 pub use send::{CLOSE_LINGER, SEND_BACKLOG_LIMIT, Writer};
+pub use upgrade::{Upgrade, Upgraded};
 
 /// TCP keep-alive settings; `None` fields keep the system default.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -94,20 +92,28 @@ pub struct Keepalive {
 /// bytes already accepted are still written, and then the file descriptor
 /// is released.
 pub struct TcpConn {
-    // Declared first so that it runs while `core` is still held.
-    closer: Closer,
-    /// `None` while a STARTTLS upgrade has the socket, or after it failed.
-    core: Option<Arc<Core>>,
-    /// An upgrade has the socket (else a missing core means it failed).
-    upgrading: bool,
+    stage: Stage,
     /// The peer's address as the listener's accept reported it; `None`
     /// for a connection this side made.
     accepted_from: Option<SocketAddr>,
 }
 
-/// Closes the socket when its [`TcpConn`] is dropped, unless disarmed by
-/// [`TcpConn::reclaim`].
-struct Closer(Option<Weak<Core>>);
+/// Where a connection is in its life; each stage holds what it needs and
+/// nothing else, so a call that its stage cannot serve has nothing to
+/// reach for.
+enum Stage {
+    /// Reads, writes and options go through the core (plaintext or TLS).
+    /// Dropping the connection in this stage closes the socket.
+    Open(Arc<Core>),
+    /// A STARTTLS upgrade ([`Upgrade`]) holds the socket; calls fail with
+    /// [`NetError::InvalidState`] until [`TcpConn::upgraded`] gives the
+    /// connection its new transport. Dropping the connection in this stage
+    /// leaves the socket to the upgrade, whose end closes it.
+    Upgrading,
+    /// The connection is gone (its upgrade failed); calls fail with
+    /// [`NetError::Closed`].
+    Gone,
+}
 
 /// What the socket's owner, its reader, its writer and its drain share.
 ///
@@ -148,41 +154,28 @@ impl TcpConn {
     }
 
     pub(crate) fn with_io(io: io::Io, tasks: Tasks, slot: SocketSlot) -> TcpConn {
-        let mut conn = TcpConn {
-            closer: Closer(None),
-            core: None,
-            upgrading: false,
+        TcpConn {
+            stage: Stage::Open(Core::new(io, tasks, slot)),
             accepted_from: None,
-        };
-        conn.install(io, tasks, slot);
-        conn
+        }
     }
 
-    /// Puts a fresh core (after a STARTTLS upgrade, a TLS one) in place.
-    fn install(&mut self, io: io::Io, tasks: Tasks, slot: SocketSlot) {
-        let core = Arc::new(Core {
-            io,
-            state: Mutex::default(),
-            closed: AtomicBool::new(false),
-            reader_waker: AtomicWaker::new(),
-            writer_waker: AtomicWaker::new(),
-            drain_waker: AtomicWaker::new(),
-            tasks,
-            slot,
-        });
-        self.closer = Closer(Some(Arc::downgrade(&core)));
-        self.core = Some(core);
-        self.upgrading = false;
-    }
-
-    /// The socket's core, unless an upgrade has it (or failed with it).
+    /// The socket's core, if the connection is open.
     fn core(&self) -> Result<&Arc<Core>, NetError> {
-        match (&self.core, self.upgrading) {
-            (Some(core), _) => Ok(core),
-            (None, true) => Err(NetError::InvalidState(
+        match &self.stage {
+            Stage::Open(core) => Ok(core),
+            Stage::Upgrading => Err(NetError::InvalidState(
                 "the socket is being upgraded to TLS".into(),
             )),
-            (None, false) => Err(NetError::Closed),
+            Stage::Gone => Err(NetError::Closed),
+        }
+    }
+
+    /// The open core, if any.
+    fn open(&self) -> Option<&Arc<Core>> {
+        match &self.stage {
+            Stage::Open(core) => Some(core),
+            Stage::Upgrading | Stage::Gone => None,
         }
     }
 
@@ -236,37 +229,40 @@ impl TcpConn {
 
     /// Whether the connection is TLS.
     pub fn is_tls(&self) -> bool {
-        self.core
-            .as_ref()
+        self.open()
             .is_some_and(|core| matches!(core.io, io::Io::Tls(_)))
     }
 
     /// The application protocol TLS negotiated with ALPN, if any.
     pub fn alpn_protocol(&self) -> Option<Vec<u8>> {
-        self.core.as_ref().and_then(|core| core.io.alpn_protocol())
+        self.open().and_then(|core| core.io.alpn_protocol())
     }
 }
 
-impl Closer {
-    /// The socket is being taken over: dropping the [`TcpConn`] must not
-    /// close it.
-    fn disarm(mut self) {
-        self.0 = None;
-    }
-}
-
-impl Drop for Closer {
+impl Drop for TcpConn {
     fn drop(&mut self) {
-        let Some(core) = self.0.take().and_then(|core| core.upgrade()) else {
-            return;
-        };
-        core.end_streams();
-        send::on_close(&core);
-        tracing::debug!(target: "moat::net", local = ?core.io.local_addr().ok(), "tcp socket closed");
+        if let Stage::Open(core) = &self.stage {
+            core.end_streams();
+            send::on_close(core);
+            tracing::debug!(target: "moat::net", local = ?core.io.local_addr().ok(), "tcp socket closed");
+        }
     }
 }
 
 impl Core {
+    fn new(io: io::Io, tasks: Tasks, slot: SocketSlot) -> Arc<Core> {
+        Arc::new(Core {
+            io,
+            state: Mutex::default(),
+            closed: AtomicBool::new(false),
+            reader_waker: AtomicWaker::new(),
+            writer_waker: AtomicWaker::new(),
+            drain_waker: AtomicWaker::new(),
+            tasks,
+            slot,
+        })
+    }
+
     fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }

@@ -72,6 +72,17 @@ impl TcpConn {
         }
         Ok((reader, Outcome(rx)))
     }
+
+    /// How the read side ended: `None` while it has not; `Ok` at the peer's
+    /// FIN; the error that ended it. (The same end an [`Outcome`] from
+    /// [`reader`](Self::reader) resolves to, for callers that ask once a
+    /// reader has ended rather than wait.)
+    pub fn receive_outcome(&self) -> Option<Result<(), NetError>> {
+        match self.core() {
+            Ok(core) => core.state().receive.ended.clone(),
+            Err(e) => Some(Err(e)),
+        }
+    }
 }
 
 impl Reader {

@@ -323,7 +323,7 @@ async fn options_reach_the_socket() {
         ..ConnectOptions::default()
     };
     let (_net, conn, _peer) = pair_with(options).await;
-    let Some(io::Io::Plain(stream)) = conn.core.as_ref().map(|core| &core.io) else {
+    let Some(io::Io::Plain(stream)) = conn.open().map(|core| &core.io) else {
         panic!("a plaintext socket");
     };
     let sock = socket2::SockRef::from(stream);
@@ -342,7 +342,7 @@ async fn options_reach_the_socket() {
 }
 
 #[tokio::test]
-async fn reclaim_takes_the_socket_back_with_nothing_lost_either_way() {
+async fn into_stream_takes_the_socket_out_with_nothing_lost_either_way() {
     let options = ConnectOptions {
         send_buffer_size: Some(4096),
         ..ConnectOptions::default()
@@ -373,7 +373,7 @@ async fn reclaim_takes_the_socket_back_with_nothing_lost_either_way() {
         peer.read_exact(&mut got).await.unwrap();
         (peer, got)
     });
-    let mut stream = conn.reclaim().await.unwrap();
+    let mut stream = conn.into_stream().await.unwrap();
     // The old reader and writer have ended, without a FIN.
     assert_eq!(read(&mut reader, &mut [0u8; 8]).await, Ok(0));
     assert_eq!(write_all(&mut writer, b"x").await, Err(NetError::Closed));
@@ -382,7 +382,7 @@ async fn reclaim_takes_the_socket_back_with_nothing_lost_either_way() {
     // Every byte written before the upgrade arrived, in order...
     let (mut peer, got) = reading.await.unwrap();
     assert!(got == before[..offset]);
-    // ...and what follows on the reclaimed stream comes after it, on the
+    // ...and what follows on the stream taken out comes after it, on the
     // same connection, which is still open both ways.
     stream.write_all(b"after the upgrade").await.unwrap();
     let mut after = [0u8; 17];
@@ -394,11 +394,11 @@ async fn reclaim_takes_the_socket_back_with_nothing_lost_either_way() {
 }
 
 #[tokio::test]
-async fn reclaim_after_shutdown_is_an_error() {
+async fn into_stream_after_shutdown_is_an_error() {
     let (_net, conn, _peer) = pair().await;
     conn.shutdown().await.unwrap();
     assert!(matches!(
-        conn.reclaim().await,
+        conn.into_stream().await,
         Err(NetError::InvalidState(_))
     ));
 }
@@ -407,8 +407,7 @@ async fn reclaim_after_shutdown_is_an_error() {
 fn an_idle_socket_stays_small() {
     // Every socket holds its core for as long as it is open: bench
     // idle_sockets measures the whole; this keeps the core from growing
-    // unnoticed (a denial's message inside every socket's error slots once
-    // cost 105 bytes a socket).
+    // unnoticed.
     let core = std::mem::size_of::<super::Core>();
     assert!(core <= 336, "Core is {core} bytes");
 }

@@ -12,7 +12,6 @@
 
 mod client;
 mod server;
-mod upgrade;
 
 use std::collections::HashMap;
 use std::io;
@@ -28,7 +27,6 @@ use super::error::NetError;
 
 pub(crate) use client::{handshake_client, server_name};
 pub(crate) use server::{ServerTls, handshake_server};
-pub use upgrade::{Handshaken, UpgradeToTls};
 
 /// How long a TLS handshake may take before the connection is dropped: a
 /// client that opens a connection and never finishes its handshake must

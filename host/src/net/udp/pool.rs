@@ -1,9 +1,8 @@
 //! Receive buffers, pooled per socket.
 //!
 //! A socket receives small datagrams by the thousand, and a 64 KiB
-//! allocation per datagram was most of the cost of receiving one in seed
-//! 004's runtime (pooling took its round trip from 34.9 µs to 30.9). A
-//! buffer is borrowed for one receive and given back by a guard, so an
+//! allocation per datagram would be most of the cost of receiving one
+//! (seed 004). A buffer is borrowed for one receive and given back by a guard, so an
 //! abandoned receive gives its buffer back too; what leaves is an exact-size
 //! copy.
 
