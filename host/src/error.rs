@@ -65,3 +65,30 @@ pub enum MoatError {
     #[error("{0}")]
     TimeLimit(#[source] TimeLimitReached),
 }
+
+/// Exit status for a guest that trapped or reached its memory bound: what a
+/// shell reports for a process killed by SIGABRT (128 + 6), the guest
+/// aborted.
+pub const TRAP_EXIT: u8 = 134;
+
+/// Exit status for a run stopped at its time bound: what coreutils'
+/// `timeout` reports for a command it stopped.
+pub const TIMEOUT_EXIT: u8 = 124;
+
+/// Exit status for a guest that could not be started (bad file, missing
+/// import).
+pub const START_FAILED_EXIT: u8 = 1;
+
+impl MoatError {
+    /// The exit status a process running one guest reports for this error,
+    /// as `moat run` and the containerd shim do: [`TRAP_EXIT`] for a trap
+    /// or the memory bound, [`TIMEOUT_EXIT`] for the time bound,
+    /// [`START_FAILED_EXIT`] otherwise.
+    pub fn exit_status(&self) -> u8 {
+        match self {
+            MoatError::Trap(_) | MoatError::MemoryLimit(_) => TRAP_EXIT,
+            MoatError::TimeLimit(_) => TIMEOUT_EXIT,
+            _ => START_FAILED_EXIT,
+        }
+    }
+}

@@ -10,6 +10,8 @@
 //! - [`bindings`]: the WIT glue: moat:net, and wasi:sockets under the
 //!   policy ([`bindings::wasi_sockets`]), for a linker of your own.
 //! - [`bounds`]: the run's memory and time limits.
+//! - [`settings`]: grants, deny lists and bounds as flags, a policy file
+//!   or a container's environment state them, and how they add up.
 //! - [`Moat`], [`RunOptions`]: load and run a guest, everything set up.
 //!
 //! The crate forbids `unsafe` code.
@@ -24,10 +26,11 @@ pub mod net;
 pub mod policy;
 pub mod policy_file;
 mod run;
+pub mod settings;
 mod state;
 mod ticker;
 
 pub use engine::{CacheDir, DEFAULT_LINGER, Guest, Moat, MoatConfig};
-pub use error::MoatError;
+pub use error::{MoatError, START_FAILED_EXIT, TIMEOUT_EXIT, TRAP_EXIT};
 pub use run::{CAPTURE_LIMIT, Captured, Exit, Input, Output, Preopen, RunOptions};
 pub use ticker::{EPOCH_TICK, EpochTicker};

@@ -7,23 +7,13 @@ use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use clap::Parser;
-use moat_host::net::{Limits, TlsTrust};
-use moat_host::policy::{Capability, DenyList, Grant, Policy, Rule};
-use moat_host::policy_file::{At, GrantSpec, PolicyFile, PolicyFileError};
-use moat_host::{CacheDir, Moat, MoatConfig, MoatError, RunOptions};
+use moat_host::net::TlsTrust;
+use moat_host::policy::{Capability, DenyList, Grant, Policy};
+use moat_host::policy_file::PolicyFile;
+use moat_host::settings::{Bounds, Settings};
+use moat_host::{CacheDir, Moat, MoatConfig, MoatError, RunOptions, START_FAILED_EXIT};
 
 use args::{Cli, Command, RunArgs};
-
-/// Exit status when the guest traps: what a shell reports for a process
-/// killed by SIGABRT (128 + 6): the guest aborted.
-const TRAP_EXIT: u8 = 134;
-
-/// Exit status when the guest cannot be started (bad file, missing import).
-const START_FAILED_EXIT: u8 = 1;
-
-/// Exit status when the run's --timeout passed: what coreutils' `timeout`
-/// reports for a command it stopped.
-const TIMEOUT_EXIT: u8 = 124;
 
 pub(crate) fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -76,11 +66,7 @@ fn run(args: RunArgs) -> ExitCode {
             if let Some(hint) = hint(&e) {
                 eprintln!("moat: hint: {hint}");
             }
-            match e {
-                MoatError::Trap(_) | MoatError::MemoryLimit(_) => ExitCode::from(TRAP_EXIT),
-                MoatError::TimeLimit(_) => ExitCode::from(TIMEOUT_EXIT),
-                _ => ExitCode::from(START_FAILED_EXIT),
-            }
+            ExitCode::from(e.exit_status())
         }
     }
 }
@@ -103,23 +89,16 @@ fn hint(err: &MoatError) -> Option<&'static str> {
 /// Turns the flags (and the policy file, if any) into a run's options and
 /// the engine's configuration.
 fn prepare(args: &RunArgs) -> anyhow::Result<(RunOptions, MoatConfig)> {
-    let file = match &args.policy {
-        Some(path) => Some((PolicyFile::read(path)?, path.as_path())),
-        None => None,
+    let from_file = match &args.policy {
+        Some(path) => Settings::from_file(&PolicyFile::read(path)?, path)?,
+        None => Settings::new(),
     };
-    let (mut policy, file_limits) = match &file {
-        Some((file, path)) => from_file(file, path)?,
-        None => (Policy::new(), FileLimits::default()),
-    };
+    let mut policy = Policy::new();
     for (capability, flag_grant, flag_deny) in [
         (Capability::Connect, &args.allow_net, &args.deny_net),
         (Capability::Listen, &args.allow_listen, &args.deny_listen),
     ] {
-        let granted = policy
-            .grant(capability)
-            .clone()
-            .union(grant(flag_grant, capability.flag())?);
-        policy = policy.with_grant(capability, granted);
+        policy = policy.with_grant(capability, grant(flag_grant, capability.flag())?);
         for list in flag_deny {
             let denied: DenyList = list
                 .parse()
@@ -127,45 +106,25 @@ fn prepare(args: &RunArgs) -> anyhow::Result<(RunOptions, MoatConfig)> {
             policy = policy.with_denied(capability, denied);
         }
     }
-    let defaults = Limits::default();
-    let limits = Limits {
-        max_sockets: args
-            .max_sockets
-            .or(file_limits.max_sockets)
-            .or(defaults.max_sockets),
-        max_waiting_calls: args
-            .max_waiting_calls
-            .or(file_limits.max_waiting_calls)
-            .unwrap_or(defaults.max_waiting_calls),
-        max_lookups: args
-            .max_lookups
-            .or(file_limits.max_lookups)
-            .unwrap_or(defaults.max_lookups),
-        lookup_timeout: args
-            .lookup_timeout
-            .or(file_limits.lookup_timeout)
-            .unwrap_or(defaults.lookup_timeout),
-        tls_handshake_timeout: args
-            .tls_handshake_timeout
-            .or(file_limits.tls_handshake_timeout)
-            .unwrap_or(defaults.tls_handshake_timeout),
-        max_connections: args.max_connections.or(file_limits.max_connections),
-        max_connections_per_peer: args
-            .max_connections_per_peer
-            .or(file_limits.max_connections_per_peer),
-        close_linger: defaults.close_linger,
-        max_recorded_addresses: defaults.max_recorded_addresses,
+    let from_flags = Settings {
+        policy,
+        bounds: Bounds {
+            max_sockets: args.max_sockets,
+            max_waiting_calls: args.max_waiting_calls,
+            max_memory: args.max_memory,
+            timeout: args.timeout,
+            max_lookups: args.max_lookups,
+            lookup_timeout: args.lookup_timeout,
+            tls_handshake_timeout: args.tls_handshake_timeout,
+            max_connections: args.max_connections,
+            max_connections_per_peer: args.max_connections_per_peer,
+        },
     };
-    let mut options = RunOptions::new(policy)
-        .limits(limits)
+    let mut options = from_file
+        .and(from_flags)
+        .run_options()
         .arg(args.component.display().to_string())
         .args(args.args.iter().cloned());
-    if let Some(bytes) = args.max_memory.or(file_limits.max_memory) {
-        options = options.max_memory(bytes);
-    }
-    if let Some(limit) = args.timeout.or(file_limits.timeout) {
-        options = options.timeout(limit);
-    }
     for entry in &args.env {
         let (key, value) = match entry.split_once('=') {
             Some((key, value)) => (key.to_owned(), value.to_owned()),
@@ -221,73 +180,6 @@ fn prepare(args: &RunArgs) -> anyhow::Result<(RunOptions, MoatConfig)> {
         ..MoatConfig::default()
     };
     Ok((options, config))
-}
-
-/// The bounds a policy file sets.
-#[derive(Default)]
-struct FileLimits {
-    max_sockets: Option<u32>,
-    max_waiting_calls: Option<u32>,
-    max_memory: Option<u64>,
-    timeout: Option<std::time::Duration>,
-    max_lookups: Option<u32>,
-    lookup_timeout: Option<std::time::Duration>,
-    tls_handshake_timeout: Option<std::time::Duration>,
-    max_connections: Option<u32>,
-    max_connections_per_peer: Option<u32>,
-}
-
-/// The policy and bounds of a policy file; a bad entry is an error naming
-/// the file, its line and its key.
-fn from_file(
-    file: &PolicyFile,
-    path: &std::path::Path,
-) -> Result<(Policy, FileLimits), PolicyFileError> {
-    let mut policy = Policy::new();
-    for (capability, key, spec) in [
-        (Capability::Connect, "allow-net", &file.allow_net),
-        (Capability::Listen, "allow-listen", &file.allow_listen),
-    ] {
-        let granted = match spec.as_ref().map(|at| &at.value) {
-            None | Some(GrantSpec::Nothing) => Grant::Nothing,
-            Some(GrantSpec::Everything) => Grant::Everything,
-            Some(GrantSpec::Entries(entries)) => Grant::Only(
-                entries
-                    .iter()
-                    .map(|At { value, line }| {
-                        value
-                            .parse::<Rule>()
-                            .map_err(|e| PolicyFileError::at(path, *line, key, e.to_string()))
-                    })
-                    .collect::<Result<_, _>>()?,
-            ),
-        };
-        policy = policy.with_grant(capability, granted);
-    }
-    for (capability, key, list) in [
-        (Capability::Connect, "deny-net", &file.deny_net),
-        (Capability::Listen, "deny-listen", &file.deny_listen),
-    ] {
-        for At { value, line } in list.iter().flat_map(|at| &at.value) {
-            let denied: DenyList = value.parse().map_err(|e: moat_host::policy::PolicyError| {
-                PolicyFileError::at(path, *line, key, e.to_string())
-            })?;
-            policy = policy.with_denied(capability, denied);
-        }
-    }
-    let value = |at: &Option<At<u32>>| at.as_ref().map(|a| a.value);
-    let limits = FileLimits {
-        max_sockets: value(&file.max_sockets),
-        max_waiting_calls: value(&file.max_waiting_calls),
-        max_memory: file.max_memory.as_ref().map(|a| a.value),
-        timeout: file.timeout.as_ref().map(|a| a.value),
-        max_lookups: value(&file.max_lookups),
-        lookup_timeout: file.lookup_timeout.as_ref().map(|a| a.value),
-        tls_handshake_timeout: file.tls_handshake_timeout.as_ref().map(|a| a.value),
-        max_connections: value(&file.max_connections),
-        max_connections_per_peer: value(&file.max_connections_per_peer),
-    };
-    Ok((policy, limits))
 }
 
 /// One capability's grant from its flag's values (the flag may repeat).

@@ -78,12 +78,44 @@ impl Capability {
         }
     }
 
+    /// The name of the setting that grants this capability, as `spelling`
+    /// writes it (`--allow-net`, `MOAT_ALLOW_NET`).
+    pub fn grant_setting(self, spelling: Spelling) -> &'static str {
+        match (self, spelling) {
+            (_, Spelling::Flags) => self.flag(),
+            (Capability::Connect, Spelling::Environment) => "MOAT_ALLOW_NET",
+            (Capability::Listen, Spelling::Environment) => "MOAT_ALLOW_LISTEN",
+        }
+    }
+
+    /// The name of the setting that denies within this capability, as
+    /// `spelling` writes it (`--deny-net`, `MOAT_DENY_NET`).
+    pub fn deny_setting(self, spelling: Spelling) -> &'static str {
+        match (self, spelling) {
+            (_, Spelling::Flags) => self.deny_flag(),
+            (Capability::Connect, Spelling::Environment) => "MOAT_DENY_NET",
+            (Capability::Listen, Spelling::Environment) => "MOAT_DENY_LISTEN",
+        }
+    }
+
     fn verb(self) -> &'static str {
         match self {
             Capability::Connect => "connect to",
             Capability::Listen => "listen on",
         }
     }
+}
+
+/// How the person who grants writes a grant, so that a denial names the
+/// setting that would allow the call as that person writes it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum Spelling {
+    /// `moat run`'s flags: `--allow-net=HOST:PORT`.
+    #[default]
+    Flags,
+    /// A container's environment (the containerd shim):
+    /// `MOAT_ALLOW_NET=HOST:PORT`.
+    Environment,
 }
 
 /// What one capability allows.
@@ -174,6 +206,8 @@ pub struct Denied {
     pub port: u16,
     /// Why.
     pub reason: DenyReason,
+    /// How the message names the settings.
+    pub spelling: Spelling,
 }
 
 /// Why a call was refused.
@@ -201,13 +235,14 @@ impl fmt::Display for Denied {
             host,
             port,
             reason,
+            spelling,
         } = self;
         let verb = capability.verb();
         match reason {
             DenyReason::NotGranted => write!(
                 f,
                 "{verb} {host}:{port} denied: needs {}={host}:{port}",
-                capability.flag()
+                capability.grant_setting(*spelling)
             ),
             DenyReason::DeniedBy {
                 entry,
@@ -215,7 +250,7 @@ impl fmt::Display for Denied {
             } => write!(
                 f,
                 "{verb} {host}:{port} denied by {}={entry}",
-                capability.deny_flag()
+                capability.deny_setting(*spelling)
             ),
             DenyReason::DeniedBy {
                 entry,
@@ -223,7 +258,7 @@ impl fmt::Display for Denied {
             } => write!(
                 f,
                 "{verb} {host}:{port} denied by {}={entry} (it resolved to {})",
-                capability.deny_flag(),
+                capability.deny_setting(*spelling),
                 Host::ip(*ip)
             ),
         }
@@ -249,6 +284,8 @@ pub struct LookupDenied {
     pub name: Host,
     /// Why.
     pub reason: DenyReason,
+    /// How the message names the settings.
+    pub spelling: Spelling,
 }
 
 impl fmt::Display for LookupDenied {
@@ -257,10 +294,12 @@ impl fmt::Display for LookupDenied {
     /// denied by --deny-net=evil.example`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let name = &self.name;
+        let net = Capability::Connect.grant_setting(self.spelling);
+        let listen = Capability::Listen.grant_setting(self.spelling);
         match &self.reason {
             DenyReason::NotGranted => write!(
                 f,
-                "lookup of {name} denied: no --allow-net or --allow-listen entry names it (--allow-net={name} would)"
+                "lookup of {name} denied: no {net} or {listen} entry names it ({net}={name} would)"
             ),
             DenyReason::DeniedBy { entry, .. } => {
                 write!(f, "lookup of {name} denied by {entry}")
@@ -279,6 +318,7 @@ pub struct Policy {
     listen: Grant,
     deny_connect: DenyList,
     deny_listen: DenyList,
+    spelling: Spelling,
 }
 
 impl Policy {
@@ -294,6 +334,18 @@ impl Policy {
             listen: Grant::Everything,
             ..Policy::default()
         }
+    }
+
+    /// Names settings in denials as `spelling` writes them (default:
+    /// `moat run`'s flags).
+    pub fn spelled(mut self, spelling: Spelling) -> Policy {
+        self.spelling = spelling;
+        self
+    }
+
+    /// How denials name settings.
+    pub fn spelling(&self) -> Spelling {
+        self.spelling
     }
 
     /// Replaces the grant for `capability`.
@@ -394,6 +446,7 @@ impl Policy {
             host: host.clone(),
             port,
             reason,
+            spelling: self.spelling,
         };
         if let Some(entry) = self.denied(capability).matching(host, port) {
             return Err(denied(DenyReason::DeniedBy {
@@ -439,7 +492,11 @@ impl Policy {
                 None => return Ok(()),
                 Some(entry) => {
                     refusal = DenyReason::DeniedBy {
-                        entry: format!("{}={}", capability.deny_flag(), entry.as_written()),
+                        entry: format!(
+                            "{}={}",
+                            capability.deny_setting(self.spelling),
+                            entry.as_written()
+                        ),
                         address: None,
                     }
                 }
@@ -448,6 +505,7 @@ impl Policy {
         Err(LookupDenied {
             name: name.clone(),
             reason: refusal,
+            spelling: self.spelling,
         })
     }
 
@@ -475,6 +533,7 @@ impl Policy {
                     entry: entry.as_written().to_owned(),
                     address: (Host::ip(address) != *host).then_some(address),
                 },
+                spelling: self.spelling,
             }),
         }
     }
@@ -572,6 +631,33 @@ mod tests {
         // The hint itself is a valid entry that allows the call.
         let fixed = Policy::new().allow_listen("[::1]:8080").unwrap();
         assert!(fixed.check(Capability::Listen, &host("::1"), 8080).is_ok());
+    }
+
+    #[test]
+    fn a_denial_names_the_setting_as_the_granter_writes_it() {
+        let p = Policy::new()
+            .deny_connect("private")
+            .unwrap()
+            .spelled(Spelling::Environment);
+        let d = p
+            .check(Capability::Listen, &host("0.0.0.0"), 80)
+            .unwrap_err();
+        assert_eq!(
+            d.to_string(),
+            "listen on 0.0.0.0:80 denied: needs MOAT_ALLOW_LISTEN=0.0.0.0:80"
+        );
+        let d = p
+            .check(Capability::Connect, &host("10.0.0.1"), 80)
+            .unwrap_err();
+        assert_eq!(
+            d.to_string(),
+            "connect to 10.0.0.1:80 denied by MOAT_DENY_NET=private"
+        );
+        let d = p.check_lookup(&host("db.example")).unwrap_err();
+        assert_eq!(
+            d.to_string(),
+            "lookup of db.example denied: no MOAT_ALLOW_NET or MOAT_ALLOW_LISTEN entry names it (MOAT_ALLOW_NET=db.example would)"
+        );
     }
 
     #[test]
