@@ -1,0 +1,535 @@
+//! What a deployment grants a guest: the `MOAT_*` variables of the
+//! container's environment and, when the pod spec accepts it, the policy
+//! the guest's image carries: a layer of its own media type beside the
+//! component layer, or, in an image whose component is a file of its root
+//! filesystem, the file [`POLICY_FILE`].
+//!
+//! The pod spec is the authority. Nothing is granted unless it says so:
+//! - `MOAT_ALLOW_NET`, `MOAT_DENY_NET`, `MOAT_MAX_MEMORY`, ...: every key of
+//!   a `moat run --policy` file, upper-cased with `_` for `-`, with the value
+//!   the flag of that name takes.
+//! - `MOAT_IMAGE_POLICY`: what to do with the image's policy layer:
+//!   `ignore`, `apply`, or `sha256:<digest>` (apply that layer and no
+//!   other). An image that carries a policy layer does not start until the
+//!   pod spec answers; a pod spec that asks for a layer the image lacks does
+//!   not start either.
+//! - `MOAT_LOG`: which log lines of moat's to write to the container's
+//!   stderr (a tracing filter such as `moat::net=debug`; default `warn`).
+//!
+//! The image's policy and the environment add up as `moat run --policy
+//! FILE` and its flags do: grants widen, every deny entry holds, and the
+//! environment's bounds win. None of these variables reaches the guest, and
+//! a `MOAT_` variable that is none of them stops the start (a misspelt
+//! grant must not be a silent denial, nor a misspelt deny a silent grant).
+
+use std::fmt;
+use std::path::Path;
+
+use moat_host::policy_file::{KEYS, PolicyFile, PolicyFileError};
+use moat_host::settings::{SettingError, Settings};
+use sha2::{Digest, Sha256};
+
+/// The prefix of every variable the shim reads and takes out of the guest's
+/// environment.
+pub const ENV_PREFIX: &str = "MOAT_";
+
+/// The variable that accepts or ignores the image's policy layer.
+pub const IMAGE_POLICY_VAR: &str = "MOAT_IMAGE_POLICY";
+
+/// The variable that picks moat's own log lines.
+pub const LOG_VAR: &str = "MOAT_LOG";
+
+/// The log filter when `MOAT_LOG` is not set: warnings only, as `moat run`.
+pub const DEFAULT_LOG: &str = "warn";
+
+/// The media type of a policy layer: a `moat run --policy` file, as TOML.
+pub const POLICY_LAYER_MEDIA_TYPE: &str = "application/vnd.moat.policy.v1+toml";
+
+/// Where an image whose component is a file of its root filesystem (built
+/// as a Linux image is, `COPY app.wasm /`) carries its policy.
+pub const POLICY_FILE: &str = "/moat-policy.toml";
+
+/// Largest policy layer or file the shim reads. A policy is a few dozen lines; a
+/// layer past this is refused rather than parsed, so that an image cannot
+/// make every start of it parse megabytes.
+pub const MAX_POLICY_LAYER: usize = 64 << 10;
+
+/// The policy an image carries: its bytes, their digest, and where in the
+/// image it was.
+#[derive(Debug, Clone)]
+pub struct PolicyLayer {
+    /// The policy's text (a `moat run --policy` file).
+    pub bytes: Vec<u8>,
+    /// `sha256:` and the hex of its SHA-256, as OCI digests are written.
+    pub digest: String,
+    /// `layer`, or `file /moat-policy.toml`: for messages.
+    pub origin: String,
+}
+
+impl PolicyLayer {
+    /// A policy layer of these bytes, its digest computed.
+    pub fn new(bytes: Vec<u8>) -> PolicyLayer {
+        let digest = format!("sha256:{}", hex(&Sha256::digest(&bytes)));
+        PolicyLayer {
+            bytes,
+            digest,
+            origin: "layer".to_owned(),
+        }
+    }
+
+    /// The policy file [`POLICY_FILE`] of these bytes.
+    pub fn file(bytes: Vec<u8>) -> PolicyLayer {
+        PolicyLayer {
+            origin: format!("file {POLICY_FILE}"),
+            ..PolicyLayer::new(bytes)
+        }
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// What the pod spec said of the image's policy layer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ImagePolicy {
+    /// `MOAT_IMAGE_POLICY` is not set.
+    Unanswered,
+    /// `ignore`: run without it.
+    Ignore,
+    /// `apply`: apply whatever the image carries.
+    Apply,
+    /// `sha256:...`: apply the layer with this digest, refuse any other.
+    Pinned(String),
+}
+
+/// Why a container is not started: the deployment's settings are wrong or
+/// do not agree with its image.
+#[derive(Debug, thiserror::Error)]
+pub enum DeploymentError {
+    /// A `MOAT_*` grant, deny list or bound has a bad value.
+    #[error("{var}: {source}")]
+    Setting {
+        /// The variable, as in the pod spec.
+        var: String,
+        /// What is wrong with its value.
+        #[source]
+        source: SettingError,
+    },
+    /// A `MOAT_` variable that the shim does not know.
+    #[error(
+        "{var} is not a moat setting; the pod spec may set MOAT_IMAGE_POLICY, MOAT_LOG and {}",
+        known_vars()
+    )]
+    UnknownVar {
+        /// The variable, as in the pod spec.
+        var: String,
+    },
+    /// `MOAT_IMAGE_POLICY` is none of `ignore`, `apply`, `sha256:<hex>`.
+    #[error(
+        "MOAT_IMAGE_POLICY={value}: expected ignore, apply, or the layer's digest (sha256:...)"
+    )]
+    BadImagePolicy {
+        /// The value given.
+        value: String,
+    },
+    /// The image carries a policy and the pod spec did not say whether to
+    /// apply it.
+    #[error(
+        "the image carries a moat policy {origin} ({digest}); set MOAT_IMAGE_POLICY to {digest} (or apply) to grant what it grants, or to ignore"
+    )]
+    ImagePolicyUnanswered {
+        /// `layer` or `file /moat-policy.toml`.
+        origin: String,
+        /// The policy's digest.
+        digest: String,
+    },
+    /// The pod spec asks for a policy the image does not carry.
+    #[error(
+        "MOAT_IMAGE_POLICY={value}, but the image carries no moat policy (a layer of type application/vnd.moat.policy.v1+toml, or the file /moat-policy.toml)"
+    )]
+    NoPolicyLayer {
+        /// The value given.
+        value: String,
+    },
+    /// The pod spec pinned another digest than the image's policy's.
+    #[error(
+        "MOAT_IMAGE_POLICY pins {pinned}, but the image's moat policy is {found}: the image changed; read its policy before you pin the new digest"
+    )]
+    PolicyDigestMismatch {
+        /// The digest in the pod spec.
+        pinned: String,
+        /// The digest of the image's layer.
+        found: String,
+    },
+    /// The image carries more than one policy layer.
+    #[error("the image carries {count} moat policy layers; one at most")]
+    ManyPolicyLayers {
+        /// How many.
+        count: usize,
+    },
+    /// The policy is larger than [`MAX_POLICY_LAYER`].
+    #[error(
+        "the image's moat policy {origin} is larger than {MAX_POLICY_LAYER} bytes, the most the shim reads"
+    )]
+    PolicyLayerTooLarge {
+        /// `layer sha256:...` or `file /moat-policy.toml`.
+        origin: String,
+        /// The bytes read of it (at most one past the bound).
+        size: usize,
+    },
+    /// The policy layer is not a valid policy file (not UTF-8, bad TOML,
+    /// unknown key, bad entry): the error names the layer, line and key.
+    #[error(transparent)]
+    PolicyLayer(#[from] PolicyFileError),
+    /// `MOAT_LOG` is not a valid filter.
+    #[error("MOAT_LOG={value}: {reason}")]
+    BadLog {
+        /// The value given.
+        value: String,
+        /// What the filter parser said.
+        reason: String,
+    },
+}
+
+/// The variable for every key of a policy file.
+fn var_of(key: &str) -> String {
+    format!("{ENV_PREFIX}{}", key.to_uppercase().replace('-', "_"))
+}
+
+fn known_vars() -> String {
+    KEYS.iter()
+        .map(|k| var_of(k))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// What one container is granted, and what its guest sees of its
+/// environment.
+#[derive(Debug)]
+pub struct Deployment {
+    /// The settings that govern the run: the image's policy (if accepted)
+    /// and the environment's, added up.
+    pub settings: Settings,
+    /// The guest's environment: the container's, without `MOAT_*`.
+    pub guest_env: Vec<(String, String)>,
+    /// moat's log filter (`MOAT_LOG`).
+    pub log: String,
+    /// For the start's audit line: each `MOAT_*` setting as written, and
+    /// what became of the image's policy layer.
+    pub audit: Audit,
+}
+
+/// Where a container's grants came from, for the line the shim writes to
+/// the container's log at every start.
+#[derive(Debug, Default)]
+pub struct Audit {
+    /// `VAR=value` for every setting read from the environment.
+    pub env: Vec<String>,
+    /// The image's policy (`layer sha256:...` or `file /moat-policy.toml
+    /// sha256:...`) and whether it was applied.
+    pub image: Option<(String, bool)>,
+}
+
+impl fmt::Display for Audit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.env.is_empty() {
+            write!(f, "pod spec sets no grants")?;
+        } else {
+            write!(f, "pod spec: {}", self.env.join(" "))?;
+        }
+        match &self.image {
+            None => write!(f, "; image policy: none"),
+            Some((digest, true)) => write!(f, "; image policy {digest}: applied"),
+            Some((digest, false)) => write!(f, "; image policy {digest}: ignored"),
+        }
+    }
+}
+
+impl Deployment {
+    /// Reads the container's environment (`KEY=VALUE` entries, as in the
+    /// OCI spec) and the image's policy layer, if it has one.
+    ///
+    /// # Errors
+    /// [`DeploymentError`]: the container must not start.
+    pub fn read(
+        envs: &[String],
+        layer: Option<&PolicyLayer>,
+    ) -> Result<Deployment, DeploymentError> {
+        let mut from_env = Settings::new();
+        let mut guest_env = Vec::new();
+        let mut image_policy = ImagePolicy::Unanswered;
+        let mut log = DEFAULT_LOG.to_owned();
+        let mut audit = Audit::default();
+        for entry in envs {
+            let (var, value) = entry.split_once('=').unwrap_or((entry.as_str(), ""));
+            let Some(name) = var.strip_prefix(ENV_PREFIX) else {
+                guest_env.push((var.to_owned(), value.to_owned()));
+                continue;
+            };
+            if var == IMAGE_POLICY_VAR {
+                image_policy = match value.trim() {
+                    "ignore" => ImagePolicy::Ignore,
+                    "apply" => ImagePolicy::Apply,
+                    v if v.strip_prefix("sha256:").is_some_and(|h| {
+                        h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit())
+                    }) =>
+                    {
+                        ImagePolicy::Pinned(v.to_ascii_lowercase())
+                    }
+                    _ => {
+                        return Err(DeploymentError::BadImagePolicy {
+                            value: value.to_owned(),
+                        });
+                    }
+                };
+                continue;
+            }
+            if var == LOG_VAR {
+                value.clone_into(&mut log);
+                continue;
+            }
+            let key = name.to_lowercase().replace('_', "-");
+            if !KEYS.contains(&key.as_str()) || name != name.to_uppercase() {
+                return Err(DeploymentError::UnknownVar {
+                    var: var.to_owned(),
+                });
+            }
+            from_env
+                .set(&key, value)
+                .map_err(|source| DeploymentError::Setting {
+                    var: var.to_owned(),
+                    source,
+                })?;
+            audit.env.push(entry.clone());
+        }
+        tracing_subscriber::EnvFilter::try_new(&log).map_err(|e| DeploymentError::BadLog {
+            value: log.clone(),
+            reason: e.to_string(),
+        })?;
+        let from_image = match (layer, &image_policy) {
+            (None, ImagePolicy::Unanswered | ImagePolicy::Ignore) => Settings::new(),
+            (None, ImagePolicy::Apply) => {
+                return Err(DeploymentError::NoPolicyLayer {
+                    value: "apply".to_owned(),
+                });
+            }
+            (None, ImagePolicy::Pinned(digest)) => {
+                return Err(DeploymentError::NoPolicyLayer {
+                    value: digest.clone(),
+                });
+            }
+            (Some(layer), ImagePolicy::Unanswered) => {
+                return Err(DeploymentError::ImagePolicyUnanswered {
+                    origin: layer.origin.clone(),
+                    digest: layer.digest.clone(),
+                });
+            }
+            (Some(layer), ImagePolicy::Ignore) => {
+                audit.image = Some((format!("{} {}", layer.origin, layer.digest), false));
+                Settings::new()
+            }
+            (Some(layer), ImagePolicy::Pinned(pinned)) if *pinned != layer.digest => {
+                return Err(DeploymentError::PolicyDigestMismatch {
+                    pinned: pinned.clone(),
+                    found: layer.digest.clone(),
+                });
+            }
+            (Some(layer), ImagePolicy::Apply | ImagePolicy::Pinned(_)) => {
+                audit.image = Some((format!("{} {}", layer.origin, layer.digest), true));
+                parse_layer(layer)?
+            }
+        };
+        Ok(Deployment {
+            settings: from_image.and(from_env),
+            guest_env,
+            log,
+            audit,
+        })
+    }
+}
+
+/// The settings of a policy layer; errors name the layer by its digest.
+fn parse_layer(layer: &PolicyLayer) -> Result<Settings, DeploymentError> {
+    if layer.bytes.len() > MAX_POLICY_LAYER {
+        return Err(DeploymentError::PolicyLayerTooLarge {
+            origin: layer.origin.clone(),
+            size: layer.bytes.len(),
+        });
+    }
+    let name = if layer.origin == "layer" {
+        format!("policy layer {}", layer.digest)
+    } else {
+        POLICY_FILE.to_owned()
+    };
+    let path = Path::new(&name);
+    let text = std::str::from_utf8(&layer.bytes).map_err(|e| PolicyFileError::Invalid {
+        path: path.to_owned(),
+        line: 1 + layer.bytes[..e.valid_up_to()]
+            .iter()
+            .filter(|b| **b == b'\n')
+            .count(),
+        key: None,
+        reason: "not UTF-8 text".to_owned(),
+    })?;
+    let file = PolicyFile::parse(text, path)?;
+    Ok(Settings::from_file(&file, path)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use moat_host::policy::{Capability, Host};
+
+    fn envs(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    fn allows(d: &Deployment, capability: Capability, host: &str, port: u16) -> bool {
+        let host = Host::parse(host).unwrap();
+        d.settings.policy.check(capability, &host, port).is_ok()
+    }
+
+    #[test]
+    fn moat_variables_grant_and_never_reach_the_guest() {
+        let d = Deployment::read(
+            &envs(&[
+                "PATH=/bin",
+                "MOAT_ALLOW_LISTEN=0.0.0.0:8080",
+                "MOAT_ALLOW_NET=db.internal:5432",
+                "MOAT_DENY_NET=metadata",
+                "MOAT_MAX_SOCKETS=64",
+                "MOAT_LOG=moat::net=debug",
+                "GREETING=a=b",
+            ]),
+            None,
+        )
+        .unwrap();
+        assert_eq!(
+            d.guest_env,
+            vec![
+                ("PATH".to_owned(), "/bin".to_owned()),
+                ("GREETING".to_owned(), "a=b".to_owned())
+            ]
+        );
+        assert!(allows(&d, Capability::Listen, "0.0.0.0", 8080));
+        assert!(!allows(&d, Capability::Listen, "0.0.0.0", 8081));
+        assert!(allows(&d, Capability::Connect, "db.internal", 5432));
+        assert!(!allows(&d, Capability::Connect, "169.254.169.254", 80));
+        assert_eq!(d.settings.bounds.max_sockets, Some(64));
+        assert_eq!(d.log, "moat::net=debug");
+        assert_eq!(
+            d.audit.to_string(),
+            "pod spec: MOAT_ALLOW_LISTEN=0.0.0.0:8080 MOAT_ALLOW_NET=db.internal:5432 \
+             MOAT_DENY_NET=metadata MOAT_MAX_SOCKETS=64; image policy: none"
+        );
+    }
+
+    #[test]
+    fn nothing_is_granted_by_default() {
+        let d = Deployment::read(&envs(&["HOME=/"]), None).unwrap();
+        assert!(!allows(&d, Capability::Connect, "127.0.0.1", 80));
+        assert!(!allows(&d, Capability::Listen, "0.0.0.0", 80));
+        assert_eq!(
+            d.audit.to_string(),
+            "pod spec sets no grants; image policy: none"
+        );
+    }
+
+    #[test]
+    fn a_misspelt_or_bad_variable_stops_the_start() {
+        let e = Deployment::read(&envs(&["MOAT_ALLOW_NETS=x"]), None).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("MOAT_ALLOW_NETS is not a moat setting;"),
+            "{e}"
+        );
+        let e = Deployment::read(&envs(&["MOAT_allow_net=x"]), None).unwrap_err();
+        assert!(matches!(e, DeploymentError::UnknownVar { .. }), "{e}");
+        let e = Deployment::read(&envs(&["MOAT_ALLOW_NET=300.1.1.1:80"]), None).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("MOAT_ALLOW_NET: allow-net=300.1.1.1:80: "),
+            "{e}"
+        );
+        let e = Deployment::read(&envs(&["MOAT_MAX_MEMORY=lots"]), None).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("MOAT_MAX_MEMORY: max-memory=lots: "),
+            "{e}"
+        );
+        let e = Deployment::read(&envs(&["MOAT_IMAGE_POLICY=yes"]), None).unwrap_err();
+        assert!(matches!(e, DeploymentError::BadImagePolicy { .. }), "{e}");
+        let e = Deployment::read(&envs(&["MOAT_LOG=moat::net=loud"]), None).unwrap_err();
+        assert!(matches!(e, DeploymentError::BadLog { .. }), "{e}");
+    }
+
+    #[test]
+    fn the_image_policy_counts_only_when_the_pod_spec_accepts_it() {
+        let layer =
+            PolicyLayer::new(b"allow-net = [\"api.example.com:443\"]\nmax-sockets = 10\n".to_vec());
+        let e = Deployment::read(&[], Some(&layer)).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "the image carries a moat policy layer ({0}); set MOAT_IMAGE_POLICY to {0} (or apply) to grant what it grants, or to ignore",
+                layer.digest
+            )
+        );
+
+        let ignored = Deployment::read(&envs(&["MOAT_IMAGE_POLICY=ignore"]), Some(&layer)).unwrap();
+        assert!(!allows(
+            &ignored,
+            Capability::Connect,
+            "api.example.com",
+            443
+        ));
+
+        let pin = format!("MOAT_IMAGE_POLICY={}", layer.digest);
+        let applied = Deployment::read(
+            &envs(&[&pin, "MOAT_MAX_SOCKETS=20", "MOAT_DENY_NET=api.example.com"]),
+            Some(&layer),
+        )
+        .unwrap();
+        assert!(
+            !allows(&applied, Capability::Connect, "api.example.com", 443),
+            "the pod spec's deny holds over the image's grant"
+        );
+        assert_eq!(applied.settings.bounds.max_sockets, Some(20));
+
+        let applied = Deployment::read(&envs(&["MOAT_IMAGE_POLICY=apply"]), Some(&layer)).unwrap();
+        assert!(allows(
+            &applied,
+            Capability::Connect,
+            "api.example.com",
+            443
+        ));
+        assert_eq!(applied.settings.bounds.max_sockets, Some(10));
+
+        let other = format!("MOAT_IMAGE_POLICY=sha256:{}", "0".repeat(64));
+        let e = Deployment::read(&envs(&[&other]), Some(&layer)).unwrap_err();
+        assert!(
+            matches!(e, DeploymentError::PolicyDigestMismatch { .. }),
+            "{e}"
+        );
+        let e = Deployment::read(&envs(&["MOAT_IMAGE_POLICY=apply"]), None).unwrap_err();
+        assert!(matches!(e, DeploymentError::NoPolicyLayer { .. }), "{e}");
+    }
+
+    #[test]
+    fn a_bad_policy_layer_is_named_with_its_line() {
+        let layer = PolicyLayer::new(b"max-sockets = 4\nallow-net = [\"300.1.1.1:80\"]\n".to_vec());
+        let e = Deployment::read(&envs(&["MOAT_IMAGE_POLICY=apply"]), Some(&layer)).unwrap_err();
+        let text = e.to_string();
+        assert!(
+            text.starts_with(&format!("policy layer {}:2: allow-net: ", layer.digest)),
+            "{text}"
+        );
+        let big = PolicyLayer::new(vec![b'#'; MAX_POLICY_LAYER + 1]);
+        let e = Deployment::read(&envs(&["MOAT_IMAGE_POLICY=apply"]), Some(&big)).unwrap_err();
+        assert!(
+            matches!(e, DeploymentError::PolicyLayerTooLarge { .. }),
+            "{e}"
+        );
+    }
+}

@@ -1,0 +1,152 @@
+//! End to end through a real containerd: an OCI image of echo-server (its
+//! component and its moat policy as files of a filesystem layer, the image
+//! built as a Linux image is, so that containerd 1.6 runs it too), imported
+//! with `ctr image import` and run with `ctr run --runtime
+//! io.containerd.moat.v1`. containerd starts `containerd-shim-moat-v1`
+//! from this build; a tokio client talks to the guest over the container's
+//! network (the host's, `--net-host`).
+
+mod shim_support;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use moat_guests as guests;
+
+const NAMESPACE: &str = "moat-e2e";
+
+/// Longest the guest may take to start listening: containerd starts the
+/// shim, the shim the container, moat compiles the component.
+const START_DEADLINE: Duration = Duration::from_secs(120);
+
+fn run(cmd: &mut Command) -> String {
+    let out = cmd.output().expect("the command runs");
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn sha256(bytes: &[u8]) -> String {
+    use sha2::Digest as _;
+    let hash = sha2::Sha256::digest(bytes);
+    let hex: String = hash.iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256:{hex}")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn ctr_runs_echo_server_under_the_grants_of_its_deployment() {
+    if shim_support::skip_without_containerd(
+        "ctr_runs_echo_server_under_the_grants_of_its_deployment",
+    ) {
+        return;
+    }
+    let shim = Path::new(env!("CARGO_BIN_EXE_containerd-shim-moat-v1"));
+    let containerd = shim_support::Containerd::start(None, shim.parent().expect("a directory"));
+    let work = tempfile::tempdir().expect("a temporary directory");
+
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let policy = format!("allow-listen = [\"127.0.0.1:{port}\"]\nmax-connections = 8\n");
+    let image = "localhost/moat-echo-server:e2e";
+    let component = std::fs::read(guests::ECHO_SERVER).expect("the guest is built");
+    let archive = shim_support::rootfs_image_archive(
+        work.path(),
+        image,
+        &[
+            ("echo-server.wasm", &component),
+            ("moat-policy.toml", policy.as_bytes()),
+        ],
+        "/echo-server.wasm",
+    );
+    run(containerd
+        .ctr(NAMESPACE)
+        .args(["image", "import", "--all-platforms"])
+        .arg(&archive));
+
+    // `ctr run` attached: containerd hands the shim FIFOs for the
+    // container's stdio, and ctr copies them to its own, a file here.
+    let log = work.path().join("container.log");
+    let out = std::fs::File::create(&log).expect("the log");
+    let id = format!("echo-{}", std::process::id());
+    let pin = format!("MOAT_IMAGE_POLICY={}", sha256(policy.as_bytes()));
+    let mut ctr_run = containerd
+        .ctr(NAMESPACE)
+        .args(["run", "--net-host", "--runtime", "io.containerd.moat.v1"])
+        .args(["--env", &pin, "--env", "MOAT_LOG=moat::net=debug"])
+        // ctr's arguments after the id replace the image's entrypoint.
+        .args([image, &id, "/echo-server.wasm"])
+        .arg(format!("127.0.0.1:{port}"))
+        .stdin(std::process::Stdio::null())
+        .stdout(out.try_clone().expect("the log"))
+        .stderr(out)
+        .spawn()
+        .expect("ctr runs");
+    let container_log = || std::fs::read_to_string(&log).unwrap_or_default();
+
+    // Wait until the guest listens (or its container has ended).
+    let started = Instant::now();
+    let mut stream = loop {
+        if let Ok(stream) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await {
+            break stream;
+        }
+        if let Some(status) = ctr_run.try_wait().expect("ctr's status") {
+            panic!(
+                "the container ended ({status}):\n{}\ncontainerd's log:\n{}",
+                container_log(),
+                containerd.log()
+            );
+        }
+        assert!(
+            started.elapsed() < START_DEADLINE,
+            "echo-server did not listen in {START_DEADLINE:?}:\n{}\ncontainerd's log:\n{}",
+            container_log(),
+            containerd.log()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+
+    let sent: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+    let (mut rd, mut wr) = stream.split();
+    let write = async {
+        wr.write_all(&sent).await.expect("write");
+        wr.shutdown().await.expect("half-close");
+    };
+    let mut echoed = Vec::new();
+    let read = rd.read_to_end(&mut echoed);
+    let (_, got) = tokio::join!(write, read);
+    got.expect("read");
+    assert!(
+        echoed == sent,
+        "{} bytes back of {}",
+        echoed.len(),
+        sent.len()
+    );
+
+    run(containerd
+        .ctr(NAMESPACE)
+        .args(["task", "kill", "--signal", "SIGKILL", &id]));
+    let status = ctr_run.wait().expect("ctr ends with its task");
+    let output = container_log();
+    assert_eq!(status.code(), Some(137), "killed: 128 + SIGKILL\n{output}");
+    assert!(
+        output.contains(&format!(
+            "moat: pod spec sets no grants; image policy file /moat-policy.toml {}: applied",
+            sha256(policy.as_bytes())
+        )),
+        "the audit line, in the container's log:\n{output}"
+    );
+    assert!(
+        output.contains(&format!("listening on 127.0.0.1:{port}")),
+        "the guest's stdout, in the container's log:\n{output}"
+    );
+    run(containerd.ctr(NAMESPACE).args(["container", "rm", &id]));
+}

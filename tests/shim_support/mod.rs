@@ -1,0 +1,272 @@
+//! A containerd of the test's own, for the shim's tests that need one: its
+//! own configuration, root, state and socket under a temporary directory,
+//! stopped when dropped.
+//!
+//! Needs Debian's `containerd` package (binaries `containerd` and `ctr`)
+//! and root (containerd mounts snapshots and creates namespaces). Outside
+//! CI a test without them skips with the reason; with `CI` set it fails.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Longest containerd may take to open its socket; past it the test fails
+/// with containerd's log.
+const START_DEADLINE: Duration = Duration::from_secs(60);
+
+/// Why this machine cannot run containerd, if it cannot.
+pub fn cannot_run_containerd() -> Option<String> {
+    for tool in ["containerd", "ctr"] {
+        let found = Command::new(tool)
+            .arg("--version")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok();
+        if !found {
+            return Some(format!(
+                "`{tool}` is not installed (Debian's containerd package provides it)"
+            ));
+        }
+    }
+    if !is_root() {
+        return Some("containerd needs root to mount snapshots and make namespaces".to_owned());
+    }
+    None
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+        .unwrap_or(false)
+}
+
+/// Skips the test (returns true) when containerd cannot run here, saying
+/// why; with `CI` set, fails instead.
+pub fn skip_without_containerd(test: &str) -> bool {
+    match cannot_run_containerd() {
+        None => false,
+        Some(why) if std::env::var_os("CI").is_some() => {
+            panic!("{test}: CI must run this test, but {why}")
+        }
+        Some(why) => {
+            eprintln!("skipping {test}: {why}");
+            true
+        }
+    }
+}
+
+/// The (major, minor) version of the installed containerd.
+pub fn containerd_version() -> Option<(u32, u32)> {
+    let out = Command::new("containerd").arg("--version").output().ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    // "containerd github.com/containerd/containerd 1.6.20~ds1 ..."
+    let version = text.split_whitespace().nth(2)?.trim_start_matches('v');
+    let mut parts = version.split(['.', '~', '-']);
+    Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
+}
+
+/// Whether containerd runs images whose layers are not filesystem diffs
+/// (a wasm component, a moat policy). containerd 1.6 unpacks every image
+/// it imports or runs and refuses one whose layers outnumber its rootfs
+/// diffs ("mismatched image rootfs and manifest layers"); 1.7 leaves such
+/// layers out of the unpack.
+pub fn runs_wasm_layers() -> bool {
+    containerd_version().is_some_and(|v| v >= (1, 7))
+}
+
+/// An OCI image archive (for `ctr image import`) built as a Linux image
+/// is: one filesystem layer holding `files` (name, content) at its root,
+/// `entrypoint` as the process's first argument. runwasi runs such an
+/// image's component from the container's root filesystem; containerd 1.6
+/// runs it too.
+pub fn rootfs_image_archive(
+    dir: &Path,
+    name: &str,
+    files: &[(&str, &[u8])],
+    entrypoint: &str,
+) -> PathBuf {
+    use oci_spec::image::{
+        Arch, ConfigBuilder, ImageConfigurationBuilder, MediaType, Os, RootFsBuilder,
+    };
+    let layer = dir.join("layer.tar");
+    let mut tar = tar::Builder::new(std::fs::File::create(&layer).expect("the layer"));
+    for (file, content) in files {
+        let mut header = tar::Header::new_gnu();
+        header.set_mode(0o644);
+        header.set_size(content.len() as u64);
+        header.set_cksum();
+        tar.append_data(&mut header, file, *content)
+            .expect("a file in the layer");
+    }
+    tar.finish().expect("the layer is written");
+    drop(tar);
+    let diff_id = {
+        use sha2::Digest as _;
+        let hash = sha2::Sha256::digest(std::fs::read(&layer).expect("the layer"));
+        let hex: String = hash.iter().map(|b| format!("{b:02x}")).collect();
+        format!("sha256:{hex}")
+    };
+    let mut builder = oci_tar_builder::Builder::default();
+    builder.add_layer_with_media_type(&layer, "application/vnd.oci.image.layer.v1.tar".to_owned());
+    let config = ConfigBuilder::default()
+        .entrypoint(vec![entrypoint.to_owned()])
+        .build()
+        .expect("an image config");
+    let image = ImageConfigurationBuilder::default()
+        .config(config)
+        .os(Os::Linux)
+        .architecture(Arch::Amd64)
+        .rootfs(
+            RootFsBuilder::default()
+                .typ("layers")
+                .diff_ids(vec![diff_id])
+                .build()
+                .expect("rootfs"),
+        )
+        .build()
+        .expect("an image configuration");
+    builder.add_config(image, name.to_owned(), MediaType::ImageConfig);
+    let archive = dir.join("image.tar");
+    builder
+        .build(std::fs::File::create(&archive).expect("the archive"))
+        .expect("the archive is written");
+    archive
+}
+
+/// A running containerd.
+pub struct Containerd {
+    child: Child,
+    dir: tempfile::TempDir,
+    socket: PathBuf,
+}
+
+impl Containerd {
+    /// Starts containerd listening on `socket` (a path under its own
+    /// directory when `None`), with `shim_dir` first on its PATH so that it
+    /// finds `containerd-shim-moat-v1` there.
+    pub fn start(socket: Option<&Path>, shim_dir: &Path) -> Containerd {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let socket = socket
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| dir.path().join("containerd.sock"));
+        if let Some(parent) = socket.parent() {
+            std::fs::create_dir_all(parent).expect("the socket's directory");
+        }
+        let _ = std::fs::remove_file(&socket);
+        let d = dir.path().display();
+        let config = format!(
+            r#"version = 2
+root = "{d}/root"
+state = "{d}/state"
+# The CRI plugin serves kubelets; these tests talk to containerd directly.
+disabled_plugins = ["io.containerd.grpc.v1.cri"]
+
+[grpc]
+  address = "{socket}"
+
+[ttrpc]
+  address = "{socket}.ttrpc"
+
+[debug]
+  address = "{d}/debug.sock"
+"#,
+            socket = socket.display()
+        );
+        std::fs::write(dir.path().join("config.toml"), config).expect("the configuration");
+        let log = std::fs::File::create(dir.path().join("containerd.log")).expect("the log");
+        let path = std::env::join_paths(std::iter::once(shim_dir.to_path_buf()).chain(
+            std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()),
+        ))
+        .expect("a PATH");
+        let child = Command::new("containerd")
+            .args(["--log-level", "debug"])
+            .arg("--config")
+            .arg(dir.path().join("config.toml"))
+            .env("PATH", path)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("the log"))
+            .stderr(log)
+            .spawn()
+            .expect("containerd starts");
+        let mut containerd = Containerd { child, dir, socket };
+        let started = Instant::now();
+        loop {
+            if std::os::unix::net::UnixStream::connect(&containerd.socket).is_ok() {
+                break;
+            }
+            if let Ok(Some(status)) = containerd.child.try_wait() {
+                panic!("containerd exited ({status}):\n{}", containerd.log());
+            }
+            assert!(
+                started.elapsed() < START_DEADLINE,
+                "containerd did not open {} in {START_DEADLINE:?}:\n{}",
+                containerd.socket.display(),
+                containerd.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        containerd
+    }
+
+    /// Its socket.
+    pub fn socket(&self) -> &Path {
+        &self.socket
+    }
+
+    /// Its own directory.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// What containerd logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("containerd.log")).unwrap_or_default()
+    }
+
+    /// `ctr` against this containerd, in `namespace`.
+    pub fn ctr(&self, namespace: &str) -> Command {
+        let mut ctr = Command::new("ctr");
+        ctr.arg("--address")
+            .arg(&self.socket)
+            .arg("--namespace")
+            .arg(namespace);
+        ctr
+    }
+}
+
+impl Drop for Containerd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        // Shims outlive containerd; a test that failed may have left
+        // containers running. Each shim names its containerd's socket.
+        let socket = self.socket.display().to_string();
+        for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+            let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+            if String::from_utf8_lossy(&cmdline).contains(&socket)
+                && let Some(pid) = entry.file_name().to_str()
+            {
+                let _ = Command::new("kill").args(["-9", pid]).status();
+            }
+        }
+        let _ = std::fs::remove_file(&self.socket);
+        let _ = std::fs::remove_file(self.socket.with_extension("sock.ttrpc"));
+        // Snapshots are mounts under its root: take them down before the
+        // directory goes.
+        if let Ok(mounts) = std::fs::read_to_string("/proc/self/mounts") {
+            let root = self.dir.path().display().to_string();
+            for line in mounts.lines().rev() {
+                if let Some(target) = line.split(' ').nth(1)
+                    && target.starts_with(&root)
+                {
+                    let _ = Command::new("umount").arg("-l").arg(target).status();
+                }
+            }
+        }
+    }
+}
