@@ -141,4 +141,4 @@ step "A Rust program embedding moat, with its policy built in code (Moat::run, a
 show target/debug/embed "$GUESTS/ncat.wasm" "$GUESTS/std-fetch.wasm"
 target/debug/embed "$GUESTS/ncat.wasm" "$GUESTS/std-fetch.wasm"
 
-step "Done. The whole test suite: rustup toolchain install && cargo test"
+step "Done. The whole test suite: ./test.sh"
