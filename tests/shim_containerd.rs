@@ -66,6 +66,7 @@ async fn ctr_runs_echo_server_under_the_grants_of_its_deployment() {
             ("moat-policy.toml", policy.as_bytes()),
         ],
         "/echo-server.wasm",
+        &[],
     );
     run(containerd
         .ctr(NAMESPACE)
@@ -145,8 +146,80 @@ async fn ctr_runs_echo_server_under_the_grants_of_its_deployment() {
         "the audit line, in the container's log:\n{output}"
     );
     assert!(
+        output.contains("DEBUG moat::net: listening"),
+        "moat's own lines, as MOAT_LOG picked them, in the container's log:\n{output}"
+    );
+    assert!(
         output.contains(&format!("listening on 127.0.0.1:{port}")),
         "the guest's stdout, in the container's log:\n{output}"
     );
     run(containerd.ctr(NAMESPACE).args(["container", "rm", &id]));
+}
+
+/// An image whose config sets `MOAT_ALLOW_LISTEN` itself: the pod spec's
+/// empty `MOAT_ALLOW_LISTEN` overrides it, and the guest is refused.
+#[test]
+fn a_pod_spec_variable_overrides_a_grant_in_the_images_own_env() {
+    if shim_support::skip_without_containerd(
+        "a_pod_spec_variable_overrides_a_grant_in_the_images_own_env",
+    ) {
+        return;
+    }
+    let shim = Path::new(env!("CARGO_BIN_EXE_containerd-shim-moat-v1"));
+    let containerd = shim_support::Containerd::start(None, shim.parent().expect("a directory"));
+    let work = tempfile::tempdir().expect("a temporary directory");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let image = "localhost/moat-echo-self-granted:e2e";
+    let self_grant = format!("MOAT_ALLOW_LISTEN=127.0.0.1:{port}");
+    let component = std::fs::read(guests::ECHO_SERVER).expect("the guest is built");
+    let archive = shim_support::rootfs_image_archive(
+        work.path(),
+        image,
+        &[("echo-server.wasm", &component)],
+        "/echo-server.wasm",
+        &[&self_grant],
+    );
+    run(containerd
+        .ctr(NAMESPACE)
+        .args(["image", "import", "--all-platforms"])
+        .arg(&archive));
+    let id = format!("self-granted-{}", std::process::id());
+    let out = containerd
+        .ctr(NAMESPACE)
+        .args([
+            "run",
+            "--rm",
+            "--net-host",
+            "--runtime",
+            "io.containerd.moat.v1",
+        ])
+        .args(["--env", "MOAT_ALLOW_LISTEN="])
+        .args([image, &id, "/echo-server.wasm"])
+        .arg(format!("127.0.0.1:{port}"))
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("ctr runs");
+    let output = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "the guest's listen failed:\n{output}"
+    );
+    assert!(
+        output.contains(&format!(
+            "listen on 127.0.0.1:{port} denied: needs MOAT_ALLOW_LISTEN=127.0.0.1:{port}"
+        )),
+        "{output}"
+    );
+    assert!(
+        output.contains("moat: pod spec: MOAT_ALLOW_LISTEN=;"),
+        "{output}"
+    );
 }

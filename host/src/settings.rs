@@ -177,9 +177,9 @@ impl Settings {
 
     /// Applies one setting, `key` as in a policy file and `value` as the
     /// flag of that name takes it: a comma-separated list for grants and
-    /// deny lists (`*` grants everything), a number, a size (`64MiB`) or a
-    /// duration (`30s`). A grant or deny list adds to what is there; a
-    /// bound replaces it.
+    /// deny lists (`*` grants everything; an empty value adds nothing), a
+    /// number, a size (`64MiB`) or a duration (`30s`). A grant or deny list
+    /// adds to what is there; a bound replaces it.
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), SettingError> {
         let Some(&key) = KEYS.iter().find(|k| **k == key) else {
             return Err(SettingError::UnknownKey {
@@ -211,10 +211,10 @@ impl Settings {
                 } else {
                     Capability::Listen
                 };
-                let added = if value.trim() == "*" {
-                    Grant::Everything
-                } else {
-                    value.parse().map_err(entry)?
+                let added = match value.trim() {
+                    "*" => Grant::Everything,
+                    "" => Grant::Nothing,
+                    _ => value.parse().map_err(entry)?,
                 };
                 let granted = self.policy.grant(capability).clone().union(added);
                 self.policy = std::mem::take(&mut self.policy).with_grant(capability, granted);
@@ -225,8 +225,10 @@ impl Settings {
                 } else {
                     Capability::Listen
                 };
-                let denied: DenyList = value.parse().map_err(entry)?;
-                self.policy = std::mem::take(&mut self.policy).with_denied(capability, denied);
+                if !value.trim().is_empty() {
+                    let denied: DenyList = value.parse().map_err(entry)?;
+                    self.policy = std::mem::take(&mut self.policy).with_denied(capability, denied);
+                }
             }
             "max-sockets" => b.max_sockets = Some(count()?),
             "max-waiting-calls" => b.max_waiting_calls = Some(count()?),
@@ -324,6 +326,9 @@ mod tests {
             "max-sockets=0: expected a whole number, at least 1"
         );
         assert_eq!(s, Settings::new(), "a refused setting changes nothing");
+        s.set("allow-net", "").unwrap();
+        s.set("deny-net", " ").unwrap();
+        assert_eq!(s, Settings::new(), "an empty list adds nothing");
     }
 
     #[test]

@@ -101,6 +101,7 @@ async fn main() {
                 &std::fs::read(moat_guests::ECHO_SERVER).expect("the guest is built"),
             )],
             "/echo-server.wasm",
+            &[],
         )));
 
     let mut starts = Vec::new();

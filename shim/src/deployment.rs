@@ -18,7 +18,16 @@
 //!
 //! The image's policy and the environment add up as `moat run --policy
 //! FILE` and its flags do: grants widen, every deny entry holds, and the
-//! environment's bounds win. None of these variables reaches the guest, and
+//! environment's bounds win.
+//!
+//! The container's environment is the pod spec's variables over the
+//! image's own (`ENV` lines in its config), which the kubelet merges in
+//! before the shim sees them: the shim cannot tell them apart. An image's
+//! `ENV MOAT_ALLOW_NET=*` would grant; a pod spec that sets the variable,
+//! even empty (an empty grant or deny list adds nothing), overrides it. A
+//! cluster that runs images it does not trust sets `MOAT_ALLOW_NET`,
+//! `MOAT_ALLOW_LISTEN` and `MOAT_IMAGE_POLICY` in every moat pod
+//! (`deploy/policy-admission.yaml` requires it). None of these variables reaches the guest, and
 //! a `MOAT_` variable that is none of them stops the start (a misspelt
 //! grant must not be a silent denial, nor a misspelt deny a silent grant).
 
@@ -423,6 +432,21 @@ mod tests {
             "pod spec: MOAT_ALLOW_LISTEN=0.0.0.0:8080 MOAT_ALLOW_NET=db.internal:5432 \
              MOAT_DENY_NET=metadata MOAT_MAX_SOCKETS=64; image policy: none"
         );
+    }
+
+    #[test]
+    fn an_empty_grant_is_no_grant_so_a_pod_spec_can_override_an_image_env() {
+        let d = Deployment::read(
+            &envs(&[
+                "MOAT_ALLOW_NET=",
+                "MOAT_ALLOW_LISTEN=",
+                "MOAT_IMAGE_POLICY=ignore",
+            ]),
+            None,
+        )
+        .unwrap();
+        assert!(!allows(&d, Capability::Connect, "127.0.0.1", 80));
+        assert!(!allows(&d, Capability::Listen, "0.0.0.0", 80));
     }
 
     #[test]

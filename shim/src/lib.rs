@@ -19,7 +19,7 @@ pub mod sandbox;
 use containerd_shim_wasm::shim::{Shim, Version, version};
 
 pub use deployment::POLICY_LAYER_MEDIA_TYPE;
-pub use sandbox::MoatSandbox;
+pub use sandbox::{MoatSandbox, StartError};
 
 /// The media types of the layers the shim takes from an image: components
 /// (runwasi's component layer type, and plain `application/wasm`) and a

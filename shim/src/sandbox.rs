@@ -16,8 +16,44 @@ use moat_host::policy::Spelling;
 use moat_host::{CacheDir, Moat, MoatConfig, RunOptions, START_FAILED_EXIT};
 
 use crate::deployment::{
-    Deployment, MAX_POLICY_LAYER, POLICY_FILE, POLICY_LAYER_MEDIA_TYPE, PolicyLayer,
+    Deployment, DeploymentError, MAX_POLICY_LAYER, POLICY_FILE, POLICY_LAYER_MEDIA_TYPE,
+    PolicyLayer,
 };
+
+/// Why a container's start is refused before its guest runs.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The entry point names an export (`app.wasm#func`); moat runs
+    /// `wasi:cli/run`.
+    #[error(
+        "the entry point asks for the export {func:?}; moat runs a component's wasi:cli/run (leave out #{func})"
+    )]
+    EntryPoint {
+        /// The export named.
+        func: String,
+    },
+    /// The component file could not be read.
+    #[error("cannot read the component {}: {source}", .path.display())]
+    Component {
+        /// Where it was looked for.
+        path: PathBuf,
+        /// What the system said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// `/moat-policy.toml` exists but could not be read.
+    #[error("cannot read {POLICY_FILE}: {0}")]
+    PolicyFile(#[source] std::io::Error),
+    /// The image's layers hold no component.
+    #[error("the image has no component layer")]
+    NoComponent,
+    /// The image's layers hold more than one component.
+    #[error("the image has {0} component layers; moat runs one")]
+    ManyComponents(usize),
+    /// The deployment's settings are refused.
+    #[error(transparent)]
+    Deployment(#[from] DeploymentError),
+}
 
 /// Exit status when the deployment's settings are refused: what `moat run`
 /// returns for a bad command line or policy file.
@@ -68,28 +104,20 @@ impl MoatSandbox {
 }
 
 /// The component and the policy layer among an image's layers.
-fn split_layers(layers: &[WasmLayer]) -> Result<(&WasmLayer, Option<PolicyLayer>), String> {
+fn split_layers(layers: &[WasmLayer]) -> Result<(&WasmLayer, Option<PolicyLayer>), StartError> {
     let (policies, components): (Vec<_>, Vec<_>) = layers
         .iter()
         .partition(|l| l.config.media_type().to_string() == POLICY_LAYER_MEDIA_TYPE);
     let component = match components.as_slice() {
         [one] => *one,
-        [] => return Err("the image has a policy layer but no component layer".to_owned()),
-        many => {
-            return Err(format!(
-                "the image has {} component layers; moat runs one",
-                many.len()
-            ));
-        }
+        [] => return Err(StartError::NoComponent),
+        many => return Err(StartError::ManyComponents(many.len())),
     };
     let policy = match policies.as_slice() {
         [] => None,
         [one] => Some(PolicyLayer::new(one.layer.clone())),
         many => {
-            return Err(format!(
-                "the image carries {} moat policy layers; one at most",
-                many.len()
-            ));
+            return Err(DeploymentError::ManyPolicyLayers { count: many.len() }.into());
         }
     };
     Ok((component, policy))
@@ -97,12 +125,12 @@ fn split_layers(layers: &[WasmLayer]) -> Result<(&WasmLayer, Option<PolicyLayer>
 
 impl MoatSandbox {
     /// The image's [`POLICY_FILE`], if its root filesystem has one.
-    fn policy_file(&self) -> Result<Option<PolicyLayer>, String> {
+    fn policy_file(&self) -> Result<Option<PolicyLayer>, StartError> {
         let path = self.root.join(POLICY_FILE.trim_start_matches('/'));
         let file = match std::fs::File::open(&path) {
             Ok(file) => file,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(format!("cannot read {POLICY_FILE}: {e}")),
+            Err(e) => return Err(StartError::PolicyFile(e)),
         };
         // One byte past the bound tells a policy at the bound from one
         // past it, without reading more of an oversized file.
@@ -111,7 +139,7 @@ impl MoatSandbox {
             &mut std::io::Read::take(file, MAX_POLICY_LAYER as u64 + 1),
             &mut bytes,
         )
-        .map_err(|e| format!("cannot read {POLICY_FILE}: {e}"))?;
+        .map_err(StartError::PolicyFile)?;
         Ok(Some(PolicyLayer::file(bytes)))
     }
 }
@@ -124,13 +152,12 @@ struct Prepared {
 }
 
 impl MoatSandbox {
-    fn prepare(&self, ctx: &impl RuntimeContext) -> Result<(Prepared, Deployment), String> {
+    fn prepare(&self, ctx: &impl RuntimeContext) -> Result<(Prepared, Deployment), StartError> {
         let entrypoint = ctx.entrypoint();
         if entrypoint.func != "_start" {
-            return Err(format!(
-                "the entry point asks for the export {:?}; moat runs a component's wasi:cli/run (leave out #{})",
-                entrypoint.func, entrypoint.func
-            ));
+            return Err(StartError::EntryPoint {
+                func: entrypoint.func,
+            });
         }
         let name = entrypoint
             .arg0
@@ -144,7 +171,7 @@ impl MoatSandbox {
                     path.clone()
                 };
                 let bytes = std::fs::read(&path)
-                    .map_err(|e| format!("cannot read the component {}: {e}", path.display()))?;
+                    .map_err(|source| StartError::Component { path, source })?;
                 (bytes, self.policy_file()?)
             }
             Source::Oci(layers) => {
@@ -152,7 +179,7 @@ impl MoatSandbox {
                 (component.layer.clone(), policy)
             }
         };
-        let deployment = Deployment::read(ctx.envs(), layer.as_ref()).map_err(|e| e.to_string())?;
+        let deployment = Deployment::read(ctx.envs(), layer.as_ref())?;
         // Denials name the pod spec's variables, not `moat run`'s flags.
         let mut settings = deployment.settings.clone();
         settings.policy = settings.policy.spelled(Spelling::Environment);
@@ -230,7 +257,7 @@ impl Sandbox for MoatSandbox {
         let (prepared, deployment) = match self.prepare(ctx) {
             Ok(prepared) => prepared,
             Err(why) => {
-                self.refuse(&why);
+                self.refuse(&why.to_string());
                 return Ok(REFUSED_EXIT);
             }
         };

@@ -81,14 +81,15 @@ pub fn runs_wasm_layers() -> bool {
 
 /// An OCI image archive (for `ctr image import`) built as a Linux image
 /// is: one filesystem layer holding `files` (name, content) at its root,
-/// `entrypoint` as the process's first argument. runwasi runs such an
-/// image's component from the container's root filesystem; containerd 1.6
-/// runs it too.
+/// `entrypoint` as the process's first argument, `env` (`KEY=VALUE`) as
+/// the image's own environment. runwasi runs such an image's component
+/// from the container's root filesystem; containerd 1.6 runs it too.
 pub fn rootfs_image_archive(
     dir: &Path,
     name: &str,
     files: &[(&str, &[u8])],
     entrypoint: &str,
+    env: &[&str],
 ) -> PathBuf {
     use oci_spec::image::{
         Arch, ConfigBuilder, ImageConfigurationBuilder, MediaType, Os, RootFsBuilder,
@@ -115,6 +116,7 @@ pub fn rootfs_image_archive(
     builder.add_layer_with_media_type(&layer, "application/vnd.oci.image.layer.v1.tar".to_owned());
     let config = ConfigBuilder::default()
         .entrypoint(vec![entrypoint.to_owned()])
+        .env(env.iter().map(|e| e.to_string()).collect::<Vec<_>>())
         .build()
         .expect("an image config");
     let image = ImageConfigurationBuilder::default()
