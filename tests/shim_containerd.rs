@@ -33,52 +33,66 @@ fn run(cmd: &mut Command) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-fn sha256(bytes: &[u8]) -> String {
-    use sha2::Digest as _;
-    let hash = sha2::Sha256::digest(bytes);
-    let hex: String = hash.iter().map(|b| format!("{b:02x}")).collect();
-    format!("sha256:{hex}")
+/// A containerd of the test's own, with this build's shim, and a directory
+/// for images and logs; `None` (the test skips) where containerd cannot run.
+struct Node {
+    containerd: shim_support::Containerd,
+    work: tempfile::TempDir,
+}
+
+impl Node {
+    fn start(test: &str) -> Option<Node> {
+        if shim_support::skip_without_containerd(test) {
+            return None;
+        }
+        let shim = Path::new(env!("CARGO_BIN_EXE_containerd-shim-moat-v1"));
+        Some(Node {
+            containerd: shim_support::Containerd::start(None, shim.parent().expect("a directory")),
+            work: tempfile::tempdir().expect("a temporary directory"),
+        })
+    }
+
+    /// Imports an image of echo-server with `files` beside it and `env` as
+    /// its own environment.
+    fn import_echo_server(&self, image: &str, files: &[(&str, &[u8])], env: &[&str]) {
+        let component = std::fs::read(guests::ECHO_SERVER).expect("the guest is built");
+        let mut all = vec![("echo-server.wasm", component.as_slice())];
+        all.extend_from_slice(files);
+        let archive = shim_support::rootfs_image_archive(
+            self.work.path(),
+            image,
+            &all,
+            "/echo-server.wasm",
+            env,
+        );
+        run(self
+            .containerd
+            .ctr(NAMESPACE)
+            .args(["image", "import", "--all-platforms"])
+            .arg(&archive));
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn ctr_runs_echo_server_under_the_grants_of_its_deployment() {
-    if shim_support::skip_without_containerd(
-        "ctr_runs_echo_server_under_the_grants_of_its_deployment",
-    ) {
+    let Some(node) = Node::start("ctr_runs_echo_server_under_the_grants_of_its_deployment") else {
         return;
-    }
-    let shim = Path::new(env!("CARGO_BIN_EXE_containerd-shim-moat-v1"));
-    let containerd = shim_support::Containerd::start(None, shim.parent().expect("a directory"));
-    let work = tempfile::tempdir().expect("a temporary directory");
-
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
+    };
+    let containerd = &node.containerd;
+    let port = shim_support::free_port();
     let policy = format!("allow-listen = [\"127.0.0.1:{port}\"]\nmax-connections = 8\n");
     let image = "localhost/moat-echo-server:e2e";
-    let component = std::fs::read(guests::ECHO_SERVER).expect("the guest is built");
-    let archive = shim_support::rootfs_image_archive(
-        work.path(),
-        image,
-        &[
-            ("echo-server.wasm", &component),
-            ("moat-policy.toml", policy.as_bytes()),
-        ],
-        "/echo-server.wasm",
-        &[],
-    );
-    run(containerd
-        .ctr(NAMESPACE)
-        .args(["image", "import", "--all-platforms"])
-        .arg(&archive));
+    node.import_echo_server(image, &[("moat-policy.toml", policy.as_bytes())], &[]);
 
     // `ctr run` attached: containerd hands the shim FIFOs for the
     // container's stdio, and ctr copies them to its own, a file here.
-    let log = work.path().join("container.log");
+    let log = node.work.path().join("container.log");
     let out = std::fs::File::create(&log).expect("the log");
     let id = format!("echo-{}", std::process::id());
-    let pin = format!("MOAT_IMAGE_POLICY={}", sha256(policy.as_bytes()));
+    let pin = format!(
+        "MOAT_IMAGE_POLICY={}",
+        shim_support::sha256_digest(policy.as_bytes())
+    );
     let mut ctr_run = containerd
         .ctr(NAMESPACE)
         .args(["run", "--net-host", "--runtime", "io.containerd.moat.v1"])
@@ -141,7 +155,7 @@ async fn ctr_runs_echo_server_under_the_grants_of_its_deployment() {
     assert!(
         output.contains(&format!(
             "moat: pod spec sets no grants; image policy file /moat-policy.toml {}: applied",
-            sha256(policy.as_bytes())
+            shim_support::sha256_digest(policy.as_bytes())
         )),
         "the audit line, in the container's log:\n{output}"
     );
@@ -160,32 +174,15 @@ async fn ctr_runs_echo_server_under_the_grants_of_its_deployment() {
 /// empty `MOAT_ALLOW_LISTEN` overrides it, and the guest is refused.
 #[test]
 fn a_pod_spec_variable_overrides_a_grant_in_the_images_own_env() {
-    if shim_support::skip_without_containerd(
-        "a_pod_spec_variable_overrides_a_grant_in_the_images_own_env",
-    ) {
+    let Some(node) = Node::start("a_pod_spec_variable_overrides_a_grant_in_the_images_own_env")
+    else {
         return;
-    }
-    let shim = Path::new(env!("CARGO_BIN_EXE_containerd-shim-moat-v1"));
-    let containerd = shim_support::Containerd::start(None, shim.parent().expect("a directory"));
-    let work = tempfile::tempdir().expect("a temporary directory");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
+    };
+    let containerd = &node.containerd;
+    let port = shim_support::free_port();
     let image = "localhost/moat-echo-self-granted:e2e";
     let self_grant = format!("MOAT_ALLOW_LISTEN=127.0.0.1:{port}");
-    let component = std::fs::read(guests::ECHO_SERVER).expect("the guest is built");
-    let archive = shim_support::rootfs_image_archive(
-        work.path(),
-        image,
-        &[("echo-server.wasm", &component)],
-        "/echo-server.wasm",
-        &[&self_grant],
-    );
-    run(containerd
-        .ctr(NAMESPACE)
-        .args(["image", "import", "--all-platforms"])
-        .arg(&archive));
+    node.import_echo_server(image, &[], &[&self_grant]);
     let id = format!("self-granted-{}", std::process::id());
     let out = containerd
         .ctr(NAMESPACE)

@@ -149,12 +149,7 @@ fn runwasi_runs_moat_guests_in_containers() {
         .wait(RUN_DEADLINE)
         .unwrap();
     assert_eq!(status, 2, "{stderr}");
-    let digest = {
-        use sha2::Digest as _;
-        let hash = sha2::Sha256::digest(&policy);
-        let hex: String = hash.iter().map(|b| format!("{b:02x}")).collect();
-        format!("sha256:{hex}")
-    };
+    let digest = shim_support::sha256_digest(&policy);
     assert!(
         stderr.contains(&format!(
             "moat: error: the image carries a moat policy layer ({digest}); set MOAT_IMAGE_POLICY"

@@ -13,11 +13,12 @@ use containerd_shim_moat::{MoatSandbox, POLICY_LAYER_MEDIA_TYPE};
 use containerd_shim_wasm::sandbox::Sandbox as _;
 use containerd_shim_wasm::sandbox::context::{Entrypoint, RuntimeContext, Source, WasmLayer};
 use oci_spec::image::{Descriptor, Digest, MediaType};
-use sha2::Digest as _;
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpListener;
 
 use moat_guests as guests;
+
+mod shim_support;
 
 const COMPONENT_LAYER: &str = "application/vnd.bytecodealliance.wasm.component.layer.v0+wasm";
 
@@ -58,14 +59,10 @@ impl Container {
     }
 }
 
-fn sha256(bytes: &[u8]) -> String {
-    let hash = sha2::Sha256::digest(bytes);
-    let hex: String = hash.iter().map(|b| format!("{b:02x}")).collect();
-    format!("sha256:{hex}")
-}
-
 fn layer(media_type: &str, bytes: Vec<u8>) -> WasmLayer {
-    let digest: Digest = sha256(&bytes).parse().expect("a valid digest");
+    let digest: Digest = shim_support::sha256_digest(&bytes)
+        .parse()
+        .expect("a valid digest");
     WasmLayer {
         config: Descriptor::new(MediaType::from(media_type), bytes.len() as u64, digest),
         precompiled: false,
@@ -238,7 +235,7 @@ async fn an_image_policy_layer_grants_once_the_pod_spec_accepts_it() {
     let node = Node::new();
     let (listener, port) = peer();
     let policy = format!("allow-net = [\"127.0.0.1:{port}\"]\n");
-    let digest = sha256(policy.as_bytes());
+    let digest = shim_support::sha256_digest(policy.as_bytes());
     let args = ["connect", "127.0.0.1", &port];
 
     // Unanswered: the start is refused, and says how to answer.
@@ -297,7 +294,7 @@ async fn a_bad_policy_is_refused_at_start_with_a_message_kubectl_shows() {
     assert!(
         message.starts_with(&format!(
             "moat: error: policy layer {}:2: allow-net: ",
-            sha256(policy.as_bytes())
+            shim_support::sha256_digest(policy.as_bytes())
         )),
         "{message}"
     );
@@ -327,7 +324,7 @@ async fn an_image_built_with_its_component_as_a_file_carries_its_policy_as_a_fil
     assert!(
         node.termination_message().starts_with(&format!(
             "moat: error: the image carries a moat policy file /moat-policy.toml ({}); set MOAT_IMAGE_POLICY",
-            sha256(policy.as_bytes())
+            shim_support::sha256_digest(policy.as_bytes())
         )),
         "{}",
         node.termination_message()

@@ -106,10 +106,7 @@ async fn main() {
 
     let mut starts = Vec::new();
     for i in 0..n {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
+        let port = shim_support::free_port();
         let started = Instant::now();
         run(containerd
             .ctr(NAMESPACE)

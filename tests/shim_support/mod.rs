@@ -79,6 +79,25 @@ pub fn runs_wasm_layers() -> bool {
     containerd_version().is_some_and(|v| v >= (1, 7))
 }
 
+/// `sha256:` and the hex of `bytes`' SHA-256, as OCI digests (and moat's
+/// policy digests) are written.
+pub fn sha256_digest(bytes: &[u8]) -> String {
+    use sha2::Digest as _;
+    let hex: String = sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("sha256:{hex}")
+}
+
+/// A port nothing listens on now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
 /// An OCI image archive (for `ctr image import`) built as a Linux image
 /// is: one filesystem layer holding `files` (name, content) at its root,
 /// `entrypoint` as the process's first argument, `env` (`KEY=VALUE`) as
@@ -106,12 +125,7 @@ pub fn rootfs_image_archive(
     }
     tar.finish().expect("the layer is written");
     drop(tar);
-    let diff_id = {
-        use sha2::Digest as _;
-        let hash = sha2::Sha256::digest(std::fs::read(&layer).expect("the layer"));
-        let hex: String = hash.iter().map(|b| format!("{b:02x}")).collect();
-        format!("sha256:{hex}")
-    };
+    let diff_id = sha256_digest(&std::fs::read(&layer).expect("the layer"));
     let mut builder = oci_tar_builder::Builder::default();
     builder.add_layer_with_media_type(&layer, "application/vnd.oci.image.layer.v1.tar".to_owned());
     let config = ConfigBuilder::default()
