@@ -176,6 +176,33 @@ async fn a_name_that_resolves_home_is_denied_by_private_and_metadata() {
 }
 
 #[tokio::test]
+async fn a_listen_grant_for_a_name_never_binds_every_interface_whatever_its_dns_says() {
+    let port = support::free_port();
+    let p = port.to_string();
+    let granted = Policy::new()
+        .allow_listen(&format!("zero.test:{port},rebind.test:{port}"))
+        .unwrap();
+    let done = run_with(granted.clone(), rebinding(), &["listen", "zero.test", &p]).await;
+    assert_eq!(done.code(), 1, "{}", done.stdout);
+    assert!(
+        done.stderr
+            .contains("zero.test resolved to 0.0.0.0, the unspecified address"),
+        "{}",
+        done.stderr
+    );
+    assert!(port_is_free(port), "port {port} was bound");
+    // The same grant for a name that resolves to one interface binds it.
+    let done = run_with(granted, rebinding(), &["listen", "rebind.test", &p]).await;
+    assert_eq!(done.code(), 0, "{}", done.stderr);
+    assert!(
+        done.stdout
+            .contains(&format!("listening on 127.0.0.1:{port}")),
+        "{}",
+        done.stdout
+    );
+}
+
+#[tokio::test]
 async fn the_unspecified_address_is_not_a_destination() {
     let (listener, port) = watched_port();
     let p = port.to_string();

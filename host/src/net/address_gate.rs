@@ -12,7 +12,12 @@
 //! 2. [`AddressGate::judge`] runs before each syscall that uses an
 //!    address. A connect or send is admitted if the grant allows the
 //!    address itself, or a name it was resolved from, on that port; a deny
-//!    entry that matches the address wins either way. Binding and
+//!    entry that matches the address wins either way, and so does one that
+//!    matches any name the address was resolved from
+//!    ([`Gate::check_recorded`]): `--deny-net=tracker.example:8080` holds
+//!    for the address tracker.example resolved to, whichever name the
+//!    program looked up last. A bind or listen on the unspecified address
+//!    is never admitted through a name. Binding and
 //!    listening are judged the same way against the listen grant; a listen
 //!    on a socket bound to port 0 is judged as port 0, as moat:net judges
 //!    `listen(host, 0)`. Accepted
@@ -33,7 +38,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use super::error::NetError;
 use super::gate::Gate;
 use super::limits::{MAX_WASI_UDP_RECEIVES, SocketSlot};
-use super::names::{DEFAULT_ANSWER_LIFETIME, ResolvedNames};
+use super::names::{DEFAULT_ANSWER_LIFETIME, RecordFull};
 use crate::policy::{Capability, Denied, Host, LookupDenied};
 
 /// Distinct denials a run reports through its [`Notices`]; later ones are
@@ -130,7 +135,6 @@ impl Notices {
 /// limits, socket count and lookups with its [`Net`](super::Net).
 pub struct AddressGate {
     gate: Arc<Gate>,
-    names: Mutex<ResolvedNames>,
     notices: Notices,
     udp_receives: Arc<Semaphore>,
 }
@@ -138,7 +142,6 @@ pub struct AddressGate {
 impl AddressGate {
     pub(crate) fn new(gate: Arc<Gate>, notices: Notices) -> AddressGate {
         AddressGate {
-            names: Mutex::new(ResolvedNames::new(gate.limits.max_recorded_addresses)),
             udp_receives: Arc::new(Semaphore::new(MAX_WASI_UDP_RECEIVES as usize)),
             gate,
             notices,
@@ -186,14 +189,26 @@ impl AddressGate {
     fn judge_host(&self, capability: Capability, ip: IpAddr, port: u16) -> Result<(), Denied> {
         let policy = &self.gate.policy;
         let denied = match policy.check(capability, &Host::ip(ip), port) {
-            Ok(()) => return Ok(()),
+            // A deny entry for a name this address was resolved from holds
+            // even where the address itself is granted.
+            Ok(()) => return self.gate.check_recorded(capability, ip, port),
             Err(denied) => denied,
         };
         if denied.by_deny_entry() {
             // A deny entry matched the address itself: no name can lift it.
             return Err(denied);
         }
-        let names = self.names.lock().unwrap_or_else(PoisonError::into_inner);
+        if capability == Capability::Listen && ip.is_unspecified() {
+            // Every interface: only an entry for the address itself grants
+            // it, never a name whose answer says 0.0.0.0 or `::`.
+            return Err(denied);
+        }
+        self.gate.check_recorded(capability, ip, port)?;
+        let names = self
+            .gate
+            .names
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         let mut resolved_from = None;
         for name in names.names(ip) {
             let allowed = policy.check(capability, name, port).is_ok()
@@ -236,11 +251,21 @@ impl AddressGate {
         let _waiting = self.gate.waiting.enter("lookup")?;
         let answer = self.gate.lookups.answer(&dns_name).await?;
         let lifetime = answer.lifetime.unwrap_or(DEFAULT_ANSWER_LIFETIME);
-        tracing::debug!(target: "moat::net", name = %host, addresses = ?answer.addresses, ?lifetime, "resolved and recorded");
-        self.names
+        let pinned = self.gate.policy.denies_by_name(&host);
+        tracing::debug!(target: "moat::net", name = %host, addresses = ?answer.addresses, ?lifetime, pinned, "resolved and recorded");
+        self.gate
+            .names
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .record(&host, &answer.addresses, lifetime);
+            .record(&host, &answer.addresses, lifetime, pinned)
+            .map_err(|RecordFull| {
+                let max = self.gate.limits.max_recorded_addresses;
+                tracing::debug!(target: "moat::net", name = %host, max, "record full: lookup refused");
+                LookupError::LimitReached(format!(
+                    "the run's record of resolved addresses holds {max} pairs for names that \
+                     deny entries name, none expired"
+                ))
+            })?;
         Ok(answer.addresses)
     }
 
@@ -316,10 +341,12 @@ mod tests {
             matches!(connect(443), Err(NetError::Denied(_))),
             "not looked up yet"
         );
-        gate.names
+        gate.gate
+            .names
             .lock()
             .unwrap()
-            .record(&name, &[ip], std::time::Duration::from_secs(60));
+            .record(&name, &[ip], std::time::Duration::from_secs(60), false)
+            .unwrap();
         assert!(connect(443).is_ok());
         match connect(80) {
             Err(NetError::Denied(denied)) => assert_eq!(
@@ -363,5 +390,74 @@ mod tests {
             gate.judge(unspecified, AddressUse::Connect),
             Err(NetError::InvalidArgument(_))
         ));
+    }
+
+    fn record(gate: &AddressGate, name: &str, ip: IpAddr) {
+        let name = Host::parse(name).unwrap();
+        let pinned = gate.gate.policy.denies_by_name(&name);
+        gate.gate
+            .names
+            .lock()
+            .unwrap()
+            .record(&name, &[ip], std::time::Duration::from_secs(60), pinned)
+            .unwrap();
+    }
+
+    #[test]
+    fn a_deny_entry_for_a_name_holds_for_its_address_whatever_admits_it() {
+        let ip: IpAddr = "10.0.0.7".parse().unwrap();
+        let to = |port| SocketAddr::new(ip, port);
+        for policy in [
+            crate::policy::Policy::allow_all(),
+            crate::policy::Policy::new()
+                .allow_connect("*.lan.test")
+                .unwrap(),
+        ] {
+            let gate = gate_for(policy.deny_connect("tracker.lan.test:8080").unwrap());
+            record(&gate, "cdn.lan.test", ip);
+            record(&gate, "tracker.lan.test", ip);
+            match gate.judge(to(8080), AddressUse::Connect) {
+                Err(NetError::Denied(denied)) => assert_eq!(
+                    denied.to_string(),
+                    "connect to tracker.lan.test:8080 denied by --deny-net=tracker.lan.test:8080 \
+                     (it resolved to 10.0.0.7)"
+                ),
+                other => panic!("{other:?}"),
+            }
+            assert!(gate.judge(to(8081), AddressUse::Connect).is_ok());
+            // A flood of other answers does not push the denied name out.
+            for i in 0..(crate::net::Limits::default().max_recorded_addresses as u32 + 10) {
+                let other = IpAddr::from((0x0b00_0000 + i).to_be_bytes());
+                record(&gate, "flood.lan.test", other);
+            }
+            assert!(gate.judge(to(8080), AddressUse::Connect).is_err());
+        }
+    }
+
+    #[test]
+    fn a_name_whose_answer_is_unspecified_never_grants_every_interface() {
+        let policy = crate::policy::Policy::new()
+            .allow_listen("zero.lan.test:28080")
+            .unwrap();
+        let gate = gate_for(policy);
+        for any in ["0.0.0.0", "::"] {
+            let any: IpAddr = any.parse().unwrap();
+            record(&gate, "zero.lan.test", any);
+            for use_ in [AddressUse::Bind, AddressUse::Listen] {
+                assert!(
+                    matches!(
+                        gate.judge(SocketAddr::new(any, 28080), use_),
+                        Err(NetError::Denied(_))
+                    ),
+                    "{any} {use_:?}"
+                );
+            }
+        }
+        let lo: IpAddr = "127.0.0.1".parse().unwrap();
+        record(&gate, "zero.lan.test", lo);
+        assert!(
+            gate.judge(SocketAddr::new(lo, 28080), AddressUse::Bind)
+                .is_ok()
+        );
     }
 }

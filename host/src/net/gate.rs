@@ -11,16 +11,23 @@
 //!    the addresses no deny entry matches, judged on the addresses that
 //!    will be used: there is no second lookup that could answer
 //!    differently. If none is left, the call fails with the first denial.
-//! 3. [`Gate::dual_stack_allowed`] decides whether a socket bound to `::`
+//!    A name-based listen never binds the unspecified address, whatever
+//!    the name's answer says: only an entry that writes `0.0.0.0` or `::`
+//!    grants every interface.
+//! 3. [`Gate::check_recorded`] holds deny entries that name names to the
+//!    addresses the run's own lookups recorded for those names
+//!    ([`super::names`]), for every address used, however it was written.
+//! 4. [`Gate::dual_stack_allowed`] decides whether a socket bound to `::`
 //!    may take IPv4 too.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use super::error::NetError;
 use super::limits::{Limits, SocketSlots, WaitingCalls};
+use super::names::ResolvedNames;
 use super::resolve::{Lookups, Resolver, SystemResolver};
-use crate::policy::{Capability, Host, Policy};
+use crate::policy::{Capability, Denied, Host, Policy};
 
 /// A run's policy, limits and lookups.
 pub(crate) struct Gate {
@@ -29,6 +36,9 @@ pub(crate) struct Gate {
     pub(crate) slots: SocketSlots,
     pub(crate) waiting: WaitingCalls,
     pub(crate) lookups: Lookups,
+    /// Which names the run's own lookups (wasi:sockets programs) resolved
+    /// each address from.
+    pub(crate) names: Mutex<ResolvedNames>,
 }
 
 impl Gate {
@@ -38,6 +48,7 @@ impl Gate {
             lookups: Lookups::new(resolver, limits.max_lookups, limits.lookup_timeout),
             slots: SocketSlots::new(limits.max_sockets),
             waiting: WaitingCalls::new(limits.max_waiting_calls),
+            names: Mutex::new(ResolvedNames::new(limits.max_recorded_addresses)),
             policy,
             limits,
         }
@@ -93,12 +104,42 @@ impl Gate {
             tracing::debug!(target: "moat::net", %denied, "denied");
             return Err(denied.into());
         }
+        if let Some(ip) = target.as_ip()
+            && let Err(denied) = self.check_recorded(capability, ip, port)
+        {
+            tracing::debug!(target: "moat::net", %denied, "denied");
+            return Err(denied.into());
+        }
         Ok(target)
     }
 
+    /// Checks `ip`:`port` against the deny entries of `capability` that
+    /// name a name the run's lookups recorded `ip` as resolved from
+    /// ([`Policy::check_recorded`]). Costs nothing unless a deny entry
+    /// names names.
+    ///
+    /// # Errors
+    /// The first such denial.
+    pub(crate) fn check_recorded(
+        &self,
+        capability: Capability,
+        ip: IpAddr,
+        port: u16,
+    ) -> Result<(), Denied> {
+        if !self.policy.denied(capability).has_names() {
+            return Ok(());
+        }
+        let names = self.names.lock().unwrap_or_else(PoisonError::into_inner);
+        names
+            .names(ip)
+            .try_for_each(|name| self.policy.check_recorded(capability, name, port, ip))
+    }
+
     /// The addresses to use for `target`:`port`, which [`admit`](Self::admit)
-    /// accepted: the name's addresses that no deny entry matches (and, for a
-    /// destination, that are not unspecified), in the resolver's order.
+    /// accepted: the name's addresses that no deny entry matches and that
+    /// are not unspecified (a destination cannot be "this machine", and a
+    /// listen on a name never binds every interface), in the resolver's
+    /// order.
     ///
     /// # Errors
     /// The lookup's errors; [`NetError::Denied`] naming the first deny
@@ -123,15 +164,19 @@ impl Gate {
         let mut first_refusal = None;
         let mut kept = Vec::with_capacity(addrs.len());
         for addr in addrs {
-            if capability == Capability::Connect && addr.ip().is_unspecified() {
+            if addr.ip().is_unspecified() {
                 tracing::debug!(target: "moat::net", host = %target, %addr, "skipping an unspecified address");
-                first_refusal.get_or_insert_with(|| unspecified(addr.ip()));
+                first_refusal.get_or_insert_with(|| match capability {
+                    Capability::Connect => unspecified(addr.ip()),
+                    Capability::Listen => unspecified_listen(target, addr.ip()),
+                });
                 continue;
             }
-            match self
+            let judged = self
                 .policy
                 .check_resolved(capability, target, port, addr.ip())
-            {
+                .and_then(|()| self.check_recorded(capability, addr.ip(), port));
+            match judged {
                 Ok(()) => kept.push(addr),
                 Err(denied) => {
                     tracing::debug!(target: "moat::net", %denied, "resolved address denied");
@@ -159,6 +204,16 @@ impl Gate {
                 .check(Capability::Listen, &any_v4, addr.port())
                 .is_ok()
     }
+}
+
+/// A name's answer that would make a listen bind every interface.
+fn unspecified_listen(name: &Host, ip: IpAddr) -> NetError {
+    NetError::InvalidArgument(format!(
+        "{name} resolved to {}, the unspecified address: a listen on a name binds only \
+         the addresses it names (to listen on every interface, write {} and grant it)",
+        Host::ip(ip),
+        if ip.is_ipv4() { "0.0.0.0" } else { "::" }
+    ))
 }
 
 fn unspecified(ip: IpAddr) -> NetError {

@@ -3,21 +3,34 @@
 //! against.
 
 use std::fmt;
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr};
 use std::str::FromStr;
 
 use ipnet::IpNet;
 
 use super::PolicyError;
+use super::address::carried_ipv4;
 use super::host::Host;
 use super::rule::Rule;
 
-/// The ranges `private` names: where "my network" and "this machine" live.
-/// Loopback, RFC 1918, link-local, CGNAT (RFC 6598), "this network"
-/// (0.0.0.0/8, which Linux routes to this machine), unique-local IPv6 and
-/// the unspecified IPv6 address. The IPv4-mapped forms need no entries of
-/// their own: hosts and ranges are canonical, so `::ffff:10.0.0.1` is
-/// judged as `10.0.0.1`.
+/// The ranges `private` names: where "my network" and "this machine" live,
+/// everything a packet can reach without crossing the internet.
+///
+/// - IPv4: "this network" (0.0.0.0/8, which Linux routes to this
+///   machine), RFC 1918, CGNAT (100.64.0.0/10, RFC 6598), loopback,
+///   link-local, the IETF protocol block (192.0.0.0/24: DS-Lite, NAT64
+///   discovery), the benchmarking range (198.18.0.0/15, which local
+///   "fake-IP" DNS proxies hand out), multicast (224.0.0.0/4: SSDP, mDNS)
+///   and the reserved 240.0.0.0/4 with the limited broadcast
+///   255.255.255.255.
+/// - IPv6: unspecified and loopback, unique-local (fc00::/7), link-local
+///   (fe80::/10), the deprecated site-local (fec0::/10) and multicast
+///   (ff00::/8).
+///
+/// An IPv6 address that carries an IPv4 address (NAT64, 6to4, Teredo,
+/// IPv4-compatible, SIIT: [`super::address`]) is denied when the IPv4
+/// address it carries is; the IPv4-mapped form is the IPv4 address
+/// itself ([`Host`] stores it so).
 pub const PRIVATE_RANGES: &[&str] = &[
     "0.0.0.0/8",
     "10.0.0.0/8",
@@ -25,18 +38,40 @@ pub const PRIVATE_RANGES: &[&str] = &[
     "127.0.0.0/8",
     "169.254.0.0/16",
     "172.16.0.0/12",
+    "192.0.0.0/24",
     "192.168.0.0/16",
+    "198.18.0.0/15",
+    "224.0.0.0/4",
+    "240.0.0.0/4",
     "::/128",
     "::1/128",
     "fc00::/7",
     "fe80::/10",
+    "fec0::/10",
+    "ff00::/8",
 ];
 
-/// The addresses `metadata` names: the cloud instance-metadata services
-/// (AWS, GCP, Azure, OpenStack and others use 169.254.169.254; AWS's IPv6
-/// endpoint is fd00:ec2::254), which hand out credentials to whatever can
-/// reach them.
-pub const METADATA_ADDRESSES: &[&str] = &["169.254.169.254/32", "fd00:ec2::254/128"];
+/// The addresses `metadata` names: the cloud instance-metadata and
+/// credential services, which hand out credentials to whatever can reach
+/// them. 169.254.169.254 serves AWS, Google Cloud, Azure, Oracle Cloud,
+/// OpenStack, DigitalOcean and others; the rest are listed with their
+/// sources in the README ("The capability model").
+pub const METADATA_ADDRESSES: &[&str] = &[
+    // AWS EC2 instance metadata (IPv4, and IPv6 on Nitro instances).
+    "169.254.169.254/32",
+    "fd00:ec2::254/128",
+    // AWS ECS task metadata and task-role credentials.
+    "169.254.170.2/32",
+    // AWS EKS Pod Identity Agent.
+    "169.254.170.23/32",
+    "fd00:ec2::23/128",
+    // Alibaba Cloud ECS metadata.
+    "100.100.100.200/32",
+    // Azure WireServer (VM agent, extensions' settings).
+    "168.63.129.16/32",
+    // Oracle Cloud at Customer (and Classic) instance metadata.
+    "192.0.0.192/32",
+];
 
 /// One deny entry: a word or a [`Rule`], kept as written for messages.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,9 +86,10 @@ impl DenyEntry {
         &self.written
     }
 
-    /// Whether the entry matches `host`:`port` as written.
+    /// Whether the entry matches `host`:`port` as written, or an IPv4
+    /// address the host carries ([`Rule::denies`]).
     pub fn matches(&self, host: &Host, port: u16) -> bool {
-        self.rules.iter().any(|r| r.matches(host, port))
+        self.rules.iter().any(|r| r.denies(host, port))
     }
 
     /// Whether the entry matches `host` on every port.
@@ -69,7 +105,33 @@ impl DenyEntry {
         let host = Host::ip(ip);
         self.rules
             .iter()
-            .any(|r| !r.names_only() && r.matches(&host, port))
+            .any(|r| !r.names_only() && r.denies(&host, port))
+    }
+
+    /// The IPv4 address carried by `host` that the entry matched, when it
+    /// did not match `host` itself: for the denial's message.
+    pub(super) fn carried_match(&self, host: &Host, port: u16) -> Option<Ipv4Addr> {
+        let Host::Ip(IpAddr::V6(v6)) = host else {
+            return None;
+        };
+        if self.rules.iter().any(|r| r.matches_as_written(host, port)) {
+            return None;
+        }
+        carried_ipv4(*v6).find(|v4| {
+            let carried = Host::Ip((*v4).into());
+            self.rules
+                .iter()
+                .any(|r| r.matches_as_written(&carried, port))
+        })
+    }
+
+    /// Whether the entry names `name` (by name, not by `*`) on some port:
+    /// the addresses `name` resolved to are then the entry's to judge for
+    /// as long as the run remembers them.
+    pub fn names(&self, name: &Host) -> bool {
+        self.rules
+            .iter()
+            .any(|r| r.names_only() && r.matches_host(name))
     }
 }
 
@@ -115,6 +177,12 @@ impl DenyList {
     /// The first entry that matches an address a name resolved to.
     pub fn matching_address(&self, ip: IpAddr, port: u16) -> Option<&DenyEntry> {
         self.0.iter().find(|e| e.matches_address(ip, port))
+    }
+
+    /// Whether some entry names hosts by name (not only by address or
+    /// `*`).
+    pub fn has_names(&self) -> bool {
+        self.0.iter().any(|e| e.rules.iter().any(Rule::names_only))
     }
 
     /// Whether the list has no entries.
@@ -168,9 +236,12 @@ mod tests {
             "169.254.1.1",
             "100.64.0.1",
             "100.127.255.255",
+            "192.0.0.170",
+            "198.18.0.1",
             "fd12::1",
             "fc00::1",
             "fe80::1",
+            "fec0::5",
         ] {
             assert!(denies("private", host, 80), "private should deny {host}");
         }
@@ -178,8 +249,12 @@ mod tests {
             "8.8.8.8",
             "172.32.0.1",
             "100.128.0.1",
+            "198.20.0.1",
             "2001:db8::1",
+            "2606:4700::1111",
             "::ffff:8.8.8.8",
+            "64:ff9b::808:808",
+            "2002:808:808::1",
             "example.com",
         ] {
             assert!(
@@ -190,11 +265,71 @@ mod tests {
     }
 
     #[test]
-    fn metadata_covers_both_endpoints_in_every_spelling() {
-        for host in ["169.254.169.254", "::ffff:169.254.169.254", "fd00:ec2::254"] {
+    fn private_covers_multicast_and_broadcast_of_both_families() {
+        for host in [
+            "239.255.255.250",
+            "224.0.0.1",
+            "224.0.0.251",
+            "255.255.255.255",
+            "240.0.0.1",
+            "ff02::1",
+            "ff02::c",
+            "ff05::c",
+            "ff0e::1",
+        ] {
+            assert!(denies("private", host, 1900), "private should deny {host}");
+        }
+    }
+
+    #[test]
+    fn private_judges_every_ipv6_form_by_the_ipv4_address_it_carries() {
+        for host in [
+            "64:ff9b::a00:5",
+            "64:ff9b::10.0.0.5",
+            "64:ff9b:1::a00:5",
+            "2002:a00:5::1",
+            "2001:0:a00:5::1",
+            "::a00:5",
+            "::ffff:0:a00:5",
+            "64:ff9b::a9fe:a9fe",
+            "64:ff9b::efff:fffa",
+            "2002:7f00:1::1",
+        ] {
+            assert!(denies("private", host, 80), "private should deny {host}");
+        }
+        let list: DenyList = "private".parse().unwrap();
+        let entry = list.matching(&Host::parse("64:ff9b::a00:5").unwrap(), 80);
+        assert_eq!(
+            entry.and_then(|e| e.carried_match(&Host::parse("64:ff9b::a00:5").unwrap(), 80)),
+            Some("10.0.0.5".parse().unwrap())
+        );
+        // Resolved addresses are judged the same way (a DNS64 answer).
+        assert!(
+            list.matching_address("64:ff9b::a00:5".parse().unwrap(), 80)
+                .is_some()
+        );
+    }
+
+    #[test]
+    fn metadata_covers_the_credential_endpoints_of_the_major_clouds() {
+        for host in [
+            "169.254.169.254",
+            "::ffff:169.254.169.254",
+            "fd00:ec2::254",
+            "169.254.170.2",
+            "169.254.170.23",
+            "fd00:ec2::23",
+            "100.100.100.200",
+            "168.63.129.16",
+            "192.0.0.192",
+            "64:ff9b::a9fe:a9fe",
+            "64:ff9b::a83f:8110",
+        ] {
             assert!(denies("metadata", host, 80), "{host}");
         }
-        assert!(!denies("metadata", "169.254.169.253", 80));
+        for host in ["169.254.169.253", "168.63.129.17", "fd00:ec2::255"] {
+            assert!(!denies("metadata", host, 80), "{host}");
+        }
     }
 
     #[test]

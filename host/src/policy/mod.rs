@@ -40,12 +40,13 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod address;
 mod deny;
 mod host;
 mod rule;
 
 use std::fmt;
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr};
 use std::str::FromStr;
 
 pub use deny::{DenyEntry, DenyList, METADATA_ADDRESSES, PRIVATE_RANGES};
@@ -216,12 +217,17 @@ pub enum DenyReason {
     /// No entry of the grant allows the host as written.
     NotGranted,
     /// A deny entry matched the host as written, or (with `address`) an
-    /// address the name resolved to.
+    /// address the name resolved to, or (with `carried`) the IPv4 address
+    /// that one of those carries.
     DeniedBy {
         /// The deny entry, as written (`private`, `10.0.0.0/8`, ...).
         entry: String,
         /// The resolved address it matched, when it was not the host itself.
         address: Option<IpAddr>,
+        /// The IPv4 address the entry matched, when the address is an IPv6
+        /// form that carries it (`64:ff9b::a00:5` carries 10.0.0.5) and the
+        /// entry did not match the IPv6 address itself.
+        carried: Option<Ipv4Addr>,
     },
 }
 
@@ -246,21 +252,20 @@ impl fmt::Display for Denied {
             ),
             DenyReason::DeniedBy {
                 entry,
-                address: None,
-            } => write!(
-                f,
-                "{verb} {host}:{port} denied by {}={entry}",
-                capability.deny_setting(*spelling)
-            ),
-            DenyReason::DeniedBy {
-                entry,
-                address: Some(ip),
-            } => write!(
-                f,
-                "{verb} {host}:{port} denied by {}={entry} (it resolved to {})",
-                capability.deny_setting(*spelling),
-                Host::ip(*ip)
-            ),
+                address,
+                carried,
+            } => {
+                let setting = capability.deny_setting(*spelling);
+                write!(f, "{verb} {host}:{port} denied by {setting}={entry}")?;
+                match (address, carried) {
+                    (None, None) => Ok(()),
+                    (None, Some(v4)) => write!(f, " (it carries {v4})"),
+                    (Some(ip), None) => write!(f, " (it resolved to {})", Host::ip(*ip)),
+                    (Some(ip), Some(v4)) => {
+                        write!(f, " (it resolved to {}, which carries {v4})", Host::ip(*ip))
+                    }
+                }
+            }
         }
     }
 }
@@ -452,6 +457,7 @@ impl Policy {
             return Err(denied(DenyReason::DeniedBy {
                 entry: entry.as_written().to_owned(),
                 address: None,
+                carried: entry.carried_match(host, port),
             }));
         }
         if self.grant(capability).allows(host, port) {
@@ -498,6 +504,7 @@ impl Policy {
                             entry.as_written()
                         ),
                         address: None,
+                        carried: None,
                     }
                 }
             }
@@ -507,6 +514,45 @@ impl Policy {
             reason: refusal,
             spelling: self.spelling,
         })
+    }
+
+    /// Checks an address the run recorded as resolved from `name` (a
+    /// program's own lookup) against the deny entries of `capability`
+    /// that match `name`: such an entry refuses the address on the ports
+    /// it refuses the name, whichever name or address the program uses.
+    ///
+    /// # Errors
+    /// [`Denied`] naming `name`, the deny entry and the address.
+    pub fn check_recorded(
+        &self,
+        capability: Capability,
+        name: &Host,
+        port: u16,
+        address: IpAddr,
+    ) -> Result<(), Denied> {
+        match self.denied(capability).matching(name, port) {
+            None => Ok(()),
+            Some(entry) => Err(Denied {
+                capability,
+                host: name.clone(),
+                port,
+                reason: DenyReason::DeniedBy {
+                    entry: entry.as_written().to_owned(),
+                    address: Some(address),
+                    carried: None,
+                },
+                spelling: self.spelling,
+            }),
+        }
+    }
+
+    /// Whether a deny entry of either capability names `name` by name:
+    /// the addresses it resolves to must then stay recorded for as long
+    /// as its answer lasts ([`check_recorded`](Self::check_recorded)).
+    pub fn denies_by_name(&self, name: &Host) -> bool {
+        [Capability::Connect, Capability::Listen]
+            .into_iter()
+            .any(|c| self.denied(c).entries().iter().any(|e| e.names(name)))
     }
 
     /// Checks an address that `host` (already allowed by
@@ -532,6 +578,7 @@ impl Policy {
                 reason: DenyReason::DeniedBy {
                     entry: entry.as_written().to_owned(),
                     address: (Host::ip(address) != *host).then_some(address),
+                    carried: entry.carried_match(&Host::ip(address), port),
                 },
                 spelling: self.spelling,
             }),
@@ -721,6 +768,74 @@ mod tests {
         assert!(
             open.check_resolved(Capability::Connect, &name, 80, "127.0.0.1".parse().unwrap())
                 .is_ok()
+        );
+    }
+
+    #[test]
+    fn a_denial_of_a_carried_address_says_what_it_carries() {
+        let p = Policy::allow_all()
+            .deny_connect("private,metadata")
+            .unwrap();
+        let d = p
+            .check(Capability::Connect, &host("64:ff9b::a00:5"), 80)
+            .unwrap_err();
+        assert_eq!(
+            d.to_string(),
+            "connect to [64:ff9b::a00:5]:80 denied by --deny-net=private (it carries 10.0.0.5)"
+        );
+        let d = p
+            .check_resolved(
+                Capability::Connect,
+                &host("dns64.example"),
+                443,
+                "64:ff9b::a9fe:a9fe".parse().unwrap(),
+            )
+            .unwrap_err();
+        assert_eq!(
+            d.to_string(),
+            "connect to dns64.example:443 denied by --deny-net=private (it resolved to \
+             [64:ff9b::a9fe:a9fe], which carries 169.254.169.254)"
+        );
+        // The IPv6 form itself matched: nothing to add.
+        let d = p
+            .check(Capability::Connect, &host("fd00:ec2::254"), 80)
+            .unwrap_err();
+        assert_eq!(
+            d.to_string(),
+            "connect to [fd00:ec2::254]:80 denied by --deny-net=private"
+        );
+    }
+
+    #[test]
+    fn a_recorded_address_is_held_to_the_deny_entries_of_its_names() {
+        let p = Policy::allow_all()
+            .deny_connect("tracker.example:8080,*.ads.example")
+            .unwrap();
+        let ip: IpAddr = "203.0.113.7".parse().unwrap();
+        let d = p
+            .check_recorded(Capability::Connect, &host("tracker.example"), 8080, ip)
+            .unwrap_err();
+        assert_eq!(
+            d.to_string(),
+            "connect to tracker.example:8080 denied by --deny-net=tracker.example:8080 \
+             (it resolved to 203.0.113.7)"
+        );
+        assert!(
+            p.check_recorded(Capability::Connect, &host("tracker.example"), 8081, ip)
+                .is_ok()
+        );
+        assert!(
+            p.check_recorded(Capability::Connect, &host("cdn.example"), 8080, ip)
+                .is_ok()
+        );
+        assert!(p.denies_by_name(&host("tracker.example")));
+        assert!(p.denies_by_name(&host("x.ads.example")));
+        assert!(!p.denies_by_name(&host("cdn.example")));
+        assert!(
+            !Policy::allow_all()
+                .deny_connect("private,*:22")
+                .unwrap()
+                .denies_by_name(&host("cdn.example"))
         );
     }
 

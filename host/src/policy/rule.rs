@@ -7,6 +7,7 @@ use std::str::FromStr;
 use ipnet::{IpNet, Ipv4Net};
 
 use super::PolicyError;
+use super::address::carried_ipv4;
 use super::host::{Host, HostError};
 
 /// One allowlist entry: which hosts, and which ports on them.
@@ -22,6 +23,12 @@ use super::host::{Host, HostError};
 ///
 /// Names only ever match names and addresses only addresses: the guest's
 /// host is judged as written, before any resolution.
+///
+/// An IPv6 address that carries an IPv4 address (NAT64, 6to4, Teredo, ...:
+/// see [`super::address`]) is granted by an entry only if the entry allows
+/// every IPv4 address it carries, or names the address itself exactly; a
+/// deny entry refuses it if it matches the address or any IPv4 address it
+/// carries ([`Rule::denies`]).
 ///
 /// Addresses and ranges have one canonical form, as [`Host`] does: an
 /// IPv4-mapped IPv6 address is the IPv4 address it carries, and an IPv6
@@ -68,14 +75,27 @@ impl PortRange {
 }
 
 impl Rule {
-    /// Whether this entry matches `host`:`port`.
+    /// Whether this entry, in a grant, allows `host`:`port`.
     pub fn matches(&self, host: &Host, port: u16) -> bool {
+        self.ports.contains(port) && self.hosts.grants(host)
+    }
+
+    /// Whether this entry, in a deny list, refuses `host`:`port`: as
+    /// [`matches`](Self::matches), and also an IPv6 address any IPv4
+    /// address of which it matches.
+    pub fn denies(&self, host: &Host, port: u16) -> bool {
+        self.ports.contains(port) && self.hosts.denies(host)
+    }
+
+    /// Whether this entry names `host`:`port` as written, with no regard
+    /// for the IPv4 addresses an IPv6 host carries.
+    pub(super) fn matches_as_written(&self, host: &Host, port: u16) -> bool {
         self.ports.contains(port) && self.hosts.matches(host)
     }
 
-    /// Whether this entry matches `host` on some port.
+    /// Whether this entry, in a grant, allows `host` on some port.
     pub fn matches_host(&self, host: &Host) -> bool {
-        self.hosts.matches(host)
+        self.hosts.grants(host)
     }
 
     /// Whether this entry names every port (it names none).
@@ -116,6 +136,32 @@ fn canonical_range(net: IpNet) -> IpNet {
 }
 
 impl HostPattern {
+    /// Whether a grant entry of this pattern allows `host`: an address
+    /// that carries IPv4 addresses only if every one of them is allowed,
+    /// or it is the entry's own address.
+    fn grants(&self, host: &Host) -> bool {
+        match (self, host) {
+            (HostPattern::Ip(want), Host::Ip(ip)) if want == ip => true,
+            (_, Host::Ip(IpAddr::V6(v6))) => {
+                let mut carried = carried_ipv4(*v6).peekable();
+                match carried.peek() {
+                    None => self.matches(host),
+                    Some(_) => carried.all(|v4| self.matches(&Host::Ip(v4.into()))),
+                }
+            }
+            _ => self.matches(host),
+        }
+    }
+
+    /// Whether a deny entry of this pattern refuses `host`: the host
+    /// itself, or any IPv4 address it carries.
+    fn denies(&self, host: &Host) -> bool {
+        self.matches(host)
+            || matches!(host, Host::Ip(IpAddr::V6(v6))
+                if carried_ipv4(*v6).any(|v4| self.matches(&Host::Ip(v4.into()))))
+    }
+
+    /// Whether the pattern names `host` as written.
     fn matches(&self, host: &Host) -> bool {
         match (self, host) {
             (HostPattern::Any, _) => true,
@@ -344,6 +390,53 @@ mod tests {
             assert!(allows("10.0.0.0/8", spelling, 1), "{spelling}");
         }
         assert!(!allows("::ffff:10.0.0.0/104", "11.0.0.1", 1));
+    }
+
+    #[test]
+    fn an_ipv6_form_that_carries_an_ipv4_address_is_granted_by_that_address_only() {
+        for carrier in [
+            "64:ff9b::a00:5",
+            "64:ff9b:1::a00:5",
+            "2002:a00:5::1",
+            "::a00:5",
+            "::ffff:0:a00:5",
+        ] {
+            assert!(allows("10.0.0.5", carrier, 80), "{carrier}");
+            assert!(allows("10.0.0.0/8", carrier, 80), "{carrier}");
+            assert!(allows(&format!("[{carrier}]:80"), carrier, 80), "{carrier}");
+            for v6_range in ["::/0", "2000::/3", "64:ff9b::/96", "2002::/16"] {
+                assert!(
+                    !allows(v6_range, carrier, 80),
+                    "{v6_range} granted {carrier}"
+                );
+            }
+            assert!(!allows("10.0.0.6", carrier, 80), "{carrier}");
+        }
+        // Teredo carries two: both must be granted.
+        let teredo = "2001:0:a00:5::f5ff:fffa";
+        assert!(allows("10.0.0.5", teredo, 1));
+        assert!(!allows("10.0.0.5", "2001:0:a00:5::1", 1));
+        // An exact entry for the IPv6 form does not grant the IPv4 address.
+        assert!(!allows("[64:ff9b::a00:5]", "10.0.0.5", 80));
+    }
+
+    #[test]
+    fn a_deny_entry_refuses_an_address_as_written_or_any_ipv4_address_it_carries() {
+        let denies = |entry: &str, host: &str| rule(entry).denies(&Host::parse(host).unwrap(), 80);
+        assert!(denies("10.0.0.0/8", "64:ff9b::a00:5"));
+        assert!(denies("10.0.0.0/8", "2001:0:a00:5::1"), "Teredo's server");
+        assert!(
+            denies("10.0.0.0/8", "2001:0:808:808::f5ff:fffa"),
+            "Teredo's client"
+        );
+        assert!(denies("64:ff9b::/96", "64:ff9b::808:808"));
+        assert!(
+            !denies("64:ff9b::/96", "8.8.8.8"),
+            "a NAT64 prefix is not IPv4"
+        );
+        assert!(denies("2000::/3", "2002:808:808::1"), "as written");
+        assert!(!denies("10.0.0.0/8", "2002:808:808::1"));
+        assert!(!denies("10.0.0.0/8", "2001:db8::a00:5"));
     }
 
     #[test]

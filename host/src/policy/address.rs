@@ -1,0 +1,135 @@
+//! The IPv4 addresses an IPv6 address carries, and why the policy judges
+//! such an address by them.
+//!
+//! Several IPv6 forms are an IPv4 address in other clothes. A packet to
+//! `64:ff9b::a00:5` reaches 10.0.0.5 through any NAT64 gateway on the path
+//! (IPv6-only clouds run one), `2002:a00:5::1` is the 6to4 site behind
+//! 10.0.0.5, and a DNS64 resolver answers with such addresses for names
+//! that have only IPv4 ones. A deny entry for `10.0.0.0/8` that let these
+//! through would not deny 10.0.0.5. So:
+//!
+//! - a **deny entry** matches such an address if it matches the address as
+//!   written *or any* IPv4 address it carries;
+//! - a **grant** matches it only if it matches *every* IPv4 address it
+//!   carries (an IPv6 range alone never grants it), or names the address
+//!   itself exactly.
+//!
+//! | form | prefix | carries |
+//! |---|---|---|
+//! | IPv4-mapped | `::ffff:0:0/96` | the last 32 bits (already the IPv4 address itself: [`super::Host`] stores it as IPv4) |
+//! | IPv4-compatible (deprecated, RFC 4291) | `::/96`, except `::` and `::1` | the last 32 bits |
+//! | IPv4-translated (SIIT, RFC 2765) | `::ffff:0:0:0/96` | the last 32 bits |
+//! | NAT64 well-known prefix (RFC 6052) | `64:ff9b::/96` | the last 32 bits |
+//! | NAT64 local-use prefix (RFC 8215) | `64:ff9b:1::/48` | the IPv4 address under each RFC 6052 prefix length the operator may use (48, 56, 64, 96) |
+//! | 6to4 (RFC 3056) | `2002::/16` | bits 16 to 47 |
+//! | Teredo (RFC 4380) | `2001::/32` | the server (bits 32 to 63) and the client (the last 32 bits, inverted) |
+//!
+//! A local-use NAT64 address is ambiguous: only the operator knows which
+//! prefix length its translator uses, so every reading counts. Readings
+//! that fall in 0.0.0.0/8 are left out there: a translator never sends to
+//! "this network", and a /96-style address read as /48 always gives one.
+//! Network-specific NAT64 prefixes other than these two are the
+//! operator's own and cannot be recognised.
+
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+/// The most IPv4 addresses one IPv6 address can carry (a local-use NAT64
+/// address read under each of its four prefix lengths).
+const MAX_CARRIED: usize = 4;
+
+/// The IPv4 addresses `ip` carries, if it is one of the forms in the
+/// module doc (none for any other IPv6 address).
+pub fn carried_ipv4(ip: Ipv6Addr) -> impl Iterator<Item = Ipv4Addr> {
+    let o = ip.octets();
+    let s = ip.segments();
+    let v4 = |a: usize, b: usize, c: usize, d: usize| Ipv4Addr::new(o[a], o[b], o[c], o[d]);
+    let last = v4(12, 13, 14, 15);
+    let mut carried: [Option<Ipv4Addr>; MAX_CARRIED] = [None; MAX_CARRIED];
+    match s {
+        // IPv4-mapped (normally already IPv4) and IPv4-translated.
+        [0, 0, 0, 0, 0, 0xffff, _, _] | [0, 0, 0, 0, 0xffff, 0, _, _] => carried[0] = Some(last),
+        // IPv4-compatible; `::` and `::1` are addresses of their own.
+        [0, 0, 0, 0, 0, 0, _, _] if u32::from(last) > 1 => carried[0] = Some(last),
+        [0x64, 0xff9b, 0, 0, 0, 0, _, _] => carried[0] = Some(last),
+        [0x64, 0xff9b, 1, ..] => {
+            let readings = [v4(6, 7, 9, 10), v4(7, 9, 10, 11), v4(9, 10, 11, 12), last];
+            for (slot, reading) in carried.iter_mut().zip(readings) {
+                *slot = (reading.octets()[0] != 0).then_some(reading);
+            }
+        }
+        [0x2002, ..] => carried[0] = Some(v4(2, 3, 4, 5)),
+        [0x2001, 0, ..] => {
+            carried[0] = Some(v4(4, 5, 6, 7));
+            carried[1] = Some(Ipv4Addr::from(!u32::from(last)));
+        }
+        _ => {}
+    }
+    carried.into_iter().flatten()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn carried(text: &str) -> Vec<Ipv4Addr> {
+        carried_ipv4(text.parse().expect("an IPv6 address")).collect()
+    }
+
+    fn v4(text: &str) -> Ipv4Addr {
+        text.parse().expect("an IPv4 address")
+    }
+
+    #[test]
+    fn each_form_gives_the_ipv4_address_it_carries() {
+        let lan = vec![v4("10.0.0.5")];
+        for form in [
+            "64:ff9b::a00:5",
+            "64:ff9b::10.0.0.5",
+            "64:ff9b:1::a00:5",
+            "2002:a00:5::1",
+            "2002:a00:5:ffff::",
+            "::a00:5",
+            "::10.0.0.5",
+            "::ffff:0:a00:5",
+            "::ffff:a00:5",
+        ] {
+            assert_eq!(carried(form), lan, "{form}");
+        }
+        // Teredo: the server, then the client (stored inverted).
+        assert_eq!(
+            carried("2001:0:a00:5::f5ff:fffa"),
+            vec![v4("10.0.0.5"), v4("10.0.0.5")]
+        );
+        assert_eq!(
+            carried("2001:0:a00:5::1"),
+            vec![v4("10.0.0.5"), v4("255.255.255.254")]
+        );
+        assert_eq!(carried("64:ff9b::a9fe:a9fe"), vec![v4("169.254.169.254")]);
+    }
+
+    #[test]
+    fn a_local_use_nat64_address_counts_under_every_prefix_length() {
+        // RFC 6052's example, 192.0.2.33, under a /48 local-use prefix.
+        assert!(carried("64:ff9b:1:c000:2:2100::").contains(&v4("192.0.2.33")));
+        // The same address under /96 reads as nothing else worth counting.
+        assert_eq!(carried("64:ff9b:1::c000:221"), vec![v4("192.0.2.33")]);
+        // Under /56 and /64.
+        assert!(carried("64:ff9b:1:00c0:0:221::").contains(&v4("192.0.2.33")));
+        assert!(carried("64:ff9b:1:0:c0:2:2100:0").contains(&v4("192.0.2.33")));
+    }
+
+    #[test]
+    fn other_ipv6_addresses_carry_nothing() {
+        for other in [
+            "::",
+            "::1",
+            "2001:db8::1",
+            "2606:4700::1111",
+            "fe80::1",
+            "fd00:ec2::254",
+            "64:ff9b:2::a00:5",
+        ] {
+            assert_eq!(carried(other), Vec::<Ipv4Addr>::new(), "{other}");
+        }
+    }
+}
