@@ -24,6 +24,7 @@ const GUESTS: &[(&str, &str, &str)] = &[
     ("HYPER_FETCH", "hyper-fetch", "examples/hyper-fetch"),
     ("PROBE", "probe", "tests/guests/probe"),
     ("STD_NET", "std-net", "tests/guests/std-net"),
+    ("FS_PROBE", "fs-probe", "tests/guests/fs-probe"),
     ("HOSTILE", "hostile", "tests/guests/hostile"),
     ("SOCKETS_P3", "sockets-p3", "tests/guests/sockets-p3"),
     ("TOKIO_NET", "tokio-net", "tests/guests/tokio-net"),

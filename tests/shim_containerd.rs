@@ -1,10 +1,14 @@
-//! End to end through a real containerd: an OCI image of echo-server (its
-//! component and its moat policy as files of a filesystem layer, the image
-//! built as a Linux image is, so that containerd 1.6 runs it too), imported
-//! with `ctr image import` and run with `ctr run --runtime
-//! io.containerd.moat.v1`. containerd starts `containerd-shim-moat-v1`
-//! from this build; a tokio client talks to the guest over the container's
-//! network (the host's, `--net-host`).
+//! End to end through a real containerd: OCI images (components and moat
+//! policies as files of a filesystem layer, the images built as Linux
+//! images are, so that containerd 1.6 runs them too), imported with `ctr
+//! image import` and run with `ctr run --runtime io.containerd.moat.v1`.
+//! containerd starts `containerd-shim-moat-v1` from this build; tokio
+//! peers talk to the guests over the container's network (the host's,
+//! `--net-host`).
+//!
+//! Besides echo-server under its deployment's grants: an image that grants
+//! itself in its own `ENV`, images whose entrypoint is a native program or
+//! a script, and a hostile guest going for the host's internals.
 
 mod shim_support;
 
@@ -12,6 +16,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use shim_support::Entry;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use moat_guests as guests;
@@ -50,6 +55,65 @@ impl Node {
             containerd: shim_support::Containerd::start(None, shim.parent().expect("a directory")),
             work: tempfile::tempdir().expect("a temporary directory"),
         })
+    }
+
+    /// Imports an image of `entries`, `entrypoint` and `env` as its own
+    /// environment.
+    fn import(&self, image: &str, entries: &[Entry<'_>], entrypoint: &[&str], env: &[&str]) {
+        let archive = shim_support::rootfs_image(self.work.path(), image, entries, entrypoint, env);
+        run(self
+            .containerd
+            .ctr(NAMESPACE)
+            .args(["image", "import", "--all-platforms"])
+            .arg(&archive));
+    }
+
+    /// Runs a container of `image` to its end (`args` replace the image's
+    /// entrypoint when given; `env` are the pod spec's variables), with a
+    /// termination log of its own at `/dev/termination-log`: its exit
+    /// status, what it printed, and what it left in the termination log.
+    fn run_to_end(
+        &self,
+        image: &str,
+        args: &[&str],
+        env: &[&str],
+    ) -> (Option<i32>, String, String) {
+        let id = format!(
+            "{}-{}",
+            image.rsplit('/').next().unwrap_or("c").replace(':', "-"),
+            std::process::id()
+        );
+        let termination_log = self.work.path().join(format!("{id}.termination-log"));
+        std::fs::write(&termination_log, "").expect("the termination log");
+        let mut ctr = self.containerd.ctr(NAMESPACE);
+        ctr.args([
+            "run",
+            "--rm",
+            "--net-host",
+            "--runtime",
+            "io.containerd.moat.v1",
+        ])
+        .arg("--mount")
+        .arg(format!(
+            "type=bind,src={},dst=/dev/termination-log,options=rbind:rw",
+            termination_log.display()
+        ));
+        for var in env {
+            ctr.args(["--env", var]);
+        }
+        let out = ctr
+            .args([image, &id])
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("ctr runs");
+        let output = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let message = std::fs::read_to_string(&termination_log).unwrap_or_default();
+        (out.status.code(), output, message)
     }
 
     /// Imports an image of echo-server with `files` beside it and `env` as
@@ -170,53 +234,226 @@ async fn ctr_runs_echo_server_under_the_grants_of_its_deployment() {
     run(containerd.ctr(NAMESPACE).args(["container", "rm", &id]));
 }
 
-/// An image whose config sets `MOAT_ALLOW_LISTEN` itself: the pod spec's
-/// empty `MOAT_ALLOW_LISTEN` overrides it, and the guest is refused.
+/// A peer the guests may try to reach, non-blocking so that the test can
+/// ask afterwards whether anything connected.
+fn peer() -> (std::net::TcpListener, u16) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    listener.set_nonblocking(true).expect("non-blocking");
+    let port = listener.local_addr().expect("local addr").port();
+    (listener, port)
+}
+
+/// Whether a connection reached `listener` (the container has ended, so a
+/// connection it made is in the backlog).
+fn reached(listener: &std::net::TcpListener) -> bool {
+    match listener.accept() {
+        Ok(_) => true,
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => false,
+        Err(e) => panic!("accept: {e}"),
+    }
+}
+
+/// An image whose configuration grants itself everything, in every
+/// spelling: with a pod spec that says nothing, its guest connects nowhere
+/// and listens nowhere; with the pod spec's grant, it listens.
 #[test]
-fn a_pod_spec_variable_overrides_a_grant_in_the_images_own_env() {
-    let Some(node) = Node::start("a_pod_spec_variable_overrides_a_grant_in_the_images_own_env")
-    else {
+fn an_image_that_grants_itself_in_its_env_reaches_nothing_the_pod_spec_does_not_grant() {
+    let Some(node) = Node::start("an_image_that_grants_itself_in_its_env") else {
         return;
     };
-    let containerd = &node.containerd;
+    let probe = std::fs::read(guests::PROBE).expect("the guest is built");
+    let image = "localhost/moat-self-granted:e2e";
+    let self_granted = [
+        "MOAT_ALLOW_NET=*",
+        "MOAT_ALLOW_LISTEN=*",
+        "MOAT_ALLOW-NET=*",
+        "MOAT_ALLOW-LISTEN=*",
+        "MOAT_IMAGE_POLICY=apply",
+        "MOAT_DIRS=/",
+    ];
+    node.import(
+        image,
+        &[Entry::File("probe.wasm", &probe, 0o644)],
+        &["/probe.wasm"],
+        &self_granted,
+    );
+    let (listener, peer_port) = peer();
+    let (status, output, _) = node.run_to_end(
+        image,
+        &[
+            "/probe.wasm",
+            "connect",
+            "127.0.0.1",
+            &peer_port.to_string(),
+        ],
+        &[],
+    );
+    assert_eq!(status, Some(1), "the guest's connect failed:\n{output}");
+    assert!(
+        output.contains(&format!(
+            "connect to 127.0.0.1:{peer_port} denied: needs MOAT_ALLOW_NET=127.0.0.1:{peer_port}"
+        )),
+        "{output}"
+    );
+    assert!(
+        output.contains(
+            "moat: pod spec sets no grants; image ENV ignored (only the pod spec grants): \
+             MOAT_ALLOW_NET MOAT_ALLOW_LISTEN MOAT_ALLOW-NET MOAT_ALLOW-LISTEN MOAT_IMAGE_POLICY MOAT_DIRS"
+        ),
+        "the audit line names what the image tried:\n{output}"
+    );
+    assert!(!reached(&listener), "the guest connected");
+
     let port = shim_support::free_port();
-    let image = "localhost/moat-echo-self-granted:e2e";
-    let self_grant = format!("MOAT_ALLOW_LISTEN=127.0.0.1:{port}");
-    node.import_echo_server(image, &[], &[&self_grant]);
-    let id = format!("self-granted-{}", std::process::id());
-    let out = containerd
-        .ctr(NAMESPACE)
-        .args([
-            "run",
-            "--rm",
-            "--net-host",
-            "--runtime",
-            "io.containerd.moat.v1",
-        ])
-        .args(["--env", "MOAT_ALLOW_LISTEN="])
-        .args([image, &id, "/echo-server.wasm"])
-        .arg(format!("127.0.0.1:{port}"))
-        .stdin(std::process::Stdio::null())
-        .output()
-        .expect("ctr runs");
-    let output = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "the guest's listen failed:\n{output}"
-    );
+    let listen = ["/probe.wasm", "listen", "127.0.0.1", &port.to_string()];
+    let (status, output, _) = node.run_to_end(image, &listen, &[]);
+    assert_eq!(status, Some(1), "the guest's listen failed:\n{output}");
     assert!(
         output.contains(&format!(
             "listen on 127.0.0.1:{port} denied: needs MOAT_ALLOW_LISTEN=127.0.0.1:{port}"
         )),
         "{output}"
     );
+
+    // The pod spec's grant is what counts.
+    let grant = format!("MOAT_ALLOW_LISTEN=127.0.0.1:{port}");
+    let (status, output, _) = node.run_to_end(image, &listen, &[&grant]);
+    assert_eq!(status, Some(0), "{output}");
     assert!(
-        output.contains("moat: pod spec: MOAT_ALLOW_LISTEN=;"),
+        output.contains(&format!("listening on 127.0.0.1:{port}")),
         "{output}"
     );
+}
+
+/// Where Debian's busybox-static puts its static binary: a native program
+/// that runs in an image `FROM scratch`.
+const BUSYBOX: &str = "/bin/busybox";
+
+/// Whether `path` is a statically linked ELF program (no interpreter).
+fn is_static_elf(path: &str) -> bool {
+    let Ok(bytes) = std::fs::read(path) else {
+        return false;
+    };
+    bytes.starts_with(b"\x7fELF") && !bytes.windows(15).any(|w| w == b"/lib64/ld-linux")
+}
+
+/// Images whose entrypoint is a native program, or a script for one, are
+/// refused before anything runs: the program would have fetched from a
+/// local peer, and the peer sees nothing.
+#[test]
+fn a_native_or_script_entrypoint_is_refused_before_it_runs() {
+    let Some(node) = Node::start("a_native_or_script_entrypoint_is_refused_before_it_runs") else {
+        return;
+    };
+    if !is_static_elf(BUSYBOX) {
+        let why = format!("{BUSYBOX} is not a static program (Debian's busybox-static)");
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must run this test, but {why}"
+        );
+        eprintln!("skipping a_native_or_script_entrypoint_is_refused_before_it_runs: {why}");
+        return;
+    }
+    let busybox = std::fs::read(BUSYBOX).expect("busybox");
+    let (listener, port) = peer();
+    let url = format!("http://127.0.0.1:{port}/");
+    let script = format!("#!/bin/sh\nwget -q -O - {url}\n");
+    let image = "localhost/moat-native:e2e";
+    node.import(
+        image,
+        &[
+            Entry::Dir("bin"),
+            Entry::File("bin/busybox", &busybox, 0o755),
+            Entry::File("bin/sh", &busybox, 0o755),
+            Entry::File("fetch.sh", script.as_bytes(), 0o755),
+        ],
+        &["/bin/busybox", "wget", "-q", "-O", "-", &url],
+        &[],
+    );
+    // Even a pod spec that grants the network runs no native program.
+    let grants = ["MOAT_ALLOW_NET=*", "MOAT_ALLOW_LISTEN=*"];
+    for (args, kind) in [
+        (vec![], "/bin/busybox is a native program (ELF)"),
+        (vec!["/fetch.sh"], "/fetch.sh is a script (#!)"),
+    ] {
+        let (status, output, message) = node.run_to_end(image, &args, &grants);
+        assert_eq!(status, Some(2), "refused:\n{output}");
+        assert_eq!(
+            message,
+            format!("moat: error: {kind}: moat runs WebAssembly components and nothing else\n"),
+            "the termination log says why:\n{output}"
+        );
+        assert!(!reached(&listener), "the native program ran and connected");
+    }
+}
+
+/// A hostile guest under the shim goes for the host's internals: the
+/// container's `/`, `/proc/self/mem`, `/proc/self/environ`, the
+/// termination log, and `..` and symlinks out of the directory its pod
+/// spec gives it. Every attempt fails; the termination log is untouched.
+#[test]
+fn a_guest_under_the_shim_reaches_nothing_of_the_host_but_its_directory() {
+    let Some(node) = Node::start("a_guest_under_the_shim_reaches_nothing_of_the_host") else {
+        return;
+    };
+    let probe = std::fs::read(guests::FS_PROBE).expect("the guest is built");
+    let secret = "the container's own secret, outside its directory";
+    let image = "localhost/moat-fs-probe:e2e";
+    node.import(
+        image,
+        &[
+            Entry::File("fs-probe.wasm", &probe, 0o644),
+            Entry::File("secret", secret.as_bytes(), 0o644),
+            Entry::Dir("data"),
+            Entry::File("data/inside.txt", b"inside the grant\n", 0o644),
+            Entry::Symlink("data/root", "/"),
+            Entry::Symlink("data/p", "/proc"),
+            Entry::Symlink("data/up", ".."),
+        ],
+        &["/fs-probe.wasm"],
+        &[],
+    );
+    let (status, output, message) = node.run_to_end(
+        image,
+        &["/fs-probe.wasm", "read", "/data/inside.txt"],
+        &["MOAT_DIRS=/data:rw"],
+    );
+    assert_eq!(status, Some(0), "{output}");
+    assert!(
+        output.contains("read /data/inside.txt: ok 17 bytes: inside the grant"),
+        "the directory is there:\n{output}"
+    );
+    assert_eq!(message, "");
+
+    let (status, output, message) = node.run_to_end(
+        image,
+        &["/fs-probe.wasm", "escape", "/data"],
+        &["MOAT_DIRS=/data:rw"],
+    );
+    assert_eq!(status, Some(0), "{output}");
+    let attempts: Vec<&str> = output.lines().filter(|l| l.contains(": ")).collect();
+    for wanted in [
+        "poke /proc/self/mem: error",
+        "read /proc/self/environ: error",
+        "append /dev/termination-log: error",
+        "read /data/../secret: error",
+        "read /data/root/etc/passwd: error",
+        "read /data/p/self/environ: error",
+    ] {
+        assert!(
+            attempts.iter().any(|l| l.starts_with(wanted)),
+            "{wanted}:\n{output}"
+        );
+    }
+    let succeeded: Vec<_> = attempts.iter().filter(|l| l.contains(": ok")).collect();
+    assert!(
+        succeeded.is_empty(),
+        "these succeeded: {succeeded:#?}\n{output}"
+    );
+    assert!(!output.contains(secret), "the secret leaked:\n{output}");
+    assert!(
+        !output.contains("root:x:0:0"),
+        "/etc/passwd leaked:\n{output}"
+    );
+    assert_eq!(message, "", "the guest wrote the termination log");
 }

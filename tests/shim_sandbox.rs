@@ -1,18 +1,18 @@
-//! The shim's sandbox in-process: runwasi's `Sandbox::run_wasi`, called
-//! with a container context of the test's own (arguments, environment, an
-//! image's layers), as runwasi calls it inside a container's process. No
-//! containerd and no root needed: these run everywhere.
+//! The shim's sandbox in-process: `MoatSandbox::run`, called with a
+//! container of the test's own (arguments, environment, what the shim read
+//! of the image), as the shim's executor calls it inside a container's
+//! process. No containerd and no root needed: these run everywhere.
 //!
 //! What a user sees: the guest's exit status, the connection that reached
 //! (or did not reach) a peer, and the message a refused start leaves in the
 //! termination log that `kubectl describe pod` shows.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use containerd_shim_moat::{MoatSandbox, POLICY_LAYER_MEDIA_TYPE};
-use containerd_shim_wasm::sandbox::Sandbox as _;
-use containerd_shim_wasm::sandbox::context::{Entrypoint, RuntimeContext, Source, WasmLayer};
-use oci_spec::image::{Descriptor, Digest, MediaType};
+use containerd_shim_moat::image::{ImageFacts, Layer};
+use containerd_shim_moat::{
+    COMPONENT_LAYER_MEDIA_TYPE, Container, Image, MoatSandbox, POLICY_LAYER_MEDIA_TYPE,
+};
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpListener;
 
@@ -20,81 +20,43 @@ use moat_guests as guests;
 
 mod shim_support;
 
-const COMPONENT_LAYER: &str = "application/vnd.bytecodealliance.wasm.component.layer.v0+wasm";
-
-/// A container as runwasi describes it to the sandbox.
-struct Container {
-    args: Vec<String>,
-    envs: Vec<String>,
-    file: PathBuf,
-    layers: Vec<WasmLayer>,
-}
-
-impl Container {
-    /// A container whose root filesystem holds the component `guest` (a
-    /// path under the node's root, as a container's entrypoint names it).
-    fn file(guest: &str, args: &[&str], envs: &[&str]) -> Container {
-        Container {
-            args: std::iter::once(guest.to_owned())
-                .chain(args.iter().map(|a| a.to_string()))
-                .collect(),
-            envs: envs.iter().map(|e| e.to_string()).collect(),
-            file: PathBuf::from(guest),
-            layers: Vec::new(),
-        }
-    }
-
-    /// A container from an OCI image: the component `guest` (a built
-    /// guest's path) as a layer, and `policy` as a policy layer if given.
-    fn image(guest: &str, args: &[&str], envs: &[&str], policy: Option<&str>) -> Container {
-        let mut container = Container::file("guest.wasm", args, envs);
-        let bytes = std::fs::read(guest).expect("the guest is built");
-        container.layers.push(layer(COMPONENT_LAYER, bytes));
-        if let Some(policy) = policy {
-            container
-                .layers
-                .push(layer(POLICY_LAYER_MEDIA_TYPE, policy.as_bytes().to_vec()));
-        }
-        container
+/// A container whose root filesystem holds the component `guest` (its
+/// path in the container, as an entrypoint names it), `env` its
+/// environment, from an image that sets no environment of its own.
+fn file(guest: &str, args: &[&str], env: &[&str]) -> Container {
+    Container {
+        args: std::iter::once(guest.to_owned())
+            .chain(args.iter().map(|a| a.to_string()))
+            .collect(),
+        env: env.iter().map(|e| e.to_string()).collect(),
+        image: Image::Read(ImageFacts::default()),
     }
 }
 
-fn layer(media_type: &str, bytes: Vec<u8>) -> WasmLayer {
-    let digest: Digest = shim_support::sha256_digest(&bytes)
-        .parse()
-        .expect("a valid digest");
-    WasmLayer {
-        config: Descriptor::new(MediaType::from(media_type), bytes.len() as u64, digest),
-        precompiled: false,
-        layer: bytes,
+/// A container from a wasm OCI image: the component `guest` (a built
+/// guest's path) as a layer, and `policy` as a policy layer if given.
+fn image(guest: &str, args: &[&str], env: &[&str], policy: Option<&str>) -> Container {
+    let mut container = file("guest.wasm", args, env);
+    let mut layers = vec![Layer {
+        media_type: COMPONENT_LAYER_MEDIA_TYPE.to_owned(),
+        bytes: std::fs::read(guest).expect("the guest is built"),
+    }];
+    if let Some(policy) = policy {
+        layers.push(Layer {
+            media_type: POLICY_LAYER_MEDIA_TYPE.to_owned(),
+            bytes: policy.as_bytes().to_vec(),
+        });
     }
+    container.image = Image::Read(ImageFacts {
+        name: "localhost/test:latest".to_owned(),
+        env: Vec::new(),
+        layers,
+    });
+    container
 }
 
-impl RuntimeContext for Container {
-    fn args(&self) -> &[String] {
-        &self.args
-    }
-
-    fn envs(&self) -> &[String] {
-        &self.envs
-    }
-
-    fn entrypoint(&self) -> Entrypoint<'_> {
-        Entrypoint {
-            func: "_start".to_owned(),
-            name: Some("guest".to_owned()),
-            arg0: Some(Path::new(&self.args[0])),
-            source: if self.layers.is_empty() {
-                Source::File(self.file.clone())
-            } else {
-                Source::Oci(&self.layers)
-            },
-        }
-    }
-}
-
-/// A sandbox whose guest sees an empty directory as `/`, and whose
-/// termination log is a file the test reads.
+/// A sandbox whose container's root filesystem is an empty directory, and
+/// whose termination log is a file the test reads.
 struct Node {
     dir: tempfile::TempDir,
     sandbox: MoatSandbox,
@@ -116,9 +78,12 @@ impl Node {
         format!("/{}", name.to_string_lossy())
     }
 
+    /// Runs the container to its end, on a thread of its own as the
+    /// container's process would.
     async fn run(&self, container: &Container) -> i32 {
-        self.sandbox
-            .run_wasi(container)
+        let sandbox = self.sandbox.clone();
+        let container = container.clone();
+        tokio::task::spawn_blocking(move || sandbox.run(&container))
             .await
             .expect("the sandbox returns an exit status")
     }
@@ -160,7 +125,7 @@ async fn an_sdk_guest_runs_to_its_exit_status_with_the_grants_of_its_pod_spec() 
     let node = Node::new();
     let (listener, port) = peer();
     let grant = format!("MOAT_ALLOW_NET=127.0.0.1:{port}");
-    let container = Container::file(
+    let container = file(
         &node.place(guests::PROBE),
         &["exit", "127.0.0.1", &port, "0", "7"],
         &[&grant, "MOAT_ALLOW_LISTEN=127.0.0.1"],
@@ -183,7 +148,7 @@ async fn an_sdk_guest_runs_to_its_exit_status_with_the_grants_of_its_pod_spec() 
 async fn a_guest_without_grants_reaches_nothing() {
     let node = Node::new();
     let (listener, port) = peer();
-    let container = Container::file(
+    let container = file(
         &node.place(guests::PROBE),
         &["connect", "127.0.0.1", &port],
         &[],
@@ -191,7 +156,7 @@ async fn a_guest_without_grants_reaches_nothing() {
     assert_eq!(node.run(&container).await, 1, "main returned the denial");
     assert!(!reached(&listener), "no connection was made");
 
-    let container = Container::file(
+    let container = file(
         &node.place(guests::STD_NET),
         &["tcp-client", "127.0.0.1", &port, "hi"],
         &[],
@@ -209,7 +174,7 @@ async fn a_stock_guest_runs_under_the_same_grants() {
     let node = Node::new();
     let (listener, port) = peer();
     let grant = format!("MOAT_ALLOW_NET=127.0.0.1:{port}");
-    let container = Container::file(
+    let container = file(
         &node.place(guests::STD_NET),
         &["tcp-client", "127.0.0.1", &port, "ping"],
         &[&grant],
@@ -239,7 +204,7 @@ async fn an_image_policy_layer_grants_once_the_pod_spec_accepts_it() {
     let args = ["connect", "127.0.0.1", &port];
 
     // Unanswered: the start is refused, and says how to answer.
-    let container = Container::image(guests::PROBE, &args, &[], Some(&policy));
+    let container = image(guests::PROBE, &args, &[], Some(&policy));
     assert_eq!(node.run(&container).await, 2);
     assert_eq!(
         node.termination_message(),
@@ -250,7 +215,7 @@ async fn an_image_policy_layer_grants_once_the_pod_spec_accepts_it() {
     assert!(!reached(&listener));
 
     // Ignored: the guest runs, denied.
-    let container = Container::image(
+    let container = image(
         guests::PROBE,
         &args,
         &["MOAT_IMAGE_POLICY=ignore"],
@@ -261,12 +226,12 @@ async fn an_image_policy_layer_grants_once_the_pod_spec_accepts_it() {
 
     // Pinned to its digest: granted.
     let pin = format!("MOAT_IMAGE_POLICY={digest}");
-    let container = Container::image(guests::PROBE, &args, &[&pin], Some(&policy));
+    let container = image(guests::PROBE, &args, &[&pin], Some(&policy));
     assert_eq!(node.run(&container).await, 0);
     assert!(reached(&listener), "the guest connected");
 
     // A pod-spec deny holds over the image's grant.
-    let container = Container::image(
+    let container = image(
         guests::PROBE,
         &args,
         &[&pin, "MOAT_DENY_NET=127.0.0.1"],
@@ -283,7 +248,7 @@ async fn a_bad_policy_is_refused_at_start_with_a_message_kubectl_shows() {
     let args = ["connect", "127.0.0.1", &port];
 
     let policy = "max-sockets = 8\nallow-net = [\"127.0.0.1:99999\"]\n";
-    let container = Container::image(
+    let container = image(
         guests::PROBE,
         &args,
         &["MOAT_IMAGE_POLICY=apply"],
@@ -300,7 +265,7 @@ async fn a_bad_policy_is_refused_at_start_with_a_message_kubectl_shows() {
     );
 
     let grant = format!("MOAT_ALOW_NET=127.0.0.1:{port}");
-    let container = Container::file(&node.place(guests::PROBE), &args, &[&grant]);
+    let container = file(&node.place(guests::PROBE), &args, &[&grant]);
     assert_eq!(node.run(&container).await, 2);
     let message = node.termination_message();
     assert!(
@@ -319,7 +284,7 @@ async fn an_image_built_with_its_component_as_a_file_carries_its_policy_as_a_fil
     let guest = node.place(guests::PROBE);
     let args = ["connect", "127.0.0.1", &port];
 
-    let container = Container::file(&guest, &args, &[]);
+    let container = file(&guest, &args, &[]);
     assert_eq!(node.run(&container).await, 2);
     assert!(
         node.termination_message().starts_with(&format!(
@@ -331,7 +296,158 @@ async fn an_image_built_with_its_component_as_a_file_carries_its_policy_as_a_fil
     );
     assert!(!reached(&listener));
 
-    let container = Container::file(&guest, &args, &["MOAT_IMAGE_POLICY=apply"]);
+    let container = file(&guest, &args, &["MOAT_IMAGE_POLICY=apply"]);
     assert_eq!(node.run(&container).await, 0);
     assert!(reached(&listener), "the guest connected");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_entrypoint_that_is_not_a_component_is_refused_and_nothing_runs() {
+    let node = Node::new();
+    let root = node.dir.path().join("root");
+    let marker = node.dir.path().join("the-script-ran");
+    // A native program (this machine's own `true`), a script that would
+    // leave a mark, and a core module.
+    std::fs::copy("/bin/true", root.join("native")).expect("an ELF program");
+    let script = format!("#!/bin/sh\ntouch {}\n", marker.display());
+    std::fs::write(root.join("script.sh"), script).expect("a script");
+    std::fs::write(root.join("module.wasm"), b"\0asm\x01\x00\x00\x00").expect("a module");
+    for (entrypoint, kind) in [
+        ("/native", "is a native program (ELF)"),
+        ("/script.sh", "is a script (#!)"),
+        (
+            "/module.wasm",
+            "is a core WebAssembly module (build a component, for wasm32-wasip2)",
+        ),
+    ] {
+        let container = file(entrypoint, &[], &["MOAT_ALLOW_NET=*"]);
+        assert_eq!(node.run(&container).await, 2, "{entrypoint}");
+        assert_eq!(
+            node.termination_message(),
+            format!(
+                "moat: error: {entrypoint} {kind}: moat runs WebAssembly components and nothing else\n"
+            )
+        );
+    }
+    assert!(!marker.exists(), "the script ran");
+    // A layer that is not a component, the same.
+    let mut container = image(guests::PROBE, &[], &[], None);
+    if let Image::Read(facts) = &mut container.image {
+        facts.layers[0].bytes = std::fs::read("/bin/true").expect("an ELF program");
+    }
+    assert_eq!(node.run(&container).await, 2);
+    assert!(
+        node.termination_message()
+            .contains("the image's component layer is a native program (ELF)"),
+        "{}",
+        node.termination_message()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_images_own_moat_variables_grant_nothing() {
+    let node = Node::new();
+    let (listener, port) = peer();
+    let guest = node.place(guests::PROBE);
+    let self_granted = [
+        "MOAT_ALLOW_NET=*",
+        "MOAT_ALLOW-NET=*",
+        "MOAT_IMAGE_POLICY=apply",
+    ];
+    let mut container = file(&guest, &["connect", "127.0.0.1", &port], &self_granted);
+    container.image = Image::Read(ImageFacts {
+        name: "localhost/self-granted:latest".to_owned(),
+        env: self_granted.iter().map(|e| e.to_string()).collect(),
+        layers: Vec::new(),
+    });
+    assert_eq!(
+        node.run(&container).await,
+        1,
+        "the guest's connect was denied"
+    );
+    assert!(!reached(&listener), "no connection was made");
+
+    // The pod spec's own grant, over the image's, counts.
+    let grant = format!("MOAT_ALLOW_NET=127.0.0.1:{port}");
+    container.env[0] = grant;
+    container.env.remove(1);
+    assert_eq!(node.run(&container).await, 0);
+    assert!(reached(&listener), "the guest connected");
+
+    // An image that could not be read does not start.
+    container.image = Image::Unreadable("containerd: image x: not found".to_owned());
+    assert_eq!(node.run(&container).await, 2);
+    assert_eq!(
+        node.termination_message(),
+        "moat: error: cannot read the container's image: containerd: image x: not found\n"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_guest_sees_only_the_directories_its_pod_spec_names_read_only_unless_writable() {
+    let node = Node::new();
+    let root = node.dir.path().join("root");
+    std::fs::create_dir_all(root.join("data")).expect("a directory");
+    std::fs::create_dir_all(root.join("out")).expect("a directory");
+    std::fs::write(root.join("data/config"), "from the pod's volume").expect("a file");
+    std::fs::write(root.join("secret"), "the container's own file").expect("a file");
+    let guest = node.place(guests::FS_PROBE);
+    let run = |args: &[&str], env: &[&str]| {
+        let container = file(&guest, args, env);
+        let node = &node;
+        async move {
+            let status = node.run(&container).await;
+            (status, node.termination_message())
+        }
+    };
+
+    // Nothing named: nothing there, not even the container's `/`. (The
+    // guest reports each attempt on the container's stdout, the test's
+    // own here; what the test checks is the files, untouched.)
+    let (status, _) = run(&["write", "/data/config", "changed"], &[]).await;
+    assert_eq!(status, 0);
+    assert_eq!(
+        std::fs::read_to_string(root.join("data/config")).expect("the file"),
+        "from the pod's volume"
+    );
+    let dirs = "MOAT_DIRS=/data,/out:rw";
+    let (status, message) = run(&["write", "/data/config", "changed"], &[dirs]).await;
+    assert_eq!(status, 0, "{message}");
+    assert_eq!(
+        std::fs::read_to_string(root.join("data/config")).expect("the file"),
+        "from the pod's volume",
+        "a read-only directory was written"
+    );
+    let (status, message) = run(&["write", "/out/result", "written"], &[dirs]).await;
+    assert_eq!(status, 0, "{message}");
+    assert_eq!(
+        std::fs::read_to_string(root.join("out/result")).expect("the guest wrote it"),
+        "written"
+    );
+    let (status, _) = run(&["write", "/secret", "changed"], &[dirs]).await;
+    assert_eq!(status, 0);
+    assert_eq!(
+        std::fs::read_to_string(root.join("secret")).expect("the file"),
+        "the container's own file"
+    );
+
+    // The container's internals are never given, by path or by type.
+    for (dirs, why) in [
+        (
+            "MOAT_DIRS=/",
+            "the container's whole filesystem is never given",
+        ),
+        ("MOAT_DIRS=/proc", "/proc holds the container's processes"),
+        ("MOAT_DIRS=/dev:rw", "/dev holds"),
+    ] {
+        let (status, message) = run(&["read", "/proc/self/environ"], &[dirs]).await;
+        assert_eq!(status, 2, "{dirs}");
+        assert!(message.contains(why), "{dirs}: {message}");
+    }
+    let (status, message) = run(&["read", "/x"], &["MOAT_DIRS=/missing"]).await;
+    assert_eq!(status, 2);
+    assert!(
+        message.starts_with("moat: error: MOAT_DIRS: /missing: cannot examine it"),
+        "{message}"
+    );
 }

@@ -49,6 +49,18 @@ pub enum MoatError {
         /// Why.
         source: wasmtime::Error,
     },
+    /// A directory given to the guest is, or contains, a filesystem of the
+    /// host's internals (procfs, sysfs, devices: see [`crate::preopen`]),
+    /// or could not be examined; the guest did not start.
+    #[error("cannot give the guest {} as {guest}: {source}", host.display())]
+    PreopenRefused {
+        /// The directory on the host, as given.
+        host: PathBuf,
+        /// Where the guest would have seen it.
+        guest: String,
+        /// Why.
+        source: crate::preopen::PreopenError,
+    },
     /// The component needs imports moat does not provide, or exports no
     /// `wasi:cli/run`.
     #[error("cannot start the guest: {0:#}")]
@@ -79,15 +91,22 @@ pub const TIMEOUT_EXIT: u8 = 124;
 /// import).
 pub const START_FAILED_EXIT: u8 = 1;
 
+/// Exit status for a run refused for what it was given, before the guest
+/// started (a directory it may not have): what `moat run` returns for a bad
+/// command line, and the containerd shim for a bad deployment.
+pub const REFUSED_EXIT: u8 = 2;
+
 impl MoatError {
     /// The exit status a process running one guest reports for this error,
     /// as `moat run` and the containerd shim do: [`TRAP_EXIT`] for a trap
     /// or the memory bound, [`TIMEOUT_EXIT`] for the time bound,
-    /// [`START_FAILED_EXIT`] otherwise.
+    /// [`REFUSED_EXIT`] for a directory refused, [`START_FAILED_EXIT`]
+    /// otherwise.
     pub fn exit_status(&self) -> u8 {
         match self {
             MoatError::Trap(_) | MoatError::MemoryLimit(_) => TRAP_EXIT,
             MoatError::TimeLimit(_) => TIMEOUT_EXIT,
+            MoatError::PreopenRefused { .. } => REFUSED_EXIT,
             _ => START_FAILED_EXIT,
         }
     }

@@ -25,12 +25,14 @@ mod error;
 pub mod net;
 pub mod policy;
 pub mod policy_file;
+pub mod preopen;
 mod run;
 pub mod settings;
 mod state;
 mod ticker;
 
 pub use engine::{CacheDir, DEFAULT_LINGER, Guest, Moat, MoatConfig};
-pub use error::{MoatError, START_FAILED_EXIT, TIMEOUT_EXIT, TRAP_EXIT};
-pub use run::{CAPTURE_LIMIT, Captured, Exit, Input, Output, Preopen, RunOptions};
+pub use error::{MoatError, REFUSED_EXIT, START_FAILED_EXIT, TIMEOUT_EXIT, TRAP_EXIT};
+pub use preopen::Preopen;
+pub use run::{CAPTURE_LIMIT, Captured, Exit, Input, Output, RunOptions};
 pub use ticker::{EPOCH_TICK, EpochTicker};

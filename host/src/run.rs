@@ -18,6 +18,7 @@ use crate::engine::{Guest, Moat};
 use crate::error::MoatError;
 use crate::net::{Limits, Net, Notices, Resolver, TlsTrust};
 use crate::policy::Policy;
+use crate::preopen::{self, Preopen};
 use crate::state::RunState;
 
 /// Most bytes a captured stdout or stderr keeps; a guest printing more is
@@ -71,15 +72,6 @@ pub enum Input {
     Empty,
 }
 
-/// A host directory the guest may use, under a path of its own.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Preopen {
-    /// The directory on the host.
-    pub host: PathBuf,
-    /// Where the guest sees it.
-    pub guest: String,
-}
-
 /// Everything one run is given: its capabilities and its process context.
 #[derive(Clone, Default)]
 pub struct RunOptions {
@@ -125,12 +117,23 @@ impl RunOptions {
         self
     }
 
-    /// Gives the guest `host` as `guest` (read and write).
-    pub fn dir(mut self, host: impl Into<PathBuf>, guest: impl Into<String>) -> RunOptions {
-        self.dirs.push(Preopen {
-            host: host.into(),
-            guest: guest.into(),
-        });
+    /// Gives the guest `host` as `guest`, to read only. The run refuses to
+    /// start ([`MoatError::PreopenRefused`]) if `host` is or contains a
+    /// procfs, sysfs, devfs or other kernel filesystem
+    /// ([`crate::preopen::check`]).
+    pub fn dir(self, host: impl Into<PathBuf>, guest: impl Into<String>) -> RunOptions {
+        self.preopen(Preopen::read_only(host, guest))
+    }
+
+    /// Gives the guest `host` as `guest`, to read and change; refused as
+    /// for [`dir`](Self::dir).
+    pub fn dir_writable(self, host: impl Into<PathBuf>, guest: impl Into<String>) -> RunOptions {
+        self.preopen(Preopen::writable(host, guest))
+    }
+
+    /// Gives the guest a directory as `preopen` says.
+    pub fn preopen(mut self, preopen: Preopen) -> RunOptions {
+        self.dirs.push(preopen);
         self
     }
 
@@ -281,7 +284,18 @@ fn wasi_ctx(options: &RunOptions, wasi_net: &WasiNet) -> Result<WasiCtx, MoatErr
         Output::Discard => wasi.stderr(std::io::empty()),
     };
     for dir in &options.dirs {
-        wasi.preopened_dir(&dir.host, &dir.guest, FsPerms::ReadWrite)
+        let checked = preopen::check(&dir.host).map_err(|source| MoatError::PreopenRefused {
+            host: dir.host.clone(),
+            guest: dir.guest.clone(),
+            source,
+        })?;
+        let perms = if dir.writable {
+            FsPerms::ReadWrite
+        } else {
+            FsPerms::ReadOnly
+        };
+        tracing::debug!(target: "moat::net", host = %checked.display(), guest = %dir.guest, ?perms, "directory given");
+        wasi.preopened_dir(&checked, &dir.guest, perms)
             .map_err(|source| MoatError::Preopen {
                 host: dir.host.clone(),
                 guest: dir.guest.clone(),

@@ -20,21 +20,34 @@
 //! FILE` and its flags do: grants widen, every deny entry holds, and the
 //! environment's bounds win.
 //!
+//! - `MOAT_DIRS`: the container's directories the guest may use, as
+//!   `moat run --dir` takes them (`/data:rw,/etc/app`), read-only unless
+//!   `:rw`. The guest sees nothing else of the container's filesystem, and
+//!   never `/`, `/proc`, `/sys` or `/dev`, nor a directory holding a kernel
+//!   filesystem ([`moat_host::preopen`]).
+//!
 //! The container's environment is the pod spec's variables over the
-//! image's own (`ENV` lines in its config), which the kubelet merges in
-//! before the shim sees them: the shim cannot tell them apart. An image's
-//! `ENV MOAT_ALLOW_NET=*` would grant; a pod spec that sets the variable,
-//! even empty (an empty grant or deny list adds nothing), overrides it. A
-//! cluster that runs images it does not trust sets `MOAT_ALLOW_NET`,
-//! `MOAT_ALLOW_LISTEN` and `MOAT_IMAGE_POLICY` in every moat pod
-//! (`deploy/policy-admission.yaml` requires it). None of these variables reaches the guest, and
-//! a `MOAT_` variable that is none of them stops the start (a misspelt
-//! grant must not be a silent denial, nor a misspelt deny a silent grant).
+//! image's own (`ENV` lines in its configuration), which containerd merges
+//! before the shim sees them. The shim reads the image's configuration
+//! itself ([`crate::image`]): a `MOAT_*` entry that is the image's own
+//! (same name, same value) never counts, whatever it says, and the start's
+//! audit line names it. So an image cannot grant itself the network, pick
+//! its own policy, or silence moat's log; a pod spec that sets a variable
+//! to exactly the image's value cannot be told from the image and grants
+//! nothing with it.
+//!
+//! Names match exactly: every `MOAT_` (or `moat_`, `Moat-`, ...) variable
+//! that is not one of the table's, spelled as the table spells it, stops the
+//! start (`MOAT_ALLOW-NET`, `moat_allow_net` and a look-alike letter
+//! included): a misspelt grant must not be a silent denial, nor a misspelt
+//! deny a silent grant. None of these variables reaches the guest.
 
 use std::fmt;
 use std::path::Path;
 
+use moat_host::Preopen;
 use moat_host::policy_file::{KEYS, PolicyFile, PolicyFileError};
+use moat_host::preopen::PreopenSpecError;
 use moat_host::settings::{SettingError, Settings};
 use sha2::{Digest, Sha256};
 
@@ -47,6 +60,14 @@ pub const IMAGE_POLICY_VAR: &str = "MOAT_IMAGE_POLICY";
 
 /// The variable that picks moat's own log lines.
 pub const LOG_VAR: &str = "MOAT_LOG";
+
+/// The variable that names the directories the guest may use.
+pub const DIRS_VAR: &str = "MOAT_DIRS";
+
+/// Container paths never given to a guest, nor anything below them: the
+/// container's processes, kernel state and devices, and the termination
+/// log Kubernetes reads.
+pub const FORBIDDEN_DIRS: &[&str] = &["/proc", "/sys", "/dev"];
 
 /// The log filter when `MOAT_LOG` is not set: warnings only, as `moat run`.
 pub const DEFAULT_LOG: &str = "warn";
@@ -127,12 +148,24 @@ pub enum DeploymentError {
     },
     /// A `MOAT_` variable that the shim does not know.
     #[error(
-        "{var} is not a moat setting; the pod spec may set MOAT_IMAGE_POLICY, MOAT_LOG and {}",
-        known_vars()
+        "{var} is not a moat setting{}; the pod spec may set {}",
+        near(.var).map(|v| format!(" (did you mean {v}?)")).unwrap_or_default(),
+        known_vars().join(", ")
     )]
     UnknownVar {
         /// The variable, as in the pod spec.
         var: String,
+    },
+    /// An entry of `MOAT_DIRS` is not a directory spec.
+    #[error("MOAT_DIRS: {0}")]
+    BadDir(#[source] PreopenSpecError),
+    /// An entry of `MOAT_DIRS` names a directory a guest may never have.
+    #[error("MOAT_DIRS: {dir}: {why}")]
+    ForbiddenDir {
+        /// The entry as written.
+        dir: String,
+        /// Why.
+        why: String,
     },
     /// `MOAT_IMAGE_POLICY` is none of `ignore`, `apply`, `sha256:<hex>`.
     #[error(
@@ -206,11 +239,61 @@ fn var_of(key: &str) -> String {
     format!("{ENV_PREFIX}{}", key.to_uppercase().replace('-', "_"))
 }
 
-fn known_vars() -> String {
-    KEYS.iter()
-        .map(|k| var_of(k))
-        .collect::<Vec<_>>()
-        .join(", ")
+/// Every variable the shim reads, as the table spells it.
+fn known_vars() -> Vec<String> {
+    [IMAGE_POLICY_VAR, LOG_VAR, DIRS_VAR]
+        .into_iter()
+        .map(str::to_owned)
+        .chain(KEYS.iter().map(|k| var_of(k)))
+        .collect()
+}
+
+/// Whether `var` is in moat's namespace: `MOAT_` or `MOAT-` in any ASCII
+/// case. Such a variable is moat's to read, never the guest's.
+fn is_moat_var(var: &str) -> bool {
+    var.get(..5).is_some_and(|head| {
+        head.eq_ignore_ascii_case("moat_") || head.eq_ignore_ascii_case("moat-")
+    })
+}
+
+/// The known variable `var` is a misspelling of, by case or `-` for `_`.
+fn near(var: &str) -> Option<String> {
+    let folded = var.to_ascii_uppercase().replace('-', "_");
+    known_vars().into_iter().find(|known| *known == folded)
+}
+
+/// The directories of `MOAT_DIRS`.
+fn parse_dirs(value: &str) -> Result<Vec<Preopen>, DeploymentError> {
+    let mut dirs = Vec::new();
+    for entry in value.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        let dir = Preopen::parse(entry).map_err(DeploymentError::BadDir)?;
+        let forbidden = |why: &str| DeploymentError::ForbiddenDir {
+            dir: entry.to_owned(),
+            why: why.to_owned(),
+        };
+        if !dir.host.is_absolute() || !dir.guest.starts_with('/') {
+            return Err(forbidden("write the container's path in full, from /"));
+        }
+        if dir
+            .host
+            .components()
+            .any(|c| c == std::path::Component::ParentDir)
+        {
+            return Err(forbidden("a path with `..` in it"));
+        }
+        if dir.host == std::path::Path::new("/") {
+            return Err(forbidden(
+                "the container's whole filesystem is never given to a guest; name the directories it needs",
+            ));
+        }
+        if let Some(under) = FORBIDDEN_DIRS.iter().find(|f| dir.host.starts_with(f)) {
+            return Err(forbidden(&format!(
+                "{under} holds the container's processes, kernel state or devices"
+            )));
+        }
+        dirs.push(dir);
+    }
+    Ok(dirs)
 }
 
 /// What one container is granted, and what its guest sees of its
@@ -222,6 +305,8 @@ pub struct Deployment {
     pub settings: Settings,
     /// The guest's environment: the container's, without `MOAT_*`.
     pub guest_env: Vec<(String, String)>,
+    /// The directories the guest may use (`MOAT_DIRS`), container paths.
+    pub dirs: Vec<Preopen>,
     /// moat's log filter (`MOAT_LOG`).
     pub log: String,
     /// For the start's audit line: each `MOAT_*` setting as written, and
@@ -235,6 +320,8 @@ pub struct Deployment {
 pub struct Audit {
     /// `VAR=value` for every setting read from the environment.
     pub env: Vec<String>,
+    /// The `MOAT_*` variables that were the image's own, ignored.
+    pub ignored: Vec<String>,
     /// The image's policy (`layer sha256:...` or `file /moat-policy.toml
     /// sha256:...`) and whether it was applied.
     pub image: Option<(String, bool)>,
@@ -247,6 +334,13 @@ impl fmt::Display for Audit {
         } else {
             write!(f, "pod spec: {}", self.env.join(" "))?;
         }
+        if !self.ignored.is_empty() {
+            write!(
+                f,
+                "; image ENV ignored (only the pod spec grants): {}",
+                self.ignored.join(" ")
+            )?;
+        }
         match &self.image {
             None => write!(f, "; image policy: none"),
             Some((digest, true)) => write!(f, "; image policy {digest}: applied"),
@@ -257,25 +351,33 @@ impl fmt::Display for Audit {
 
 impl Deployment {
     /// Reads the container's environment (`KEY=VALUE` entries, as in the
-    /// OCI spec) and the image's policy layer, if it has one.
+    /// OCI spec), the image's own environment (its configuration's `Env`:
+    /// those `MOAT_*` entries never count), and the image's policy layer,
+    /// if it has one.
     ///
     /// # Errors
     /// [`DeploymentError`]: the container must not start.
     pub fn read(
         envs: &[String],
+        image_env: &[String],
         layer: Option<&PolicyLayer>,
     ) -> Result<Deployment, DeploymentError> {
         let mut from_env = Settings::new();
         let mut guest_env = Vec::new();
         let mut image_policy = ImagePolicy::Unanswered;
         let mut log = DEFAULT_LOG.to_owned();
+        let mut dirs = Vec::new();
         let mut audit = Audit::default();
         for entry in envs {
             let (var, value) = entry.split_once('=').unwrap_or((entry.as_str(), ""));
-            let Some(name) = var.strip_prefix(ENV_PREFIX) else {
+            if !is_moat_var(var) {
                 guest_env.push((var.to_owned(), value.to_owned()));
                 continue;
-            };
+            }
+            if image_env.contains(entry) {
+                audit.ignored.push(var.to_owned());
+                continue;
+            }
             if var == IMAGE_POLICY_VAR {
                 image_policy = match value.trim() {
                     "ignore" => ImagePolicy::Ignore,
@@ -298,14 +400,18 @@ impl Deployment {
                 value.clone_into(&mut log);
                 continue;
             }
-            let key = name.to_lowercase().replace('_', "-");
-            if !KEYS.contains(&key.as_str()) || name != name.to_uppercase() {
+            if var == DIRS_VAR {
+                dirs.extend(parse_dirs(value)?);
+                audit.env.push(entry.clone());
+                continue;
+            }
+            let Some(&key) = KEYS.iter().find(|k| var_of(k) == var) else {
                 return Err(DeploymentError::UnknownVar {
                     var: var.to_owned(),
                 });
-            }
+            };
             from_env
-                .set(&key, value)
+                .set(key, value)
                 .map_err(|source| DeploymentError::Setting {
                     var: var.to_owned(),
                     source,
@@ -352,6 +458,7 @@ impl Deployment {
         Ok(Deployment {
             settings: from_image.and(from_env),
             guest_env,
+            dirs,
             log,
             audit,
         })
@@ -390,6 +497,11 @@ mod tests {
     use super::*;
     use moat_host::policy::{Capability, Host};
 
+    /// The deployment of a container whose image sets no environment.
+    fn read(envs: &[String], layer: Option<&PolicyLayer>) -> Result<Deployment, DeploymentError> {
+        Deployment::read(envs, &[], layer)
+    }
+
     fn envs(list: &[&str]) -> Vec<String> {
         list.iter().map(|s| s.to_string()).collect()
     }
@@ -401,7 +513,7 @@ mod tests {
 
     #[test]
     fn moat_variables_grant_and_never_reach_the_guest() {
-        let d = Deployment::read(
+        let d = read(
             &envs(&[
                 "PATH=/bin",
                 "MOAT_ALLOW_LISTEN=0.0.0.0:8080",
@@ -436,7 +548,7 @@ mod tests {
 
     #[test]
     fn an_empty_grant_is_no_grant_so_a_pod_spec_can_override_an_image_env() {
-        let d = Deployment::read(
+        let d = read(
             &envs(&[
                 "MOAT_ALLOW_NET=",
                 "MOAT_ALLOW_LISTEN=",
@@ -451,7 +563,7 @@ mod tests {
 
     #[test]
     fn nothing_is_granted_by_default() {
-        let d = Deployment::read(&envs(&["HOME=/"]), None).unwrap();
+        let d = read(&envs(&["HOME=/"]), None).unwrap();
         assert!(!allows(&d, Capability::Connect, "127.0.0.1", 80));
         assert!(!allows(&d, Capability::Listen, "0.0.0.0", 80));
         assert_eq!(
@@ -462,29 +574,52 @@ mod tests {
 
     #[test]
     fn a_misspelt_or_bad_variable_stops_the_start() {
-        let e = Deployment::read(&envs(&["MOAT_ALLOW_NETS=x"]), None).unwrap_err();
+        let e = read(&envs(&["MOAT_ALLOW_NETS=x"]), None).unwrap_err();
         assert!(
             e.to_string()
                 .starts_with("MOAT_ALLOW_NETS is not a moat setting;"),
             "{e}"
         );
-        let e = Deployment::read(&envs(&["MOAT_allow_net=x"]), None).unwrap_err();
-        assert!(matches!(e, DeploymentError::UnknownVar { .. }), "{e}");
-        let e = Deployment::read(&envs(&["MOAT_ALLOW_NET=300.1.1.1:80"]), None).unwrap_err();
+        // Only the table's own spelling is a setting.
+        for odd in [
+            "MOAT_allow_net=x",
+            "moat_allow_net=*",
+            "Moat_Allow_Net=*",
+            "MOAT_ALLOW-NET=*",
+            "MOAT-ALLOW-NET=*",
+            "MOAT_ALLOW-LISTEN=*",
+            "MOAT_MAX_SOC\u{212a}ETS=9",
+            "MOAT_ALLOW_NE\u{0422}=*",
+            "MOAT_=x",
+        ] {
+            let e = read(&envs(&[odd]), None).unwrap_err();
+            assert!(
+                matches!(e, DeploymentError::UnknownVar { .. }),
+                "{odd}: {e}"
+            );
+        }
+        let e = read(&envs(&["MOAT_ALLOW-NET=*"]), None).unwrap_err();
+        assert!(
+            e.to_string().starts_with(
+                "MOAT_ALLOW-NET is not a moat setting (did you mean MOAT_ALLOW_NET?);"
+            ),
+            "{e}"
+        );
+        let e = read(&envs(&["MOAT_ALLOW_NET=300.1.1.1:80"]), None).unwrap_err();
         assert!(
             e.to_string()
                 .starts_with("MOAT_ALLOW_NET: allow-net=300.1.1.1:80: "),
             "{e}"
         );
-        let e = Deployment::read(&envs(&["MOAT_MAX_MEMORY=lots"]), None).unwrap_err();
+        let e = read(&envs(&["MOAT_MAX_MEMORY=lots"]), None).unwrap_err();
         assert!(
             e.to_string()
                 .starts_with("MOAT_MAX_MEMORY: max-memory=lots: "),
             "{e}"
         );
-        let e = Deployment::read(&envs(&["MOAT_IMAGE_POLICY=yes"]), None).unwrap_err();
+        let e = read(&envs(&["MOAT_IMAGE_POLICY=yes"]), None).unwrap_err();
         assert!(matches!(e, DeploymentError::BadImagePolicy { .. }), "{e}");
-        let e = Deployment::read(&envs(&["MOAT_LOG=moat::net=loud"]), None).unwrap_err();
+        let e = read(&envs(&["MOAT_LOG=moat::net=loud"]), None).unwrap_err();
         assert!(matches!(e, DeploymentError::BadLog { .. }), "{e}");
     }
 
@@ -492,7 +627,7 @@ mod tests {
     fn the_image_policy_counts_only_when_the_pod_spec_accepts_it() {
         let layer =
             PolicyLayer::new(b"allow-net = [\"api.example.com:443\"]\nmax-sockets = 10\n".to_vec());
-        let e = Deployment::read(&[], Some(&layer)).unwrap_err();
+        let e = read(&[], Some(&layer)).unwrap_err();
         assert_eq!(
             e.to_string(),
             format!(
@@ -501,7 +636,7 @@ mod tests {
             )
         );
 
-        let ignored = Deployment::read(&envs(&["MOAT_IMAGE_POLICY=ignore"]), Some(&layer)).unwrap();
+        let ignored = read(&envs(&["MOAT_IMAGE_POLICY=ignore"]), Some(&layer)).unwrap();
         assert!(!allows(
             &ignored,
             Capability::Connect,
@@ -510,7 +645,7 @@ mod tests {
         ));
 
         let pin = format!("MOAT_IMAGE_POLICY={}", layer.digest);
-        let applied = Deployment::read(
+        let applied = read(
             &envs(&[&pin, "MOAT_MAX_SOCKETS=20", "MOAT_DENY_NET=api.example.com"]),
             Some(&layer),
         )
@@ -521,7 +656,7 @@ mod tests {
         );
         assert_eq!(applied.settings.bounds.max_sockets, Some(20));
 
-        let applied = Deployment::read(&envs(&["MOAT_IMAGE_POLICY=apply"]), Some(&layer)).unwrap();
+        let applied = read(&envs(&["MOAT_IMAGE_POLICY=apply"]), Some(&layer)).unwrap();
         assert!(allows(
             &applied,
             Capability::Connect,
@@ -531,29 +666,93 @@ mod tests {
         assert_eq!(applied.settings.bounds.max_sockets, Some(10));
 
         let other = format!("MOAT_IMAGE_POLICY=sha256:{}", "0".repeat(64));
-        let e = Deployment::read(&envs(&[&other]), Some(&layer)).unwrap_err();
+        let e = read(&envs(&[&other]), Some(&layer)).unwrap_err();
         assert!(
             matches!(e, DeploymentError::PolicyDigestMismatch { .. }),
             "{e}"
         );
-        let e = Deployment::read(&envs(&["MOAT_IMAGE_POLICY=apply"]), None).unwrap_err();
+        let e = read(&envs(&["MOAT_IMAGE_POLICY=apply"]), None).unwrap_err();
         assert!(matches!(e, DeploymentError::NoPolicyLayer { .. }), "{e}");
     }
 
     #[test]
     fn a_bad_policy_layer_is_named_with_its_line() {
         let layer = PolicyLayer::new(b"max-sockets = 4\nallow-net = [\"300.1.1.1:80\"]\n".to_vec());
-        let e = Deployment::read(&envs(&["MOAT_IMAGE_POLICY=apply"]), Some(&layer)).unwrap_err();
+        let e = read(&envs(&["MOAT_IMAGE_POLICY=apply"]), Some(&layer)).unwrap_err();
         let text = e.to_string();
         assert!(
             text.starts_with(&format!("policy layer {}:2: allow-net: ", layer.digest)),
             "{text}"
         );
         let big = PolicyLayer::new(vec![b'#'; MAX_POLICY_LAYER + 1]);
-        let e = Deployment::read(&envs(&["MOAT_IMAGE_POLICY=apply"]), Some(&big)).unwrap_err();
+        let e = read(&envs(&["MOAT_IMAGE_POLICY=apply"]), Some(&big)).unwrap_err();
         assert!(
             matches!(e, DeploymentError::PolicyLayerTooLarge { .. }),
             "{e}"
         );
+    }
+
+    #[test]
+    fn the_images_own_moat_variables_never_count() {
+        let image_env = envs(&[
+            "PATH=/bin",
+            "MOAT_ALLOW_NET=*",
+            "MOAT_ALLOW-LISTEN=*",
+            "MOAT_IMAGE_POLICY=apply",
+            "MOAT_LOG=off",
+            "MOAT_DIRS=/data:rw",
+        ]);
+        // What the container holds when the pod spec says nothing: the
+        // image's entries, merged in.
+        let d = Deployment::read(&image_env, &image_env, None).unwrap();
+        assert!(!allows(&d, Capability::Connect, "127.0.0.1", 80));
+        assert!(!allows(&d, Capability::Listen, "0.0.0.0", 80));
+        assert!(d.dirs.is_empty());
+        assert_eq!(d.log, DEFAULT_LOG);
+        assert_eq!(d.guest_env, vec![("PATH".to_owned(), "/bin".to_owned())]);
+        assert_eq!(
+            d.audit.to_string(),
+            "pod spec sets no grants; image ENV ignored (only the pod spec grants): \
+             MOAT_ALLOW_NET MOAT_ALLOW-LISTEN MOAT_IMAGE_POLICY MOAT_LOG MOAT_DIRS; image policy: none"
+        );
+        // The pod spec's own values, over the image's, count.
+        let pod = envs(&[
+            "MOAT_ALLOW_NET=db.internal:5432",
+            "MOAT_ALLOW-LISTEN=*",
+            "MOAT_IMAGE_POLICY=ignore",
+        ]);
+        let d = Deployment::read(&pod, &image_env, None).unwrap();
+        assert!(allows(&d, Capability::Connect, "db.internal", 5432));
+        assert!(!allows(&d, Capability::Connect, "127.0.0.1", 80));
+        assert!(!allows(&d, Capability::Listen, "0.0.0.0", 80));
+    }
+
+    #[test]
+    fn dirs_are_read_only_unless_writable_and_never_the_containers_internals() {
+        let d = read(&envs(&["MOAT_DIRS=/data:rw, /etc/app ,/srv/x::/x"]), None).unwrap();
+        assert_eq!(
+            d.dirs,
+            vec![
+                Preopen::writable("/data", "/data"),
+                Preopen::read_only("/etc/app", "/etc/app"),
+                Preopen::read_only("/srv/x", "/x"),
+            ]
+        );
+        for (dirs, why) in [
+            ("/", "whole filesystem"),
+            ("/:rw", "whole filesystem"),
+            ("/proc", "/proc holds"),
+            ("/proc/self", "/proc holds"),
+            ("/sys/fs/cgroup", "/sys holds"),
+            ("/dev", "/dev holds"),
+            ("/dev/termination-log", "/dev holds"),
+            ("data", "in full"),
+            ("/data/../proc", "`..`"),
+            ("/data:rx", "HOST_DIR"),
+        ] {
+            let e = read(&envs(&[&format!("MOAT_DIRS={dirs}")]), None).unwrap_err();
+            assert!(e.to_string().contains(why), "{dirs}: {e}");
+        }
+        assert!(read(&envs(&["HOME=/"]), None).unwrap().dirs.is_empty());
     }
 }

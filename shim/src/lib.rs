@@ -1,51 +1,43 @@
 //! `containerd-shim-moat-v1`: a containerd shim, built on runwasi's
-//! `containerd-shim-wasm`, that runs a container's WebAssembly component
-//! under moat, so that Kubernetes schedules, restarts and scales moat guests
-//! like any pod whose RuntimeClass handler is `moat`.
+//! containerd-shimkit and youki's libcontainer, that runs a container's
+//! WebAssembly component under moat, so that Kubernetes schedules,
+//! restarts and scales moat guests like any pod whose RuntimeClass handler
+//! is `moat`.
 //!
-//! - [`deployment`]: what the pod spec grants (`MOAT_*` variables) and what
-//!   becomes of the image's policy layer; the one place a container's
-//!   grants are decided.
-//! - [`sandbox`]: one container's run, in the container's process.
+//! - [`deployment`]: what the pod spec grants (`MOAT_*` variables), what
+//!   becomes of the image's policy, and which directories the guest sees;
+//!   the one place a container's grants are decided.
+//! - [`image`]: what the shim reads of the image from containerd (its own
+//!   environment, its wasm layers), so that the image cannot grant.
+//! - [`instance`]: the container's lifecycle for containerd.
+//! - [`sandbox`]: one container's run, in the container's process: a
+//!   component under moat, or a refusal. Nothing else ever runs there.
 //!
 //! Nothing is granted unless the deployment says so: a pod with no `MOAT_*`
-//! variables runs with no network at all.
+//! variables runs with no network and no files at all.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod deployment;
+mod executor;
+pub mod image;
+pub mod instance;
 pub mod sandbox;
 
-use containerd_shim_wasm::shim::{Shim, Version, version};
-
 pub use deployment::POLICY_LAYER_MEDIA_TYPE;
-pub use sandbox::{MoatSandbox, StartError};
+pub use instance::{MoatInstance, RUNTIME_NAME};
+pub use sandbox::{Container, Image, MoatSandbox, StartError};
 
-/// The media types of the layers the shim takes from an image: components
-/// (runwasi's component layer type, and plain `application/wasm`) and a
-/// moat policy.
+/// The media type of a wasm component layer, as runwasi and wasm OCI
+/// tooling name it.
+pub const COMPONENT_LAYER_MEDIA_TYPE: &str =
+    "application/vnd.bytecodealliance.wasm.component.layer.v0+wasm";
+
+/// The media types of the layers the shim takes from a wasm OCI image:
+/// components (runwasi's component layer type, and plain
+/// `application/wasm`) and a moat policy.
 pub const LAYER_TYPES: &[&str] = &[
-    "application/vnd.bytecodealliance.wasm.component.layer.v0+wasm",
+    COMPONENT_LAYER_MEDIA_TYPE,
     "application/wasm",
     POLICY_LAYER_MEDIA_TYPE,
 ];
-
-/// The shim: its name (`moat`: the runtime `io.containerd.moat.v1`), its
-/// version and the layers it reads.
-pub struct MoatShim;
-
-impl Shim for MoatShim {
-    fn name() -> &'static str {
-        "moat"
-    }
-
-    fn version() -> Version {
-        version!()
-    }
-
-    type Sandbox = MoatSandbox;
-
-    fn supported_layers_types() -> &'static [&'static str] {
-        LAYER_TYPES
-    }
-}

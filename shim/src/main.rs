@@ -1,9 +1,12 @@
 //! `containerd-shim-moat-v1`: containerd starts it for every container whose
 //! runtime is `io.containerd.moat.v1`.
 
-use containerd_shim_moat::MoatShim;
-use containerd_shim_wasm::shim::{Cli, Config};
+use containerd_shim_moat::{MoatInstance, RUNTIME_NAME};
 
 fn main() {
-    MoatShim::run(Config::default());
+    containerd_shimkit::sandbox::cli::shim_main::<MoatInstance>(
+        RUNTIME_NAME,
+        containerd_shimkit::shim_version!(),
+        None,
+    );
 }

@@ -1,24 +1,54 @@
 //! One container's run: its component under moat, with what its deployment
-//! grants.
+//! grants, or a refusal before anything runs.
 //!
-//! runwasi calls [`MoatSandbox::run_wasi`] inside the container's process
-//! (youki's libcontainer has set up its namespaces, cgroups and root
-//! filesystem), with the container's stdio as the process's own: the
-//! guest's output and moat's log lines go where containerd sends the
-//! container's output.
+//! The shim's executor ([`crate::executor`]) calls [`MoatSandbox::run`]
+//! inside the container's process (youki's libcontainer has set up its
+//! namespaces, cgroups and root filesystem), with the container's stdio as
+//! the process's own: the guest's output and moat's log lines go where
+//! containerd sends the container's output. The sandbox runs WebAssembly
+//! components and nothing else: an entrypoint that is a native program, a
+//! script or a core module is refused with a message in the termination
+//! log, and nothing is executed.
 
-use std::io::Write as _;
+use std::io::{Read as _, Write as _};
 use std::path::{Path, PathBuf};
 
-use containerd_shim_wasm::sandbox::Sandbox;
-use containerd_shim_wasm::sandbox::context::{RuntimeContext, Source, WasmLayer};
 use moat_host::policy::Spelling;
-use moat_host::{CacheDir, Moat, MoatConfig, RunOptions, START_FAILED_EXIT};
+use moat_host::preopen::{self, PreopenError};
+use moat_host::{CacheDir, Moat, MoatConfig, Preopen, REFUSED_EXIT, RunOptions, START_FAILED_EXIT};
 
 use crate::deployment::{
     Deployment, DeploymentError, MAX_POLICY_LAYER, POLICY_FILE, POLICY_LAYER_MEDIA_TYPE,
     PolicyLayer,
 };
+use crate::image::{ImageFacts, Layer, MAX_COMPONENT};
+
+/// A container as the shim hands it to the sandbox.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+pub struct Container {
+    /// The process's arguments from the OCI spec: the entrypoint first (the
+    /// component's path in the container, or a name for an image whose
+    /// component is a layer), then the guest's arguments.
+    pub args: Vec<String>,
+    /// The process's environment from the OCI spec (`KEY=VALUE`): the pod
+    /// spec's variables over the image's own.
+    pub env: Vec<String>,
+    /// What the shim read of the image.
+    pub image: Image,
+}
+
+/// What the shim knows of a container's image.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+pub enum Image {
+    /// The container has no image (a root filesystem of its own).
+    #[default]
+    None,
+    /// Its configuration's environment and its wasm layers.
+    Read(ImageFacts),
+    /// It could not be read, so what it sets cannot be known: the
+    /// container does not start.
+    Unreadable(String),
+}
 
 /// Why a container's start is refused before its guest runs.
 #[derive(Debug, thiserror::Error)]
@@ -32,6 +62,9 @@ pub enum StartError {
         /// The export named.
         func: String,
     },
+    /// The container's process has no arguments, so no entry point.
+    #[error("the container has no entry point (its process has no arguments)")]
+    NoEntryPoint,
     /// The component file could not be read.
     #[error("cannot read the component {}: {source}", .path.display())]
     Component {
@@ -41,23 +74,45 @@ pub enum StartError {
         #[source]
         source: std::io::Error,
     },
+    /// The entry point is not a WebAssembly component.
+    #[error("{what} is {kind}: moat runs WebAssembly components and nothing else")]
+    NotAComponent {
+        /// The file, or the layer.
+        what: String,
+        /// What it is instead.
+        kind: &'static str,
+    },
+    /// The component is larger than the shim reads.
+    #[error("{what} is larger than {MAX_COMPONENT} bytes, the most the shim reads")]
+    ComponentTooLarge {
+        /// The file, or the layer.
+        what: String,
+    },
     /// `/moat-policy.toml` exists but could not be read.
     #[error("cannot read {POLICY_FILE}: {0}")]
     PolicyFile(#[source] std::io::Error),
+    /// The image could not be read from containerd.
+    #[error("cannot read the container's image: {0}")]
+    ImageUnreadable(String),
     /// The image's layers hold no component.
     #[error("the image has no component layer")]
     NoComponent,
     /// The image's layers hold more than one component.
     #[error("the image has {0} component layers; moat runs one")]
     ManyComponents(usize),
+    /// A directory of `MOAT_DIRS` cannot be given to the guest.
+    #[error("MOAT_DIRS: {}: {source}", .dir.host.display())]
+    Dir {
+        /// The directory, as the deployment names it.
+        dir: Preopen,
+        /// Why not.
+        #[source]
+        source: PreopenError,
+    },
     /// The deployment's settings are refused.
     #[error(transparent)]
     Deployment(#[from] DeploymentError),
 }
-
-/// Exit status when the deployment's settings are refused: what `moat run`
-/// returns for a bad command line or policy file.
-pub const REFUSED_EXIT: i32 = 2;
 
 /// Where Kubernetes looks for why a container ended (the default
 /// `terminationMessagePath`); `kubectl describe pod` shows its contents.
@@ -71,7 +126,7 @@ pub struct MoatSandbox {
 }
 
 impl Default for MoatSandbox {
-    /// The container's root filesystem as the guest's `/`, and
+    /// The container's root filesystem as the process sees it, and
     /// [`TERMINATION_LOG`].
     fn default() -> MoatSandbox {
         MoatSandbox {
@@ -82,9 +137,10 @@ impl Default for MoatSandbox {
 }
 
 impl MoatSandbox {
-    /// A sandbox that gives the guest `root` as its `/` and writes why a
-    /// start was refused to `termination_log` (if that file exists, as
-    /// the kubelet's mount does).
+    /// A sandbox that finds the container's files (its component, policy
+    /// file and `MOAT_DIRS`) under `root`, and writes why a start was
+    /// refused to `termination_log` (if that file exists, as the kubelet's
+    /// mount does).
     pub fn new(root: impl Into<PathBuf>, termination_log: impl Into<PathBuf>) -> MoatSandbox {
         MoatSandbox {
             root: root.into(),
@@ -101,13 +157,51 @@ impl MoatSandbox {
             let _ = std::fs::write(&self.termination_log, format!("{line}\n"));
         }
     }
+
+    /// A path of the container's filesystem, as this sandbox reaches it.
+    fn in_root(&self, path: &Path) -> PathBuf {
+        match path.strip_prefix("/") {
+            Ok(relative) => self.root.join(relative),
+            Err(_) => path.to_owned(),
+        }
+    }
+
+    /// Runs `container`'s component to its end, on a runtime of its own
+    /// on this thread, and returns the exit status: the guest's, or
+    /// [`REFUSED_EXIT`] after saying why the start was refused. Call it
+    /// outside any async runtime.
+    pub fn run(&self, container: &Container) -> i32 {
+        let (prepared, deployment) = match self.prepare(container) {
+            Ok(prepared) => prepared,
+            Err(why) => {
+                self.refuse(&why.to_string());
+                return REFUSED_EXIT.into();
+            }
+        };
+        init_logging(&deployment.log);
+        let _ = writeln!(std::io::stderr(), "moat: {}", deployment.audit);
+        run(prepared)
+    }
+}
+
+/// What a component's first bytes say it is: `Ok` for a component.
+fn component_kind(bytes: &[u8]) -> Result<(), &'static str> {
+    match bytes {
+        [0, b'a', b's', b'm', 0x0d, 0x00, 0x01, 0x00, ..] => Ok(()),
+        [0, b'a', b's', b'm', 0x01, 0x00, 0x00, 0x00, ..] => {
+            Err("a core WebAssembly module (build a component, for wasm32-wasip2)")
+        }
+        [0x7f, b'E', b'L', b'F', ..] => Err("a native program (ELF)"),
+        [b'#', b'!', ..] => Err("a script (#!)"),
+        _ => Err("not a WebAssembly component"),
+    }
 }
 
 /// The component and the policy layer among an image's layers.
-fn split_layers(layers: &[WasmLayer]) -> Result<(&WasmLayer, Option<PolicyLayer>), StartError> {
+fn split_layers(layers: &[Layer]) -> Result<(&Layer, Option<PolicyLayer>), StartError> {
     let (policies, components): (Vec<_>, Vec<_>) = layers
         .iter()
-        .partition(|l| l.config.media_type().to_string() == POLICY_LAYER_MEDIA_TYPE);
+        .partition(|l| l.media_type == POLICY_LAYER_MEDIA_TYPE);
     let component = match components.as_slice() {
         [one] => *one,
         [] => return Err(StartError::NoComponent),
@@ -115,7 +209,7 @@ fn split_layers(layers: &[WasmLayer]) -> Result<(&WasmLayer, Option<PolicyLayer>
     };
     let policy = match policies.as_slice() {
         [] => None,
-        [one] => Some(PolicyLayer::new(one.layer.clone())),
+        [one] => Some(PolicyLayer::new(one.bytes.clone())),
         many => {
             return Err(DeploymentError::ManyPolicyLayers { count: many.len() }.into());
         }
@@ -123,24 +217,59 @@ fn split_layers(layers: &[WasmLayer]) -> Result<(&WasmLayer, Option<PolicyLayer>
     Ok((component, policy))
 }
 
+/// Reads at most `max` bytes of `path`, and one more to tell a file at the
+/// bound from a longer one.
+fn read_bounded(path: &Path, max: usize) -> std::io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?
+        .take(max as u64 + 1)
+        .read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
 impl MoatSandbox {
     /// The image's [`POLICY_FILE`], if its root filesystem has one.
     fn policy_file(&self) -> Result<Option<PolicyLayer>, StartError> {
-        let path = self.root.join(POLICY_FILE.trim_start_matches('/'));
-        let file = match std::fs::File::open(&path) {
-            Ok(file) => file,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(StartError::PolicyFile(e)),
+        match read_bounded(&self.in_root(Path::new(POLICY_FILE)), MAX_POLICY_LAYER) {
+            Ok(bytes) => Ok(Some(PolicyLayer::file(bytes))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(StartError::PolicyFile(e)),
+        }
+    }
+
+    /// The component's bytes, checked to be a component, and the image's
+    /// policy.
+    fn component(
+        &self,
+        container: &Container,
+        path: &str,
+    ) -> Result<(Vec<u8>, Option<PolicyLayer>), StartError> {
+        let layers = match &container.image {
+            Image::Read(facts) => facts.layers.as_slice(),
+            Image::None => &[],
+            Image::Unreadable(why) => return Err(StartError::ImageUnreadable(why.clone())),
         };
-        // One byte past the bound tells a policy at the bound from one
-        // past it, without reading more of an oversized file.
-        let mut bytes = Vec::new();
-        std::io::Read::read_to_end(
-            &mut std::io::Read::take(file, MAX_POLICY_LAYER as u64 + 1),
-            &mut bytes,
-        )
-        .map_err(StartError::PolicyFile)?;
-        Ok(Some(PolicyLayer::file(bytes)))
+        let (bytes, what, policy) = if layers.is_empty() {
+            let file = self.in_root(Path::new(path));
+            let bytes =
+                read_bounded(&file, MAX_COMPONENT).map_err(|source| StartError::Component {
+                    path: PathBuf::from(path),
+                    source,
+                })?;
+            (bytes, path.to_owned(), self.policy_file()?)
+        } else {
+            let (component, policy) = split_layers(layers)?;
+            (
+                component.bytes.clone(),
+                "the image's component layer".to_owned(),
+                policy,
+            )
+        };
+        if bytes.len() > MAX_COMPONENT {
+            return Err(StartError::ComponentTooLarge { what });
+        }
+        component_kind(&bytes).map_err(|kind| StartError::NotAComponent { what, kind })?;
+        Ok((bytes, policy))
     }
 }
 
@@ -152,48 +281,44 @@ struct Prepared {
 }
 
 impl MoatSandbox {
-    fn prepare(&self, ctx: &impl RuntimeContext) -> Result<(Prepared, Deployment), StartError> {
-        let entrypoint = ctx.entrypoint();
-        if entrypoint.func != "_start" {
-            return Err(StartError::EntryPoint {
-                func: entrypoint.func,
-            });
-        }
-        let name = entrypoint
-            .arg0
-            .map(|p| p.display().to_string())
-            .unwrap_or_else(|| "component".to_owned());
-        let (component, layer) = match &entrypoint.source {
-            Source::File(path) => {
-                let path = if path.is_absolute() {
-                    self.root.join(path.strip_prefix("/").unwrap_or(path))
-                } else {
-                    path.clone()
-                };
-                let bytes = std::fs::read(&path)
-                    .map_err(|source| StartError::Component { path, source })?;
-                (bytes, self.policy_file()?)
-            }
-            Source::Oci(layers) => {
-                let (component, policy) = split_layers(layers)?;
-                (component.layer.clone(), policy)
+    fn prepare(&self, container: &Container) -> Result<(Prepared, Deployment), StartError> {
+        let entrypoint = container.args.first().ok_or(StartError::NoEntryPoint)?;
+        let path = match entrypoint.split_once('#') {
+            None | Some((_, "_start")) => entrypoint.split('#').next().unwrap_or_default(),
+            Some((_, func)) => {
+                return Err(StartError::EntryPoint {
+                    func: func.to_owned(),
+                });
             }
         };
-        let deployment = Deployment::read(ctx.envs(), layer.as_ref())?;
+        let (component, policy) = self.component(container, path)?;
+        let image_env = match &container.image {
+            Image::Read(facts) => facts.env.as_slice(),
+            _ => &[],
+        };
+        let deployment = Deployment::read(&container.env, image_env, policy.as_ref())?;
         // Denials name the pod spec's variables, not `moat run`'s flags.
         let mut settings = deployment.settings.clone();
         settings.policy = settings.policy.spelled(Spelling::Environment);
-        let mut options = settings
-            .run_options()
-            .args(ctx.args().iter().cloned())
-            .dir(self.root.clone(), "/");
+        let mut options = settings.run_options().args(container.args.iter().cloned());
+        for dir in &deployment.dirs {
+            let checked =
+                preopen::check(&self.in_root(&dir.host)).map_err(|source| StartError::Dir {
+                    dir: dir.clone(),
+                    source,
+                })?;
+            options = options.preopen(Preopen {
+                host: checked,
+                ..dir.clone()
+            });
+        }
         for (key, value) in &deployment.guest_env {
             options = options.env(key, value);
         }
         Ok((
             Prepared {
                 component,
-                name,
+                name: entrypoint.clone(),
                 options,
             },
             deployment,
@@ -249,26 +374,21 @@ fn run(prepared: Prepared) -> i32 {
     }
 }
 
-impl Sandbox for MoatSandbox {
-    /// Runs the container's component under the deployment's grants and
-    /// returns its exit status; a refused deployment returns
-    /// [`REFUSED_EXIT`] after saying why.
-    async fn run_wasi(&self, ctx: &impl RuntimeContext) -> anyhow::Result<i32> {
-        let (prepared, deployment) = match self.prepare(ctx) {
-            Ok(prepared) => prepared,
-            Err(why) => {
-                self.refuse(&why.to_string());
-                return Ok(REFUSED_EXIT);
-            }
-        };
-        init_logging(&deployment.log);
-        let _ = writeln!(std::io::stderr(), "moat: {}", deployment.audit);
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        std::thread::Builder::new()
-            .name("moat-guest".to_owned())
-            .spawn(move || {
-                let _ = tx.send(run(prepared));
-            })?;
-        Ok(rx.await.unwrap_or(START_FAILED_EXIT.into()))
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_component_is_a_component() {
+        assert_eq!(component_kind(b"\0asm\x0d\x00\x01\x00rest"), Ok(()));
+        for (bytes, kind) in [
+            (&b"\0asm\x01\x00\x00\x00"[..], "core WebAssembly module"),
+            (b"\x7fELF\x02\x01\x01", "native program"),
+            (b"#!/bin/sh\nexec nc", "script"),
+            (b"", "not a WebAssembly component"),
+            (b"\0as", "not a WebAssembly component"),
+        ] {
+            assert!(component_kind(bytes).unwrap_err().contains(kind), "{kind}");
+        }
     }
 }

@@ -101,7 +101,7 @@ pub fn free_port() -> u16 {
 /// An OCI image archive (for `ctr image import`) built as a Linux image
 /// is: one filesystem layer holding `files` (name, content) at its root,
 /// `entrypoint` as the process's first argument, `env` (`KEY=VALUE`) as
-/// the image's own environment. runwasi runs such an image's component
+/// the image's own environment. The shim runs such an image's component
 /// from the container's root filesystem; containerd 1.6 runs it too.
 pub fn rootfs_image_archive(
     dir: &Path,
@@ -110,26 +110,71 @@ pub fn rootfs_image_archive(
     entrypoint: &str,
     env: &[&str],
 ) -> PathBuf {
+    let entries: Vec<Entry<'_>> = files
+        .iter()
+        .map(|(path, content)| Entry::File(path, content, 0o644))
+        .collect();
+    rootfs_image(dir, name, &entries, &[entrypoint], env)
+}
+
+/// One entry of an image's filesystem layer.
+pub enum Entry<'a> {
+    /// A file: its path, content and mode.
+    File(&'a str, &'a [u8], u32),
+    /// A directory.
+    Dir(&'a str),
+    /// A symbolic link: its path and target.
+    Symlink(&'a str, &'a str),
+}
+
+/// As [`rootfs_image_archive`], with directories, symlinks and file modes,
+/// and an entrypoint of several words.
+pub fn rootfs_image(
+    dir: &Path,
+    name: &str,
+    entries: &[Entry<'_>],
+    entrypoint: &[&str],
+    env: &[&str],
+) -> PathBuf {
     use oci_spec::image::{
         Arch, ConfigBuilder, ImageConfigurationBuilder, MediaType, Os, RootFsBuilder,
     };
-    let layer = dir.join("layer.tar");
+    let layer = dir.join(format!("{}.layer.tar", name.replace(['/', ':'], "_")));
     let mut tar = tar::Builder::new(std::fs::File::create(&layer).expect("the layer"));
-    for (file, content) in files {
+    for entry in entries {
         let mut header = tar::Header::new_gnu();
-        header.set_mode(0o644);
-        header.set_size(content.len() as u64);
-        header.set_cksum();
-        tar.append_data(&mut header, file, *content)
-            .expect("a file in the layer");
+        match entry {
+            Entry::File(path, content, mode) => {
+                header.set_mode(*mode);
+                header.set_size(content.len() as u64);
+                header.set_cksum();
+                tar.append_data(&mut header, path, *content)
+                    .expect("a file in the layer");
+            }
+            Entry::Dir(path) => {
+                header.set_entry_type(tar::EntryType::Directory);
+                header.set_mode(0o755);
+                header.set_size(0);
+                header.set_cksum();
+                tar.append_data(&mut header, path, std::io::empty())
+                    .expect("a directory in the layer");
+            }
+            Entry::Symlink(path, target) => {
+                header.set_entry_type(tar::EntryType::Symlink);
+                header.set_mode(0o777);
+                header.set_size(0);
+                tar.append_link(&mut header, path, target)
+                    .expect("a symlink in the layer");
+            }
+        }
     }
     tar.finish().expect("the layer is written");
     drop(tar);
     let diff_id = sha256_digest(&std::fs::read(&layer).expect("the layer"));
-    let mut builder = oci_tar_builder::Builder::default();
+    let mut builder = moat_oci_archive::Builder::default();
     builder.add_layer_with_media_type(&layer, "application/vnd.oci.image.layer.v1.tar".to_owned());
     let config = ConfigBuilder::default()
-        .entrypoint(vec![entrypoint.to_owned()])
+        .entrypoint(entrypoint.iter().map(|w| w.to_string()).collect::<Vec<_>>())
         .env(env.iter().map(|e| e.to_string()).collect::<Vec<_>>())
         .build()
         .expect("an image config");
@@ -147,7 +192,7 @@ pub fn rootfs_image_archive(
         .build()
         .expect("an image configuration");
     builder.add_config(image, name.to_owned(), MediaType::ImageConfig);
-    let archive = dir.join("image.tar");
+    let archive = dir.join(format!("{}.tar", name.replace(['/', ':'], "_")));
     builder
         .build(std::fs::File::create(&archive).expect("the archive"))
         .expect("the archive is written");

@@ -167,9 +167,11 @@ pub(crate) struct RunArgs {
     #[arg(long = "env", value_name = "KEY[=VALUE]")]
     pub(crate) env: Vec<String>,
 
-    /// Give the guest a host directory, under GUEST_DIR or the same path
-    /// (repeatable). Example: --dir=./certs::/certs
-    #[arg(long = "dir", value_name = "HOST_DIR[::GUEST_DIR]")]
+    /// Give the guest a host directory, under GUEST_DIR or the same path,
+    /// read-only unless `:rw` (repeatable). A directory that is or holds a
+    /// proc, sys, device or other kernel filesystem is refused.
+    /// Example: --dir=./certs::/certs --dir=./out::/out:rw
+    #[arg(long = "dir", value_name = "HOST_DIR[::GUEST_DIR][:ro|:rw]")]
     pub(crate) dir: Vec<String>,
 
     /// Trust the CA certificates in PEM for the guest's TLS connections,

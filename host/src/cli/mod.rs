@@ -2,7 +2,6 @@
 
 mod args;
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, bail};
@@ -11,7 +10,7 @@ use moat_host::net::TlsTrust;
 use moat_host::policy::{Capability, DenyList, Grant, Policy};
 use moat_host::policy_file::PolicyFile;
 use moat_host::settings::{Bounds, Settings};
-use moat_host::{CacheDir, Moat, MoatConfig, MoatError, RunOptions, START_FAILED_EXIT};
+use moat_host::{CacheDir, Moat, MoatConfig, MoatError, Preopen, RunOptions, START_FAILED_EXIT};
 
 use args::{Cli, Command, RunArgs};
 
@@ -143,17 +142,21 @@ fn prepare(args: &RunArgs) -> anyhow::Result<(RunOptions, MoatConfig)> {
         options = options.env(key, value);
     }
     for dir in &args.dir {
-        let (host, guest) = match dir.split_once("::") {
-            Some((host, guest)) => (host, guest),
-            None => (dir.as_str(), dir.as_str()),
-        };
-        if host.is_empty() || guest.is_empty() {
-            bail!("--dir {dir}: expected HOST_DIR or HOST_DIR::GUEST_DIR");
+        let preopen = Preopen::parse(dir).with_context(|| format!("--dir {dir}"))?;
+        if !preopen.host.is_dir() {
+            bail!("--dir {dir}: {} is not a directory", preopen.host.display());
         }
-        if !std::path::Path::new(host).is_dir() {
-            bail!("--dir {dir}: {host} is not a directory");
+        // Judged again when the run opens it; here it fails as a bad
+        // command line, before the component is compiled.
+        if let Err(source) = moat_host::preopen::check(&preopen.host) {
+            let refused = MoatError::PreopenRefused {
+                host: preopen.host,
+                guest: preopen.guest,
+                source,
+            };
+            bail!("--dir {dir}: {refused}");
         }
-        options = options.dir(PathBuf::from(host), guest);
+        options = options.preopen(preopen);
     }
     if !args.ca_file.is_empty() {
         let mut trust = TlsTrust::webpki();

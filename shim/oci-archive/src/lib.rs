@@ -2,13 +2,9 @@
 //! layers with media types of their own, such as a wasm component and a
 //! moat policy, that `ctr image import` takes.
 //!
-//! This crate has the name and the API that `containerd-shim-wasm` 1.0.1's
-//! `testing` feature calls (`Builder::add_config` with a media type, on
-//! oci-spec 0.9), which no published `oci-tar-builder` has: the published
-//! 0.4.0 takes two arguments on oci-spec 0.6, so the harness does not
-//! build. `[patch.crates-io]` in the workspace manifest puts this crate in
-//! its place; moat's shim tests and density measurement use it too.
-//! Remove it once a published release matches the harness.
+//! The shim's tests and its density measurement build their images with
+//! it. runwasi's `oci-tar-builder` does the same on oci-spec 0.6; these
+//! tests build images with oci-spec 0.9's types, which it does not take.
 
 use std::collections::HashMap;
 use std::io::Write;

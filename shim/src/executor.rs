@@ -1,0 +1,52 @@
+//! The container's workload as youki's libcontainer runs it, in the
+//! container's process once its namespaces, cgroups and root filesystem are
+//! set up: moat's sandbox, and never anything else.
+//!
+//! runwasi's own executor runs an entrypoint that looks native (an ELF
+//! file, a `#!` script) with `execve` before any wasm runtime is asked, so
+//! an image `FROM scratch` with a static binary would get the pod's network
+//! without moat. This one has no such path: whatever the image holds, the
+//! process runs [`MoatSandbox::run`] and exits with its status; an
+//! entrypoint that is not a component is refused there.
+
+use std::collections::HashMap;
+
+use libcontainer::workload::{
+    Executor, ExecutorError, ExecutorSetEnvsError, ExecutorValidationError,
+};
+use oci_spec::runtime::Spec;
+
+use crate::sandbox::{Container, Image, MoatSandbox};
+
+/// Runs the container's component under moat.
+#[derive(Clone)]
+pub(crate) struct MoatExecutor {
+    /// What the shim read of the image before the container was created.
+    pub(crate) image: Image,
+}
+
+impl Executor for MoatExecutor {
+    /// Runs the sandbox and ends the process with its exit status.
+    fn exec(&self, spec: &Spec) -> Result<(), ExecutorError> {
+        let process = spec.process().as_ref();
+        let container = Container {
+            args: process.and_then(|p| p.args().clone()).unwrap_or_default(),
+            env: process.and_then(|p| p.env().clone()).unwrap_or_default(),
+            image: self.image.clone(),
+        };
+        let status = MoatSandbox::default().run(&container);
+        std::process::exit(status)
+    }
+
+    /// Every spec is the sandbox's to judge, when it runs: a refusal there
+    /// reaches the termination log, which one here would not.
+    fn validate(&self, _spec: &Spec) -> Result<(), ExecutorValidationError> {
+        Ok(())
+    }
+
+    /// The sandbox hands the guest its environment itself; the process's
+    /// own (the shim's) is not the guest's and is left as it is.
+    fn setup_envs(&self, _envs: HashMap<String, String>) -> Result<(), ExecutorSetEnvsError> {
+        Ok(())
+    }
+}
