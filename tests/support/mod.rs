@@ -231,6 +231,7 @@ pub async fn within<F: std::future::Future>(what: &str, future: F) -> F::Output 
 }
 
 pub mod certs;
+pub mod netns;
 
 /// `program` is on PATH, or the test is skipped (never in CI).
 pub fn have(program: &str) -> bool {

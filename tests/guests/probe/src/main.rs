@@ -88,6 +88,7 @@ async fn main() -> Result<(), Error> {
                 .await?;
             println!("sent");
         }
+        "udp-ask" => udp_ask(arg(1)?, arg(2)?, num(3)? as u16, arg(4)?).await?,
         "udp-broadcast" => {
             let options = moat_sdk::UdpBindOptions {
                 broadcast: true,
@@ -348,6 +349,29 @@ async fn udp_close(host: &str) -> Result<(), Error> {
     moat_sdk::time::sleep(Duration::from_millis(20)).await;
     socket.close();
     println!("receive after close: {:?}", waiting.await?);
+    Ok(())
+}
+
+/// Binds `bind`:0 (with SO_BROADCAST on IPv4), sends `message` to
+/// host:port and prints the first reply, from whoever sends it (a multicast
+/// or broadcast is answered from a unicast address).
+async fn udp_ask(bind: &str, host: &str, port: u16, message: &str) -> Result<(), Error> {
+    let options = moat_sdk::UdpBindOptions {
+        broadcast: !bind.contains(':'),
+        ..Default::default()
+    };
+    let socket = UdpSocket::bind_with((bind, 0), &options).await?;
+    socket.send_to(message.as_bytes(), (host, port)).await?;
+    println!("sent");
+    // Bounds a failure only: in a passing run the reply is there.
+    let d = timeout(Duration::from_secs(30), socket.recv())
+        .await
+        .map_err(|_| Error::TimedOut)??;
+    println!(
+        "reply from {}: {}",
+        d.from,
+        String::from_utf8_lossy(&d.data)
+    );
     Ok(())
 }
 

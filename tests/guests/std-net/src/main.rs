@@ -8,6 +8,9 @@
 //! std-net udp-client HOST PORT MESSAGE   send MESSAGE from an ephemeral port, print the reply
 //! std-net udp-server ADDR                print "listening on ADDR", echo one datagram
 //! std-net lookup NAME                    print the name's addresses
+//! std-net lookup-then-tcp NAMES HOST PORT MESSAGE
+//!                                        look up each of the comma-separated NAMES
+//!                                        (printing their addresses), then tcp-client
 //! std-net udp-sockets N ROUNDS           ROUNDS times: open N UDP sockets at once, close them
 //! ```
 //!
@@ -26,6 +29,7 @@ fn main() -> ExitCode {
         "udp-client" => udp_client(arg(1), arg(2), arg(3)),
         "udp-server" => udp_server(arg(1)),
         "lookup" => lookup(arg(1)),
+        "lookup-then-tcp" => lookup_then_tcp(arg(1), arg(2), arg(3), arg(4)),
         "udp-sockets" => udp_sockets(arg(1).parse().unwrap_or(0), arg(2).parse().unwrap_or(1)),
         other => {
             eprintln!("unknown mode {other:?}");
@@ -102,6 +106,17 @@ fn lookup(name: &str) -> std::io::Result<()> {
         println!("address: {}", addr.ip());
     }
     Ok(())
+}
+
+/// Looks names up first, as a program that caches them would, then connects
+/// to HOST (usually one of the addresses it saw).
+fn lookup_then_tcp(names: &str, host: &str, port_text: &str, message: &str) -> std::io::Result<()> {
+    for name in names.split(',') {
+        for addr in (name, 0).to_socket_addrs()? {
+            println!("{name}: {}", addr.ip());
+        }
+    }
+    tcp_client(host, port_text, message)
 }
 
 fn udp_sockets(n: usize, rounds: usize) -> std::io::Result<()> {
