@@ -120,6 +120,7 @@ impl Gate {
     ///
     /// # Errors
     /// The first such denial.
+    #[inline]
     pub(crate) fn check_recorded(
         &self,
         capability: Capability,
@@ -129,6 +130,15 @@ impl Gate {
         if !self.policy.denied(capability).has_names() {
             return Ok(());
         }
+        self.check_recorded_names(capability, ip, port)
+    }
+
+    fn check_recorded_names(
+        &self,
+        capability: Capability,
+        ip: IpAddr,
+        port: u16,
+    ) -> Result<(), Denied> {
         let names = self.names.lock().unwrap_or_else(PoisonError::into_inner);
         names
             .names(ip)

@@ -31,15 +31,50 @@
 //! Network-specific NAT64 prefixes other than these two are the
 //! operator's own and cannot be recognised.
 
-use std::net::{Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use super::host::Host;
 
 /// The most IPv4 addresses one IPv6 address can carry (a local-use NAT64
 /// address read under each of its four prefix lengths).
 const MAX_CARRIED: usize = 4;
 
+/// A host and the IPv4 addresses it carries, worked out once for all the
+/// entries of a grant or deny list that judge it.
+pub(super) struct Judged<'a> {
+    /// The host as written.
+    pub(super) host: &'a Host,
+    carried: [Option<Ipv4Addr>; MAX_CARRIED],
+}
+
+impl<'a> Judged<'a> {
+    pub(super) fn new(host: &'a Host) -> Judged<'a> {
+        let carried = match host {
+            Host::Ip(IpAddr::V6(v6)) => carried_array(*v6),
+            _ => [None; MAX_CARRIED],
+        };
+        Judged { host, carried }
+    }
+
+    /// The IPv4 addresses the host carries.
+    pub(super) fn carried(&self) -> impl Iterator<Item = Ipv4Addr> + '_ {
+        self.carried.iter().flatten().copied()
+    }
+
+    /// Whether it carries any (the carried addresses fill the first
+    /// slots).
+    pub(super) fn carries(&self) -> bool {
+        self.carried[0].is_some()
+    }
+}
+
 /// The IPv4 addresses `ip` carries, if it is one of the forms in the
 /// module doc (none for any other IPv6 address).
 pub fn carried_ipv4(ip: Ipv6Addr) -> impl Iterator<Item = Ipv4Addr> {
+    carried_array(ip).into_iter().flatten()
+}
+
+fn carried_array(ip: Ipv6Addr) -> [Option<Ipv4Addr>; MAX_CARRIED] {
     let o = ip.octets();
     let s = ip.segments();
     let v4 = |a: usize, b: usize, c: usize, d: usize| Ipv4Addr::new(o[a], o[b], o[c], o[d]);
@@ -53,8 +88,9 @@ pub fn carried_ipv4(ip: Ipv6Addr) -> impl Iterator<Item = Ipv4Addr> {
         [0x64, 0xff9b, 0, 0, 0, 0, _, _] => carried[0] = Some(last),
         [0x64, 0xff9b, 1, ..] => {
             let readings = [v4(6, 7, 9, 10), v4(7, 9, 10, 11), v4(9, 10, 11, 12), last];
-            for (slot, reading) in carried.iter_mut().zip(readings) {
-                *slot = (reading.octets()[0] != 0).then_some(reading);
+            let counted = readings.into_iter().filter(|r| r.octets()[0] != 0);
+            for (slot, reading) in carried.iter_mut().zip(counted) {
+                *slot = Some(reading);
             }
         }
         [0x2002, ..] => carried[0] = Some(v4(2, 3, 4, 5)),
@@ -64,7 +100,7 @@ pub fn carried_ipv4(ip: Ipv6Addr) -> impl Iterator<Item = Ipv4Addr> {
         }
         _ => {}
     }
-    carried.into_iter().flatten()
+    carried
 }
 
 #[cfg(test)]

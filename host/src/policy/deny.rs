@@ -9,7 +9,7 @@ use std::str::FromStr;
 use ipnet::IpNet;
 
 use super::PolicyError;
-use super::address::carried_ipv4;
+use super::address::{Judged, carried_ipv4};
 use super::host::Host;
 use super::rule::Rule;
 
@@ -89,7 +89,11 @@ impl DenyEntry {
     /// Whether the entry matches `host`:`port` as written, or an IPv4
     /// address the host carries ([`Rule::denies`]).
     pub fn matches(&self, host: &Host, port: u16) -> bool {
-        self.rules.iter().any(|r| r.denies(host, port))
+        self.refuses(&Judged::new(host), port)
+    }
+
+    fn refuses(&self, host: &Judged<'_>, port: u16) -> bool {
+        self.rules.iter().any(|r| r.refuses(host, port))
     }
 
     /// Whether the entry matches `host` on every port.
@@ -101,11 +105,10 @@ impl DenyEntry {
 
     /// Whether the entry matches an address a name resolved to. Entries
     /// that name hosts by name were judged on the name already.
-    fn matches_address(&self, ip: IpAddr, port: u16) -> bool {
-        let host = Host::ip(ip);
+    fn matches_address(&self, address: &Judged<'_>, port: u16) -> bool {
         self.rules
             .iter()
-            .any(|r| !r.names_only() && r.denies(&host, port))
+            .any(|r| !r.names_only() && r.refuses(address, port))
     }
 
     /// The IPv4 address carried by `host` that the entry matched, when it
@@ -166,37 +169,53 @@ impl fmt::Display for DenyEntry {
 
 /// What one capability refuses, whatever its grant allows.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct DenyList(Vec<DenyEntry>);
+pub struct DenyList {
+    entries: Vec<DenyEntry>,
+    /// Whether some entry names hosts by name: asked on every address
+    /// used, so kept rather than worked out.
+    names: bool,
+}
 
 impl DenyList {
     /// The first entry that matches `host`:`port` as written.
     pub fn matching(&self, host: &Host, port: u16) -> Option<&DenyEntry> {
-        self.0.iter().find(|e| e.matches(host, port))
+        self.matching_judged(&Judged::new(host), port)
+    }
+
+    /// [`matching`](Self::matching), for a host already judged.
+    pub(super) fn matching_judged(&self, host: &Judged<'_>, port: u16) -> Option<&DenyEntry> {
+        self.entries.iter().find(|e| e.refuses(host, port))
     }
 
     /// The first entry that matches an address a name resolved to.
     pub fn matching_address(&self, ip: IpAddr, port: u16) -> Option<&DenyEntry> {
-        self.0.iter().find(|e| e.matches_address(ip, port))
+        let host = Host::ip(ip);
+        let address = Judged::new(&host);
+        self.entries
+            .iter()
+            .find(|e| e.matches_address(&address, port))
     }
 
     /// Whether some entry names hosts by name (not only by address or
     /// `*`).
+    #[inline]
     pub fn has_names(&self) -> bool {
-        self.0.iter().any(|e| e.rules.iter().any(Rule::names_only))
+        self.names
     }
 
     /// Whether the list has no entries.
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.entries.is_empty()
     }
 
     /// The entries.
     pub fn entries(&self) -> &[DenyEntry] {
-        &self.0
+        &self.entries
     }
 
     pub(super) fn extend(&mut self, other: DenyList) {
-        self.0.extend(other.0);
+        self.names |= other.names;
+        self.entries.extend(other.entries);
     }
 }
 
@@ -205,7 +224,9 @@ impl FromStr for DenyList {
 
     /// A comma-separated list of deny entries; an empty list is an error.
     fn from_str(list: &str) -> Result<DenyList, PolicyError> {
-        super::entries(list, PolicyError::EmptyDenyList).map(DenyList)
+        let entries: Vec<DenyEntry> = super::entries(list, PolicyError::EmptyDenyList)?;
+        let names = entries.iter().any(|e| e.rules.iter().any(Rule::names_only));
+        Ok(DenyList { entries, names })
     }
 }
 

@@ -134,10 +134,14 @@ pub enum Grant {
 impl Grant {
     /// Whether this grant allows `host`:`port`.
     pub fn allows(&self, host: &Host, port: u16) -> bool {
+        self.allows_judged(&address::Judged::new(host), port)
+    }
+
+    fn allows_judged(&self, host: &address::Judged<'_>, port: u16) -> bool {
         match self {
             Grant::Nothing => false,
             Grant::Everything => true,
-            Grant::Only(rules) => rules.iter().any(|r| r.matches(host, port)),
+            Grant::Only(rules) => rules.iter().any(|r| r.grants(host, port)),
         }
     }
 
@@ -453,14 +457,15 @@ impl Policy {
             reason,
             spelling: self.spelling,
         };
-        if let Some(entry) = self.denied(capability).matching(host, port) {
+        let judged = address::Judged::new(host);
+        if let Some(entry) = self.denied(capability).matching_judged(&judged, port) {
             return Err(denied(DenyReason::DeniedBy {
                 entry: entry.as_written().to_owned(),
                 address: None,
                 carried: entry.carried_match(host, port),
             }));
         }
-        if self.grant(capability).allows(host, port) {
+        if self.grant(capability).allows_judged(&judged, port) {
             Ok(())
         } else {
             Err(denied(DenyReason::NotGranted))

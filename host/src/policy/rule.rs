@@ -7,7 +7,7 @@ use std::str::FromStr;
 use ipnet::{IpNet, Ipv4Net};
 
 use super::PolicyError;
-use super::address::carried_ipv4;
+use super::address::Judged;
 use super::host::{Host, HostError};
 
 /// One allowlist entry: which hosts, and which ports on them.
@@ -77,13 +77,23 @@ impl PortRange {
 impl Rule {
     /// Whether this entry, in a grant, allows `host`:`port`.
     pub fn matches(&self, host: &Host, port: u16) -> bool {
-        self.ports.contains(port) && self.hosts.grants(host)
+        self.grants(&Judged::new(host), port)
     }
 
     /// Whether this entry, in a deny list, refuses `host`:`port`: as
     /// [`matches`](Self::matches), and also an IPv6 address any IPv4
     /// address of which it matches.
     pub fn denies(&self, host: &Host, port: u16) -> bool {
+        self.refuses(&Judged::new(host), port)
+    }
+
+    /// [`matches`](Self::matches), for a host already judged.
+    pub(super) fn grants(&self, host: &Judged<'_>, port: u16) -> bool {
+        self.ports.contains(port) && self.hosts.grants(host)
+    }
+
+    /// [`denies`](Self::denies), for a host already judged.
+    pub(super) fn refuses(&self, host: &Judged<'_>, port: u16) -> bool {
         self.ports.contains(port) && self.hosts.denies(host)
     }
 
@@ -95,7 +105,7 @@ impl Rule {
 
     /// Whether this entry, in a grant, allows `host` on some port.
     pub fn matches_host(&self, host: &Host) -> bool {
-        self.hosts.grants(host)
+        self.hosts.grants(&Judged::new(host))
     }
 
     /// Whether this entry names every port (it names none).
@@ -139,26 +149,24 @@ impl HostPattern {
     /// Whether a grant entry of this pattern allows `host`: an address
     /// that carries IPv4 addresses only if every one of them is allowed,
     /// or it is the entry's own address.
-    fn grants(&self, host: &Host) -> bool {
-        match (self, host) {
-            (HostPattern::Ip(want), Host::Ip(ip)) if want == ip => true,
-            (_, Host::Ip(IpAddr::V6(v6))) => {
-                let mut carried = carried_ipv4(*v6).peekable();
-                match carried.peek() {
-                    None => self.matches(host),
-                    Some(_) => carried.all(|v4| self.matches(&Host::Ip(v4.into()))),
-                }
-            }
-            _ => self.matches(host),
+    fn grants(&self, judged: &Judged<'_>) -> bool {
+        if !judged.carries() {
+            return self.matches(judged.host);
         }
+        matches!((self, judged.host), (HostPattern::Ip(want), Host::Ip(ip)) if want == ip)
+            || judged
+                .carried()
+                .all(|v4| self.matches(&Host::Ip(v4.into())))
     }
 
     /// Whether a deny entry of this pattern refuses `host`: the host
     /// itself, or any IPv4 address it carries.
-    fn denies(&self, host: &Host) -> bool {
-        self.matches(host)
-            || matches!(host, Host::Ip(IpAddr::V6(v6))
-                if carried_ipv4(*v6).any(|v4| self.matches(&Host::Ip(v4.into()))))
+    fn denies(&self, judged: &Judged<'_>) -> bool {
+        self.matches(judged.host)
+            || (judged.carries()
+                && judged
+                    .carried()
+                    .any(|v4| self.matches(&Host::Ip(v4.into()))))
     }
 
     /// Whether the pattern names `host` as written.
