@@ -32,7 +32,8 @@ pub const MAX_IMAGE_DOCUMENT: usize = 4 << 20;
 /// shim holds the layer in memory and hands it to the container's process.
 pub const MAX_COMPONENT: usize = 128 << 20;
 
-/// Most manifests of an image index looked at: one per platform.
+/// Most manifests (and nested indexes) of an image index looked at: one
+/// per platform, and an attestation beside each.
 pub const MAX_INDEX_MANIFESTS: usize = 64;
 
 /// The media types of an image index (OCI and Docker's manifest list).
@@ -183,25 +184,34 @@ pub async fn read(
         name,
         ..ImageFacts::default()
     };
-    let manifests = if INDEX_TYPES.contains(&target.media_type.as_str()) {
-        let index: Index = content.json("index", &target.digest).await?;
-        if index.manifests.len() > MAX_INDEX_MANIFESTS {
+    // Every manifest the target reaches, through nested indexes too: the
+    // environment of each counts, since the one the container was made
+    // from is not recorded.
+    let mut manifests = Vec::new();
+    let mut pending = vec![(target.media_type, target.digest)];
+    let mut indexes = 0;
+    while let Some((media_type, digest)) = pending.pop() {
+        if !INDEX_TYPES.contains(&media_type.as_str()) {
+            manifests.push(digest);
+            continue;
+        }
+        let index: Index = content.json("index", &digest).await?;
+        indexes += 1;
+        pending.extend(
+            index
+                .manifests
+                .into_iter()
+                .map(|m| (m.media_type, m.digest)),
+        );
+        // Counting the indexes read ends a cycle of indexes too.
+        if indexes + manifests.len() + pending.len() > MAX_INDEX_MANIFESTS {
             return Err(ImageError::TooLarge {
-                what: format!("index ({} manifests)", index.manifests.len()),
+                what: "index (manifests, nested indexes included)".to_owned(),
                 max: MAX_INDEX_MANIFESTS,
             });
         }
-        index
-            .manifests
-            .into_iter()
-            .filter(|m| !INDEX_TYPES.contains(&m.media_type.as_str()))
-            .map(|m| m.digest)
-            .collect()
-    } else {
-        vec![target.digest]
-    };
+    }
     for digest in manifests {
-        let digest: String = digest;
         let manifest: Manifest = content.json("manifest", &digest).await?;
         let config: Configuration = content
             .json("configuration", &manifest.config.digest)
