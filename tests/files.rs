@@ -461,16 +461,7 @@ fn skip_without_mount(test: &str, why: Option<String>) -> bool {
     } else {
         why
     };
-    match why {
-        None => false,
-        Some(why) if std::env::var_os("CI").is_some() => {
-            panic!("{test}: CI must run this test, but {why}")
-        }
-        Some(why) => {
-            eprintln!("skipping {test}: {why}");
-            true
-        }
-    }
+    support::skip_unless(test, why)
 }
 
 #[test]

@@ -294,7 +294,7 @@ fn wasi_ctx(options: &RunOptions, wasi_net: &WasiNet) -> Result<WasiCtx, MoatErr
         } else {
             FsPerms::ReadOnly
         };
-        tracing::debug!(target: "moat::net", host = %checked.display(), guest = %dir.guest, ?perms, "directory given");
+        tracing::debug!(host = %checked.display(), guest = %dir.guest, ?perms, "directory given");
         wasi.preopened_dir(&checked, &dir.guest, perms)
             .map_err(|source| MoatError::Preopen {
                 host: dir.host.clone(),

@@ -48,7 +48,13 @@ fn is_root() -> bool {
 /// Skips the test (returns true) when containerd cannot run here, saying
 /// why; with `CI` set, fails instead.
 pub fn skip_without_containerd(test: &str) -> bool {
-    match cannot_run_containerd() {
+    skip_unless(test, cannot_run_containerd())
+}
+
+/// Skips `test` (returns true) when `why_not` says this machine cannot run
+/// it, saying why; with `CI` set, fails instead.
+pub fn skip_unless(test: &str, why_not: Option<String>) -> bool {
+    match why_not {
         None => false,
         Some(why) if std::env::var_os("CI").is_some() => {
             panic!("{test}: CI must run this test, but {why}")

@@ -233,6 +233,21 @@ pub async fn within<F: std::future::Future>(what: &str, future: F) -> F::Output 
 pub mod certs;
 pub mod netns;
 
+/// Skips `test` (returns true) when `why_not` says this machine cannot run
+/// it, saying why; with `CI` set, fails instead (CI must run every test).
+pub fn skip_unless(test: &str, why_not: Option<String>) -> bool {
+    match why_not {
+        None => false,
+        Some(why) if std::env::var_os("CI").is_some() => {
+            panic!("{test}: CI must run this test, but {why}")
+        }
+        Some(why) => {
+            eprintln!("skipping {test}: {why}");
+            true
+        }
+    }
+}
+
 /// `program` is on PATH, or the test is skipped (never in CI).
 pub fn have(program: &str) -> bool {
     let found = std::process::Command::new(program)

@@ -91,16 +91,7 @@ pub fn cannot_make_namespaces() -> Option<String> {
 /// Skips the test (returns true) when namespaces cannot be made here,
 /// saying why; with `CI` set, fails instead.
 pub fn skip_without_namespaces(test: &str) -> bool {
-    match cannot_make_namespaces() {
-        None => false,
-        Some(why) if std::env::var_os("CI").is_some() => {
-            panic!("{test}: CI must run this test, but {why}")
-        }
-        Some(why) => {
-            eprintln!("skipping {test}: {why}");
-            true
-        }
-    }
+    super::skip_unless(test, cannot_make_namespaces())
 }
 
 /// Runs `ip ARGS`, failing the test with its stderr if it fails.
