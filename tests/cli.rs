@@ -632,3 +632,40 @@ fn memory_and_time_limits_stop_the_guest_with_their_own_status() {
     let out = moat_run(&["--timeout=5 parsecs", guests::HOSTILE, "spin"]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// The soft "Max open files" of process `pid`, from /proc.
+fn open_files_limit(pid: u32) -> Option<u64> {
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).ok()?;
+    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+    line.split_whitespace().nth(3)?.parse().ok()
+}
+
+#[test]
+fn the_descriptor_limit_follows_the_socket_cap() {
+    // moat sets the process's soft limit to what its bounds need: twice
+    // the socket cap, plus the base and the lookups in flight.
+    let expected = moat_host::descriptors::needed(&moat_host::net::Limits {
+        max_sockets: Some(10),
+        ..moat_host::net::Limits::default()
+    })
+    .unwrap();
+    let own = open_files_limit(std::process::id()).unwrap();
+    assert_ne!(own, expected, "the test could not tell");
+    let mut child = Command::new(MOAT)
+        .arg("run")
+        .arg(format!("--cache-dir={}", cache_dir().display()))
+        .args(["--max-sockets=10", guests::HOSTILE, "wait-forever"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("moat runs");
+    // The guest prints once it runs, after the limit is set.
+    let mut line = String::new();
+    let stdout = child.stdout.take().unwrap();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line).unwrap();
+    assert_eq!(line.trim(), "waiting");
+    let limit = open_files_limit(child.id());
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(limit, Some(expected));
+}

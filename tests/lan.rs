@@ -19,7 +19,8 @@
 mod support;
 
 use std::fmt;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::io::ErrorKind;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
@@ -351,13 +352,24 @@ struct Running {
 /// Starts `moat run FLAGS GUEST ARGS` in the client namespace, with the
 /// client's /etc/hosts and resolv.conf (`ip netns exec` mounts them).
 fn start(lan: &Lan, flags: &[String], guest: Guest, args: &[String]) -> Running {
+    start_component(lan, flags, guest.path(), &guest.to_string(), args)
+}
+
+/// [`start`] for any component: `path`, called `name` in messages.
+fn start_component(
+    lan: &Lan,
+    flags: &[String],
+    path: &str,
+    name: &str,
+    args: &[String],
+) -> Running {
     let cache = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("lan-cache");
-    let what = format!("moat run {} {guest} {}", flags.join(" "), args.join(" "));
+    let what = format!("moat run {} {name} {}", flags.join(" "), args.join(" "));
     let mut child = tokio::process::Command::new("ip")
         .args(["netns", "exec", lan.client(), &moat_bin(), "run"])
         .arg(format!("--cache-dir={}", cache.display()))
         .args(flags)
-        .arg(guest.path())
+        .arg(path)
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -928,6 +940,120 @@ async fn a_name_based_listen_grant_never_binds_the_unspecified_address() {
         }
     }
     failures.check(test);
+}
+
+/// Three clients of one /64 (one host, as a network hands out IPv6), the
+/// address they reach, and a client of the next /64.
+const SAME_64: [Ipv6Addr; 3] = [
+    Ipv6Addr::new(0x2001, 0xdb8, 1, 2, 0, 0, 0, 0x11),
+    Ipv6Addr::new(0x2001, 0xdb8, 1, 2, 0, 0, 0, 0x12),
+    Ipv6Addr::new(0x2001, 0xdb8, 1, 2, 0, 0, 0, 0x13),
+];
+const SERVER_V6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 1, 2, 0, 0, 0, 1);
+const OTHER_64: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 1, 3, 0, 0, 0, 1);
+const PER_PEER_PORT: u16 = 28081;
+
+/// A TCP connection from `from` to `to`, made in the client namespace,
+/// whose reads give up after support::PATIENCE (a bound on a hang only).
+fn connect_from(lan: &Lan, from: Ipv6Addr, to: SocketAddr) -> std::net::TcpStream {
+    lan.in_client(move || {
+        use socket2::{Domain, Protocol, Socket, Type};
+        let socket =
+            Socket::new(Domain::IPV6, Type::STREAM, Some(Protocol::TCP)).expect("a client socket");
+        socket
+            .bind(&SocketAddr::from((from, 0)).into())
+            .unwrap_or_else(|e| panic!("bind {from}: {e}"));
+        socket
+            .connect(&to.into())
+            .unwrap_or_else(|e| panic!("connect from {from} to {to}: {e}"));
+        let stream = std::net::TcpStream::from(socket);
+        stream
+            .set_read_timeout(Some(support::PATIENCE))
+            .expect("a read timeout");
+        stream
+    })
+}
+
+/// Sends `message` on `stream` and reads until as many bytes came back or
+/// the connection ended: the echo, or what ended it.
+fn echo_of(stream: &mut std::net::TcpStream, message: &[u8]) -> std::io::Result<Vec<u8>> {
+    use std::io::{Read, Write};
+    stream.write_all(message)?;
+    let mut back = vec![0u8; message.len()];
+    let mut got = 0;
+    while got < back.len() {
+        match stream.read(&mut back[got..])? {
+            0 => break,
+            n => got += n,
+        }
+    }
+    back.truncate(got);
+    Ok(back)
+}
+
+#[tokio::test]
+async fn max_connections_per_peer_counts_an_ipv6_slash_64_as_one_peer() {
+    let test = "max_connections_per_peer_counts_an_ipv6_slash_64_as_one_peer";
+    if skip(test) {
+        return;
+    }
+    let lan = Lan::new(&hosts());
+    lan.add_client_address(&format!("{SERVER_V6}/64"));
+    for client in SAME_64.iter().chain([&OTHER_64]) {
+        lan.add_client_address(&format!("{client}/128"));
+    }
+    let flags = [
+        format!("--allow-listen=[::]:{PER_PEER_PORT}"),
+        "--max-connections-per-peer=2".to_owned(),
+    ];
+    let args = [format!("[::]:{PER_PEER_PORT}")];
+    let mut server = start_component(&lan, &flags, guests::ECHO_SERVER, "echo-server", &args);
+    assert!(
+        server.ended_or_printed("listening on").await,
+        "{}",
+        server.kill().await
+    );
+    let to = SocketAddr::from((SERVER_V6, PER_PEER_PORT));
+
+    // Two addresses of the /64 take its two connections, kept open.
+    let mut kept = Vec::new();
+    for from in &SAME_64[..2] {
+        let mut stream = connect_from(&lan, *from, to);
+        let message = format!("from {from}");
+        let echo = echo_of(&mut stream, message.as_bytes());
+        assert_eq!(
+            echo.as_ref().map(Vec::as_slice).map_err(|e| e.kind()),
+            Ok(message.as_bytes()),
+            "{from} was not served"
+        );
+        kept.push(stream);
+    }
+    // A third address of the same /64 is the same peer: accepted and
+    // dropped at once, never served. (Counted per address, it would be a
+    // peer of its own, and one host with a /64 would have 2^64 shares.)
+    let third = SAME_64[2];
+    let mut stream = connect_from(&lan, third, to);
+    let ended = echo_of(&mut stream, b"from the third");
+    let refused = match &ended {
+        Ok(echo) => echo.is_empty(),
+        Err(e) => matches!(e.kind(), ErrorKind::ConnectionReset | ErrorKind::BrokenPipe),
+    };
+    assert!(
+        refused,
+        "{third}, the third client of its /64, was not refused: {:?}",
+        ended.map(|echo| String::from_utf8_lossy(&echo).into_owned())
+    );
+    // Another /64 is another peer, served while the first has its share.
+    let mut stream = connect_from(&lan, OTHER_64, to);
+    let echo = echo_of(&mut stream, b"from another /64");
+    assert_eq!(
+        echo.as_ref().map(Vec::as_slice).map_err(|e| e.kind()),
+        Ok(&b"from another /64"[..]),
+        "{OTHER_64} was not served"
+    );
+    drop((kept, stream));
+    let ran = server.kill().await;
+    assert!(!ran.stderr.contains("panicked"), "{ran}");
 }
 
 /// The addresses the cases name are parsed the way the hosts file and the

@@ -595,3 +595,220 @@ async fn ncat_ssl_client_and_server() {
         client.stderr
     );
 }
+
+/// `pem` followed by PEM comment lines (which a PEM reader skips) until it
+/// is `len` bytes long.
+fn padded(pem: &str, len: usize) -> String {
+    let mut text = pem.to_owned();
+    let line = "# a comment line, skipped by a PEM reader, but bytes of PEM all the same\n";
+    while text.len() + line.len() <= len {
+        text.push_str(line);
+    }
+    if text.len() < len {
+        text.push_str(&"#".repeat(len - text.len() - 1));
+        text.push('\n');
+    }
+    assert_eq!(text.len(), len);
+    text
+}
+
+/// What probe's `tls-listen-many` puts before each chain it is given.
+const LISTENER_COMMENT: &str = "# listener 0\n";
+
+#[tokio::test]
+async fn a_chain_or_key_over_its_cap_fails_listen_and_claims_no_port() {
+    use moat_host::net::tls::{MAX_CHAIN_CERTIFICATES, MAX_PEM_BYTES};
+    let ca = Ca::new("moat test CA");
+    let leaf = ca.leaf(&["localhost"]);
+    let certs = Certs::new("caps", &ca, &leaf);
+    let small = |n: usize| -> String {
+        (0..n)
+            .map(|_| support::certs::padding_certificate(64))
+            .collect()
+    };
+    // At the caps: ten certificates, exactly MAX_PEM_BYTES of PEM with the
+    // comment the guest adds.
+    let ten = format!("{}{}", leaf.cert_pem, small(MAX_CHAIN_CERTIFICATES - 1));
+    let at_cap = padded(&ten, MAX_PEM_BYTES - LISTENER_COMMENT.len());
+    let eleven = format!("{ten}{}", small(1));
+    let files = [
+        ("at-cap.pem", at_cap),
+        ("eleven.pem", eleven),
+        // A valid leaf and a mebibyte of comment lines.
+        ("big-chain.pem", padded(&leaf.cert_pem, 1 << 20)),
+        ("big-key.pem", padded(&leaf.key_pem, MAX_PEM_BYTES + 1)),
+    ];
+    for (file, text) in &files {
+        std::fs::write(certs.dir.join(file), text).unwrap();
+    }
+    let over = |what: &str, bytes: usize| {
+        format!(
+            "error: invalid argument: {what}: {bytes} bytes of PEM, more than the \
+             {MAX_PEM_BYTES} a TLS input may have"
+        )
+    };
+    let cases = [
+        (
+            "/certs/eleven.pem",
+            "/certs/key.pem",
+            format!(
+                "error: invalid argument: certificate: a chain of more than \
+                 {MAX_CHAIN_CERTIFICATES} certificates"
+            ),
+        ),
+        (
+            "/certs/big-chain.pem",
+            "/certs/key.pem",
+            over("certificate", LISTENER_COMMENT.len() + (1 << 20)),
+        ),
+        (
+            "/certs/cert.pem",
+            "/certs/big-key.pem",
+            over("private key", MAX_PEM_BYTES + 1),
+        ),
+    ];
+    let port = support::free_port();
+    let p = port.to_string();
+    for (cert, key, expected) in &cases {
+        let done = start_with(
+            guests::PROBE,
+            options(
+                server_policy(),
+                &certs,
+                &["probe", "tls-listen-many", "1", cert, key, &p],
+            ),
+        )
+        .finish()
+        .await;
+        assert_eq!(done.code(), 1, "{cert} {key}: {}", done.stdout);
+        assert_eq!(done.stderr.trim(), expected, "{cert} {key}");
+        assert!(
+            support::port_is_free(port),
+            "{cert} {key}: the port was claimed"
+        );
+    }
+    // The control: at the caps, the same listen succeeds on that port.
+    let done = start_with(
+        guests::PROBE,
+        options(
+            server_policy(),
+            &certs,
+            &[
+                "probe",
+                "tls-listen-many",
+                "1",
+                "/certs/at-cap.pem",
+                "/certs/key.pem",
+                &p,
+            ],
+        ),
+    )
+    .finish()
+    .await;
+    assert_eq!(done.code(), 0, "{}", done.stderr);
+    assert!(
+        done.stdout
+            .contains(&format!("opened 1; last on 127.0.0.1:{port}")),
+        "{}",
+        done.stdout
+    );
+}
+
+/// A tokio-rustls server presenting `leaf` on 127.0.0.1, completing every
+/// handshake; counts the connections that reach it.
+async fn counting_tls_server(leaf: &Leaf) -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let acceptor = leaf.acceptor(&[]);
+    let reached = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = std::sync::Arc::clone(&reached);
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                if let Ok(mut tls) = acceptor.accept(tcp).await {
+                    let _ = tls.shutdown().await;
+                }
+            });
+        }
+    });
+    (port, reached)
+}
+
+#[tokio::test]
+async fn extra_roots_over_their_caps_fail_the_connect_before_it_is_made() {
+    use moat_host::net::tls::{MAX_GUEST_ROOTS, MAX_PEM_BYTES};
+    use std::sync::atomic::Ordering;
+    let ca = Ca::new("moat test CA");
+    let leaf = ca.leaf(&["127.0.0.1"]);
+    let certs = Certs::new("root-caps", &ca, &leaf);
+    let (port, reached) = counting_tls_server(&leaf).await;
+    // The guest puts a line naming the connect before the file it is
+    // given, then pads with comment lines to the length it is given.
+    let other = Ca::new("another CA").pem();
+    let roots = |n: usize| format!("{}{}", ca.pem(), other.repeat(n - 1));
+    std::fs::write(certs.dir.join("most.pem"), roots(MAX_GUEST_ROOTS)).unwrap();
+    std::fs::write(certs.dir.join("too-many.pem"), roots(MAX_GUEST_ROOTS + 1)).unwrap();
+    let p = port.to_string();
+    let connected = "connect 0: connected".to_owned();
+    let cases = [
+        ("ca.pem", MAX_PEM_BYTES, connected.clone()),
+        (
+            "ca.pem",
+            MAX_PEM_BYTES + 1,
+            format!(
+                "connect 0: InvalidArgument(\"extra roots: {} bytes of PEM, more than the \
+                 {MAX_PEM_BYTES} a TLS input may have\")",
+                MAX_PEM_BYTES + 1
+            ),
+        ),
+        ("most.pem", 0, connected),
+        (
+            "too-many.pem",
+            0,
+            format!(
+                "connect 0: InvalidArgument(\"extra roots: more than {MAX_GUEST_ROOTS} \
+                 certificates\")"
+            ),
+        ),
+    ];
+    for (file, pad, expected) in &cases {
+        let before = reached.load(Ordering::SeqCst);
+        let path = format!("/certs/{file}");
+        let pad = pad.to_string();
+        let done = start_with(
+            guests::PROBE,
+            options(
+                Policy::new().allow_connect("127.0.0.1").unwrap(),
+                &certs,
+                &[
+                    "probe",
+                    "tls-connect-many",
+                    "127.0.0.1",
+                    &p,
+                    "1",
+                    &path,
+                    &pad,
+                ],
+            ),
+        )
+        .finish()
+        .await;
+        let what = format!("{file} padded to {pad}");
+        assert_eq!(done.code(), 0, "{what}: {}", done.stderr);
+        assert_eq!(
+            done.stdout.lines().nth(1),
+            Some(expected.as_str()),
+            "{what}"
+        );
+        // A connect refused for its roots never reached the server.
+        let made = expected.ends_with("connected");
+        assert_eq!(
+            reached.load(Ordering::SeqCst) - before,
+            usize::from(made),
+            "{what}: {}",
+            done.stdout
+        );
+    }
+}

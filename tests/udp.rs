@@ -358,3 +358,126 @@ async fn a_name_sent_to_again_and_again_is_looked_up_once_per_answer_lifetime() 
         ));
     }
 }
+
+/// Sets a socket option on a socket of the test's.
+type SetFlag = fn(&socket2::Socket) -> std::io::Result<()>;
+
+/// The reuse flags a guest may ask for, and how the test sets each on a
+/// socket of its own.
+const REUSE_FLAGS: [(&str, SetFlag); 2] = [
+    ("reuse-port", |s| s.set_reuse_port(true)),
+    ("reuse-address", |s| s.set_reuse_address(true)),
+];
+
+/// A nonblocking UDP socket on 127.0.0.1:`port` with `flag` set.
+fn shared_udp(port: u16, flag: SetFlag) -> std::io::Result<std::net::UdpSocket> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let socket = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
+    flag(&socket)?;
+    socket.set_nonblocking(true)?;
+    socket.bind(&SocketAddr::from(([127, 0, 0, 1], port)).into())?;
+    Ok(socket.into())
+}
+
+/// The address on `bind: ok on ADDR` in `out`.
+fn bound_addr(out: &str) -> Option<SocketAddr> {
+    out.lines()
+        .find_map(|l| l.strip_prefix("bind: ok on "))
+        .map(|a| a.trim().parse().expect("an address"))
+}
+
+/// Lets the udp-bind-reuse guest end.
+async fn signal(out: &str) {
+    let addr: SocketAddr = out
+        .lines()
+        .find_map(|l| l.strip_prefix("signal on "))
+        .expect("a signal address")
+        .parse()
+        .unwrap();
+    drop(TcpStream::connect(addr).await.unwrap());
+}
+
+#[tokio::test]
+async fn a_reuse_flag_does_not_let_a_guest_take_a_port_another_socket_holds() {
+    const DATAGRAMS: usize = 40;
+    for (flag, set) in REUSE_FLAGS {
+        // The test's socket holds the port with the same flag set: Linux
+        // would let another socket with it bind there too, and give that
+        // one the datagrams.
+        let holder = shared_udp(0, set).unwrap();
+        let port = holder.local_addr().unwrap().port();
+        let guest = start(
+            guests::PROBE,
+            grants("127.0.0.1", "127.0.0.1"),
+            &["udp-bind-reuse", "127.0.0.1", &port.to_string(), flag],
+        );
+        let out = guest.wait_for("bind: ").await;
+        assert!(
+            out.contains(&format!(
+                "bind: AddressInUse {{ address: \"127.0.0.1:{port}\" }}"
+            )),
+            "{flag}: {out}"
+        );
+        let sender = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        for i in 0..DATAGRAMS {
+            sender.send_to(&[i as u8], ("127.0.0.1", port)).unwrap();
+        }
+        let mut got = Vec::new();
+        let mut buf = [0u8; 16];
+        support::eventually(
+            &format!("{flag}: {DATAGRAMS} datagrams at the holder"),
+            || {
+                while let Ok(n) = holder.recv(&mut buf) {
+                    got.extend_from_slice(&buf[..n]);
+                }
+                got.len() >= DATAGRAMS
+            },
+        )
+        .await;
+        assert_eq!(got, (0..DATAGRAMS as u8).collect::<Vec<_>>(), "{flag}");
+        if bound_addr(&out).is_some() {
+            signal(&out).await;
+        }
+        let done = guest.finish().await;
+        assert_eq!(done.code(), 0, "{flag}: {}", done.stderr);
+    }
+}
+
+#[tokio::test]
+async fn a_reuse_flag_still_binds_a_port_nothing_holds_and_lets_others_share_it() {
+    const DATAGRAMS: usize = 5;
+    let free = std::net::UdpSocket::bind("127.0.0.1:0")
+        .and_then(|s| s.local_addr())
+        .unwrap()
+        .port();
+    let cases = [
+        (REUSE_FLAGS[0], 0),
+        (REUSE_FLAGS[0], free),
+        (REUSE_FLAGS[1], free),
+    ];
+    for ((flag, set), port) in cases {
+        let guest = start(
+            guests::PROBE,
+            grants("127.0.0.1", "127.0.0.1"),
+            &["udp-bind-reuse", "127.0.0.1", &port.to_string(), flag],
+        );
+        let out = guest.wait_for("bind: ").await;
+        let addr = bound_addr(&out).unwrap_or_else(|| panic!("{flag} on {port}: {out}"));
+        if port != 0 {
+            assert_eq!(addr.port(), port, "{flag}");
+        }
+        let sender = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        for i in 0..DATAGRAMS {
+            sender.send_to(&[i as u8], addr).unwrap();
+        }
+        guest.wait_for(&format!("received {DATAGRAMS}")).await;
+        // The flag is set on the guest's socket: a socket of the test's,
+        // with the same flag, may join the port (the owner chose to share).
+        let joined = shared_udp(addr.port(), set);
+        assert!(joined.is_ok(), "{flag} on {port}: {joined:?}");
+        drop(joined);
+        signal(&out).await;
+        let done = guest.finish().await;
+        assert_eq!(done.code(), 0, "{flag} on {port}: {}", done.stderr);
+    }
+}

@@ -21,9 +21,11 @@ use crate::task::consume_budget;
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct UdpBindOptions {
-    /// SO_REUSEADDR.
+    /// SO_REUSEADDR. With this or `reuse_port` the bind fails with
+    /// address-in-use on a port any socket holds: sharing a UDP port would
+    /// take the datagrams meant for the socket already there.
     pub reuse_address: bool,
-    /// SO_REUSEPORT.
+    /// SO_REUSEPORT; as `reuse_address`.
     pub reuse_port: bool,
     /// Hop limit of unicast datagrams.
     pub ttl: Option<u8>,

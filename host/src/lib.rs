@@ -9,7 +9,8 @@
 //!   ([`net::AddressGate`]).
 //! - [`bindings`]: the WIT glue: moat:net, and wasi:sockets under the
 //!   policy ([`bindings::wasi_sockets`]), for a linker of your own.
-//! - [`bounds`]: the run's memory and time limits.
+//! - [`bounds`]: the run's memory and time limits; [`descriptors`]: the
+//!   process's descriptor limit that follows the socket cap.
 //! - [`settings`]: grants, deny lists and bounds as flags, a policy file
 //!   or a container's environment state them, and how they add up.
 //! - [`Moat`], [`RunOptions`]: load and run a guest, everything set up.
@@ -20,6 +21,7 @@
 
 pub mod bindings;
 pub mod bounds;
+pub mod descriptors;
 mod engine;
 mod error;
 pub mod net;

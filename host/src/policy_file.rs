@@ -18,7 +18,7 @@ use toml::Spanned;
 use toml::de::{DeArray, DeInteger, DeTable, DeValue};
 
 /// The keys a policy file may hold, in the order `moat run --help` lists the flags.
-pub const KEYS: [&str; 13] = [
+pub const KEYS: [&str; 14] = [
     "allow-net",
     "allow-listen",
     "deny-net",
@@ -26,6 +26,7 @@ pub const KEYS: [&str; 13] = [
     "max-sockets",
     "max-waiting-calls",
     "max-memory",
+    "max-host-memory",
     "timeout",
     "max-lookups",
     "lookup-timeout",
@@ -71,6 +72,8 @@ pub struct PolicyFile {
     pub max_waiting_calls: Option<At<u32>>,
     /// `max-memory` in bytes: at least 1.
     pub max_memory: Option<At<u64>>,
+    /// `max-host-memory` in bytes: at least 1.
+    pub max_host_memory: Option<At<u64>>,
     /// `timeout`: longer than zero.
     pub timeout: Option<At<Duration>>,
     /// `max-lookups`: at least 1.
@@ -166,6 +169,9 @@ impl PolicyFile {
                     file.max_waiting_calls = Some(at_line(count(&doc, name, value)?, line));
                 }
                 "max-memory" => file.max_memory = Some(at_line(size(&doc, name, value)?, line)),
+                "max-host-memory" => {
+                    file.max_host_memory = Some(at_line(size(&doc, name, value)?, line));
+                }
                 "timeout" => file.timeout = Some(at_line(duration(&doc, name, value)?, line)),
                 "max-lookups" => file.max_lookups = Some(at_line(count(&doc, name, value)?, line)),
                 "lookup-timeout" => {
@@ -429,7 +435,7 @@ fn count(doc: &Doc<'_>, key: &str, value: &Spanned<DeValue<'_>>) -> Result<u32, 
     Err(doc.error(value.span(), key, reason))
 }
 
-/// `max-memory`: integer bytes, or a string such as "512MiB".
+/// `max-memory` and `max-host-memory`: integer bytes, or a string such as "512MiB".
 fn size(doc: &Doc<'_>, key: &str, value: &Spanned<DeValue<'_>>) -> Result<u64, PolicyFileError> {
     let parsed = match value.get_ref() {
         DeValue::Integer(int) => positive(int, u64::MAX, " byte"),
@@ -636,6 +642,7 @@ tls-handshake-timeout = 5
 max-connections = 512
 max-connections-per-peer = 64
 max-waiting-calls = 100
+max-host-memory = "128MiB"
 "#;
 
     #[test]
@@ -668,6 +675,10 @@ max-waiting-calls = 100
             max_memory: Some(At {
                 value: 512 << 20,
                 line: 11,
+            }),
+            max_host_memory: Some(At {
+                value: 128 << 20,
+                line: 19,
             }),
             timeout: Some(At {
                 value: Duration::from_secs(30),

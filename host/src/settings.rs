@@ -28,6 +28,8 @@ pub struct Bounds {
     pub max_waiting_calls: Option<u32>,
     /// `max-memory`, in bytes.
     pub max_memory: Option<u64>,
+    /// `max-host-memory`, in bytes.
+    pub max_host_memory: Option<u64>,
     /// `timeout`.
     pub timeout: Option<Duration>,
     /// `max-lookups`.
@@ -49,6 +51,7 @@ impl Bounds {
             max_sockets: later.max_sockets.or(self.max_sockets),
             max_waiting_calls: later.max_waiting_calls.or(self.max_waiting_calls),
             max_memory: later.max_memory.or(self.max_memory),
+            max_host_memory: later.max_host_memory.or(self.max_host_memory),
             timeout: later.timeout.or(self.timeout),
             max_lookups: later.max_lookups.or(self.max_lookups),
             lookup_timeout: later.lookup_timeout.or(self.lookup_timeout),
@@ -73,6 +76,10 @@ impl Bounds {
                 .unwrap_or(defaults.tls_handshake_timeout),
             max_connections: self.max_connections,
             max_connections_per_peer: self.max_connections_per_peer,
+            max_host_memory: self
+                .max_host_memory
+                .map(|bytes| usize::try_from(bytes).unwrap_or(usize::MAX))
+                .or(defaults.max_host_memory),
             ..defaults
         }
     }
@@ -165,6 +172,7 @@ impl Settings {
             max_sockets: value(&file.max_sockets),
             max_waiting_calls: value(&file.max_waiting_calls),
             max_memory: file.max_memory.as_ref().map(|a| a.value),
+            max_host_memory: file.max_host_memory.as_ref().map(|a| a.value),
             timeout: file.timeout.as_ref().map(|a| a.value),
             max_lookups: value(&file.max_lookups),
             lookup_timeout: file.lookup_timeout.as_ref().map(|a| a.value),
@@ -233,6 +241,9 @@ impl Settings {
             "max-sockets" => b.max_sockets = Some(count()?),
             "max-waiting-calls" => b.max_waiting_calls = Some(count()?),
             "max-memory" => b.max_memory = Some(parse_size(value.trim()).map_err(bad)?),
+            "max-host-memory" => {
+                b.max_host_memory = Some(parse_size(value.trim()).map_err(bad)?);
+            }
             "timeout" => b.timeout = Some(duration()?),
             "max-lookups" => b.max_lookups = Some(count()?),
             "lookup-timeout" => b.lookup_timeout = Some(duration()?),

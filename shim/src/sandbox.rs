@@ -300,6 +300,11 @@ impl MoatSandbox {
         // Denials name the pod spec's variables, not `moat run`'s flags.
         let mut settings = deployment.settings.clone();
         settings.policy = settings.policy.spelled(Spelling::Environment);
+        // The container's process runs this one guest: its descriptors are
+        // bounded by the guest's own caps, not containerd's million.
+        if let Err(e) = moat_host::descriptors::limit_to(&settings.bounds.limits()) {
+            tracing::warn!("cannot set the descriptor limit the bounds need: {e}");
+        }
         let mut options = settings.run_options().args(container.args.iter().cloned());
         for dir in &deployment.dirs {
             let checked =

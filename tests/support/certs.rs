@@ -4,7 +4,8 @@
 use std::sync::Arc;
 
 use rcgen::{
-    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair, date_time_ymd,
+    BasicConstraints, CertificateParams, CertifiedIssuer, CustomExtension, DnType, IsCa, KeyPair,
+    date_time_ymd,
 };
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -111,4 +112,24 @@ impl Leaf {
             private_key_pem: self.key_pem.clone().into_bytes(),
         }
     }
+}
+
+/// A self-signed certificate of about `bytes` bytes of DER, PEM: a
+/// non-critical private extension of `bytes` bytes makes it that big. A
+/// chain may carry it as padding (a peer never needs it: the leaf's issuer
+/// is a root), and each one made is distinct.
+pub fn padding_certificate(bytes: usize) -> String {
+    let key = KeyPair::generate().unwrap();
+    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    params
+        .distinguished_name
+        .push(DnType::CommonName, "moat padding");
+    // 1.3.6.1.4.1.55555: a private enterprise arc no verifier knows.
+    params
+        .custom_extensions
+        .push(CustomExtension::from_oid_content(
+            &[1, 3, 6, 1, 4, 1, 55555, 1],
+            vec![0x5a; bytes],
+        ));
+    params.self_signed(&key).unwrap().pem()
 }

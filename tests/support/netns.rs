@@ -194,6 +194,17 @@ impl Lan {
         made
     }
 
+    /// Adds `address` (with its prefix length) to the client's interface,
+    /// IPv6 without duplicate address detection; it goes with the
+    /// namespace.
+    pub fn add_client_address(&self, address: &str) {
+        let mut args = vec!["-n", &self.client, "addr", "add", address, "dev", INTERFACE];
+        if address.contains(':') {
+            args.push("nodad");
+        }
+        ip(&args);
+    }
+
     /// The client namespace's name (for `ip netns exec`).
     pub fn client(&self) -> &str {
         &self.client

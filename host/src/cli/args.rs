@@ -55,7 +55,7 @@ Anything on the internet, nothing on my network:
 
 Bounds (defaults in brackets; a policy file takes the same keys, see --policy):
   --max-sockets [1024]  --max-waiting-calls [4096]  --max-memory [512MiB]
-  --timeout [none]
+  --max-host-memory [64MiB]  --timeout [none]
   --max-lookups [16]  --lookup-timeout [15s]  --tls-handshake-timeout [10s]
   --max-connections, --max-connections-per-peer [none]: per listener
 
@@ -135,6 +135,12 @@ pub(crate) struct RunArgs {
     /// Most linear memory the guest may grow to, e.g. 64MiB [default: 512MiB]
     #[arg(long = "max-memory", value_name = "SIZE", value_parser = moat_host::policy_file::parse_size)]
     pub(crate) max_memory: Option<u64>,
+
+    /// Most host memory the guest may make moat keep (DNS answers, TLS
+    /// configurations, send backlogs, the record of resolved names), e.g.
+    /// 256MiB [default: 64MiB]
+    #[arg(long = "max-host-memory", value_name = "SIZE", value_parser = moat_host::policy_file::parse_size)]
+    pub(crate) max_host_memory: Option<u64>,
 
     /// Stop the guest after this long, e.g. 30s, 5m [default: none]
     #[arg(long = "timeout", value_name = "DURATION", value_parser = moat_host::policy_file::parse_duration)]

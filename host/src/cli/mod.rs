@@ -111,6 +111,7 @@ fn prepare(args: &RunArgs) -> anyhow::Result<(RunOptions, MoatConfig)> {
             max_sockets: args.max_sockets,
             max_waiting_calls: args.max_waiting_calls,
             max_memory: args.max_memory,
+            max_host_memory: args.max_host_memory,
             timeout: args.timeout,
             max_lookups: args.max_lookups,
             lookup_timeout: args.lookup_timeout,
@@ -119,8 +120,12 @@ fn prepare(args: &RunArgs) -> anyhow::Result<(RunOptions, MoatConfig)> {
             max_connections_per_peer: args.max_connections_per_peer,
         },
     };
-    let mut options = from_file
-        .and(from_flags)
+    let settings = from_file.and(from_flags);
+    // One guest per process: its descriptors are bounded by its own caps.
+    if let Err(e) = moat_host::descriptors::limit_to(&settings.bounds.limits()) {
+        tracing::warn!("cannot set the descriptor limit the bounds need: {e}");
+    }
+    let mut options = settings
         .run_options()
         .arg(args.component.display().to_string())
         .args(args.args.iter().cloned());

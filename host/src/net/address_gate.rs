@@ -35,6 +35,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use super::answers::Addresses;
+use super::budget::Charge;
 use super::error::NetError;
 use super::gate::Gate;
 use super::limits::{MAX_WASI_UDP_RECEIVES, SocketSlot};
@@ -232,15 +234,16 @@ impl AddressGate {
     /// Looks `name` up for the program: an IP literal is returned as is
     /// (and judged when used); a name no grant names is refused before any
     /// query; a granted name's addresses (canonical) are recorded as
-    /// resolved from it.
+    /// resolved from it. The addresses are the run's one copy of the
+    /// answer (see [`Addresses`]), shared with every other reader.
     ///
     /// # Errors
     /// [`LookupError`].
-    pub async fn lookup(&self, name: &str) -> Result<Vec<IpAddr>, LookupError> {
+    pub async fn lookup(&self, name: &str) -> Result<Arc<Addresses>, LookupError> {
         let host =
             Host::parse(name).map_err(|e| LookupError::InvalidName(format!("{name:?}: {e}")))?;
         let dns_name = match &host {
-            Host::Ip(ip) => return Ok(vec![*ip]),
+            Host::Ip(ip) => return Ok(Arc::new(Addresses::literal(*ip))),
             Host::Name(dns_name) => dns_name.clone(),
         };
         if let Err(denied) = self.gate.policy.check_lookup(&host) {
@@ -263,15 +266,26 @@ impl AddressGate {
                 tracing::debug!(target: "moat::net", name = %host, max, "record full: lookup refused");
                 LookupError::LimitReached(format!(
                     "the run's record of resolved addresses holds {max} pairs for names that \
-                     deny entries name, none expired"
+                     deny entries name, none expired, or the run's host memory is spent \
+                     (--max-host-memory)"
                 ))
             })?;
         Ok(answer.addresses)
     }
 
+    /// Pays `bytes` for `what` from the run's host memory.
+    pub(crate) fn charge(&self, bytes: usize, what: &str) -> Result<Charge, NetError> {
+        self.gate.budget.charge(bytes, what)
+    }
+
     /// A place in the run's socket count, shared with moat:net sockets.
     pub(crate) fn socket_slot(&self) -> Result<SocketSlot, NetError> {
         self.gate.slots.try_take()
+    }
+
+    /// Whether the run's socket count has a place free now.
+    pub(crate) fn has_socket_room(&self) -> bool {
+        self.gate.slots.has_room()
     }
 
     /// A place for one waiting UDP receive: one of the run's waiting calls
@@ -286,17 +300,29 @@ impl AddressGate {
                     "the run has {MAX_WASI_UDP_RECEIVES} UDP receives waiting already (each holds a 64 KiB buffer)"
                 ))
             })?;
+        let memory = self
+            .gate
+            .budget
+            .charge(WASI_UDP_RECEIVE_BUFFER, "a wasi UDP receive's buffer")?;
         Ok(UdpReceiveTurn {
             _waiting: waiting,
             _buffer: buffer,
+            _memory: memory,
         })
     }
 }
+
+/// What wasmtime-wasi allocates for each wasi 0.3 UDP receive while it
+/// waits: 64 KiB, the largest datagram.
+const WASI_UDP_RECEIVE_BUFFER: usize = 64 << 10;
 
 /// A UDP receive's place under the run's bounds, given back when dropped.
 pub(crate) struct UdpReceiveTurn {
     _waiting: OwnedSemaphorePermit,
     _buffer: OwnedSemaphorePermit,
+    /// The buffer wasmtime-wasi holds while the receive waits, paid from
+    /// the run's host memory.
+    _memory: Charge,
 }
 
 #[cfg(test)]

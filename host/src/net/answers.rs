@@ -10,17 +10,78 @@
 
 use std::collections::HashMap;
 use std::net::IpAddr;
+use std::ops::Deref;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
+use super::budget::{Budget, Charge};
+use super::error::NetError;
 use super::names::MAX_ANSWER_LIFETIME;
-use super::resolve::Answer;
 
 /// Most names whose answers a run keeps. A name is at most 253 bytes and
-/// an answer a few addresses, so a full cache is under half a MiB; a guest
-/// that talks to more names than this at once has the earliest-expiring
-/// answers dropped (and looked up again when next used).
+/// an answer a few addresses, so a full cache of common answers is under
+/// half a MiB; answers are paid from the run's host memory all the same
+/// (a name can have thousands of addresses). A guest that talks to more
+/// names than this at once has the earliest-expiring answers dropped (and
+/// looked up again when next used).
 pub const MAX_KEPT_ANSWERS: usize = 1024;
+
+/// Most addresses of one answer the run keeps and uses, in the resolver's
+/// order. A DNS answer over UDP (1,232 bytes with EDNS) holds about 75 A
+/// records, and a name's record set rarely a dozen; a name with thousands
+/// (possible over TCP) would make every lookup of it cost the host in
+/// proportion (copied, recorded address by address), so the rest is cut.
+pub const MAX_ANSWER_ADDRESSES: usize = 256;
+
+/// Host memory one answer costs beyond its addresses: its header, its
+/// place in the cache and the name there.
+const ANSWER_OVERHEAD: usize = 320;
+
+/// One name's addresses, as the resolver gave them (in canonical form),
+/// held once by the host however many lookups and streams read them, and
+/// paid from the run's host memory while any does.
+#[derive(Debug)]
+pub struct Addresses {
+    list: Box<[IpAddr]>,
+    _charge: Option<Charge>,
+}
+
+impl Addresses {
+    /// `list`, paid from `budget`.
+    pub(crate) fn charged(list: Vec<IpAddr>, budget: &Arc<Budget>) -> Result<Addresses, NetError> {
+        let bytes = ANSWER_OVERHEAD + list.len() * size_of::<IpAddr>();
+        let charge = budget.charge(bytes, "a name lookup's answer")?;
+        Ok(Addresses {
+            list: list.into_boxed_slice(),
+            _charge: Some(charge),
+        })
+    }
+
+    /// One address (an IP literal looked up): nothing the guest can
+    /// multiply, so nothing paid.
+    pub(crate) fn literal(ip: IpAddr) -> Addresses {
+        Addresses {
+            list: Box::new([ip]),
+            _charge: None,
+        }
+    }
+}
+
+impl Deref for Addresses {
+    type Target = [IpAddr];
+
+    fn deref(&self) -> &[IpAddr] {
+        &self.list
+    }
+}
+
+/// A name's answer as the run keeps it: the shared addresses, and how long
+/// they are good for.
+#[derive(Debug, Clone)]
+pub(crate) struct Shared {
+    pub(crate) addresses: Arc<Addresses>,
+    pub(crate) lifetime: Option<Duration>,
+}
 
 /// Answers by name, each with the instant it expires.
 #[derive(Default)]
@@ -28,23 +89,23 @@ pub(crate) struct Answers {
     kept: Mutex<Kept>,
 }
 
-type Kept = HashMap<Box<str>, (Arc<[IpAddr]>, Instant)>;
+type Kept = HashMap<Box<str>, (Arc<Addresses>, Instant)>;
 
 impl Answers {
     /// The kept answer for `name`, if it has not expired.
-    pub(crate) fn get(&self, name: &str) -> Option<Answer> {
+    pub(crate) fn get(&self, name: &str) -> Option<Shared> {
         let now = Instant::now();
         let kept = self.lock();
         let (addresses, expires) = kept.get(name)?;
-        (*expires > now).then(|| Answer {
-            addresses: addresses.to_vec(),
+        (*expires > now).then(|| Shared {
+            addresses: Arc::clone(addresses),
             lifetime: Some(*expires - now),
         })
     }
 
     /// Keeps `answer` for `name` for its lifetime (at most
     /// [`MAX_ANSWER_LIFETIME`]); an answer without one is not kept.
-    pub(crate) fn keep(&self, name: &str, answer: &Answer) {
+    pub(crate) fn keep(&self, name: &str, answer: &Shared) {
         let Some(lifetime) = answer.lifetime.filter(|l| !l.is_zero()) else {
             return;
         };
@@ -62,7 +123,13 @@ impl Answers {
                 kept.remove(&soonest);
             }
         }
-        kept.insert(name.into(), (answer.addresses.as_slice().into(), expires));
+        kept.insert(name.into(), (Arc::clone(&answer.addresses), expires));
+    }
+
+    /// Forgets every kept answer (the host memory they hold is wanted for
+    /// a new one; answers a lookup still reads stay with it).
+    pub(crate) fn clear(&self) {
+        self.lock().clear();
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Kept> {
@@ -72,13 +139,11 @@ impl Answers {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
 
-    fn answer(last: u8, secs: u64) -> Answer {
-        Answer {
-            addresses: vec![IpAddr::from([192, 0, 2, last])],
+    fn answer(last: u8, secs: u64) -> Shared {
+        Shared {
+            addresses: Arc::new(Addresses::literal(IpAddr::from([192, 0, 2, last]))),
             lifetime: Some(Duration::from_secs(secs)),
         }
     }
@@ -88,13 +153,13 @@ mod tests {
         let answers = Answers::default();
         answers.keep("a.example", &answer(1, 60));
         let got = answers.get("a.example").expect("kept");
-        assert_eq!(got.addresses, vec![IpAddr::from([192, 0, 2, 1])]);
+        assert_eq!(**got.addresses, [IpAddr::from([192, 0, 2, 1])]);
         assert!(got.lifetime.is_some_and(|l| l <= Duration::from_secs(60)));
         // A zero lifetime or none at all is not kept.
         answers.keep("b.example", &answer(2, 0));
         answers.keep(
             "c.example",
-            &Answer {
+            &Shared {
                 lifetime: None,
                 ..answer(3, 1)
             },

@@ -23,6 +23,7 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::{Arc, Mutex, PoisonError};
 
+use super::budget::Budget;
 use super::error::NetError;
 use super::limits::{Limits, SocketSlots, WaitingCalls};
 use super::names::ResolvedNames;
@@ -39,16 +40,25 @@ pub(crate) struct Gate {
     /// Which names the run's own lookups (wasi:sockets programs) resolved
     /// each address from.
     pub(crate) names: Mutex<ResolvedNames>,
+    /// The run's host memory ([`Limits::max_host_memory`]).
+    pub(crate) budget: Arc<Budget>,
 }
 
 impl Gate {
     pub(crate) fn new(policy: Policy, limits: Limits, resolver: Option<Arc<dyn Resolver>>) -> Gate {
         let resolver = resolver.unwrap_or_else(|| Arc::new(SystemResolver::new()));
+        let budget = Budget::new(limits.max_host_memory);
         Gate {
-            lookups: Lookups::new(resolver, limits.max_lookups, limits.lookup_timeout),
+            lookups: Lookups::new(
+                resolver,
+                limits.max_lookups,
+                limits.lookup_timeout,
+                Arc::clone(&budget),
+            ),
             slots: SocketSlots::new(limits.max_sockets),
             waiting: WaitingCalls::new(limits.max_waiting_calls),
-            names: Mutex::new(ResolvedNames::new(limits.max_recorded_addresses)),
+            names: Mutex::new(ResolvedNames::new(limits.max_recorded_addresses, &budget)),
+            budget,
             policy,
             limits,
         }

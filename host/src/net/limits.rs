@@ -9,12 +9,13 @@
 //! sockets faster than their peers read.
 
 use std::collections::HashMap;
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv6Addr};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+pub use super::budget::DEFAULT_MAX_HOST_MEMORY;
 use super::error::NetError;
 use super::tcp::CLOSE_LINGER;
 
@@ -88,8 +89,10 @@ pub struct Limits {
     /// Connections one listener has open at once, for listeners whose
     /// guest sets no cap of its own (`None`: only the socket cap).
     pub max_connections: Option<u32>,
-    /// Connections one listener has open at once from one peer address,
-    /// for listeners whose guest sets no cap of its own.
+    /// Connections one listener has open at once from one peer, for
+    /// listeners whose guest sets no cap of its own. A peer is an IPv4
+    /// address or an IPv6 /64 ([`peer_of`]): one IPv6 client is usually
+    /// given a whole /64, so counting each /128 would give it 2^64 shares.
     pub max_connections_per_peer: Option<u32>,
     /// How long a socket the guest closed may go on writing out its queued
     /// bytes before they are dropped and the connection reset
@@ -98,6 +101,9 @@ pub struct Limits {
     /// (address, name) pairs remembered from wasi:sockets name lookups
     /// ([`DEFAULT_MAX_RECORDED_ADDRESSES`]).
     pub max_recorded_addresses: usize,
+    /// Host memory the run's guest may make the host keep, every kind
+    /// together ([`DEFAULT_MAX_HOST_MEMORY`]; see [`super::budget`]).
+    pub max_host_memory: Option<usize>,
 }
 
 impl Default for Limits {
@@ -112,6 +118,7 @@ impl Default for Limits {
             max_connections_per_peer: None,
             close_linger: CLOSE_LINGER,
             max_recorded_addresses: DEFAULT_MAX_RECORDED_ADDRESSES,
+            max_host_memory: Some(DEFAULT_MAX_HOST_MEMORY),
         }
     }
 }
@@ -173,6 +180,13 @@ impl SocketSlots {
         }
     }
 
+    /// Whether a slot is free now.
+    pub(crate) fn has_room(&self) -> bool {
+        self.slots
+            .as_ref()
+            .is_none_or(|s| s.available_permits() > 0)
+    }
+
     /// A slot, waiting for one if the run holds its maximum (an accept
     /// loop waits here, and clients wait in the kernel's backlog).
     pub(crate) async fn take(&self) -> SocketSlot {
@@ -189,7 +203,19 @@ impl SocketSlots {
     }
 }
 
-/// Open connections per peer address, shared by a listener's connections.
+/// The peer a connection from `ip` counts against: an IPv4 address (an
+/// IPv4-mapped IPv6 address is its IPv4 address), or an IPv6 address's /64,
+/// the smallest prefix a network gives one host or subscriber (RFC 6177,
+/// SLAAC).
+pub(crate) fn peer_of(ip: IpAddr) -> IpAddr {
+    match ip.to_canonical() {
+        IpAddr::V6(v6) => IpAddr::V6(Ipv6Addr::from(u128::from(v6) & !u128::from(u64::MAX))),
+        v4 => v4,
+    }
+}
+
+/// Open connections per peer ([`peer_of`]), shared by a listener's
+/// connections.
 type PeerCounts = Arc<Mutex<HashMap<IpAddr, u32>>>;
 
 /// The run's count of calls waiting (receives, accepts, lookups).
@@ -266,7 +292,7 @@ impl ConnectionCaps {
         let Some((max, counts)) = &self.per_peer else {
             return true;
         };
-        let peer = peer.to_canonical();
+        let peer = peer_of(peer);
         let mut map = counts.lock().unwrap_or_else(PoisonError::into_inner);
         let n = map.entry(peer).or_insert(0);
         if *n >= *max {
@@ -310,5 +336,26 @@ mod tests {
         slots.remove(0);
         let mut again = SocketSlot::default();
         assert!(caps.admit(&mut again, one));
+    }
+
+    #[test]
+    fn an_ipv6_peer_is_its_slash_64() {
+        let caps = ConnectionCaps::new(None, Some(2));
+        let mut slots: Vec<SocketSlot> = (0..2).map(|_| SocketSlot::default()).collect();
+        assert!(caps.admit(&mut slots[0], "2001:db8:1:2::1".parse().unwrap()));
+        assert!(caps.admit(
+            &mut slots[1],
+            "2001:db8:1:2:ffff:ffff:ffff:ffff".parse().unwrap()
+        ));
+        let mut refused = SocketSlot::default();
+        assert!(
+            !caps.admit(&mut refused, "2001:db8:1:2:1234::99".parse().unwrap()),
+            "another address of the same /64 is the same peer"
+        );
+        assert!(caps.admit(&mut refused, "2001:db8:1:3::1".parse().unwrap()));
+        assert_eq!(
+            peer_of("::ffff:10.0.0.1".parse().unwrap()),
+            "10.0.0.1".parse::<IpAddr>().unwrap()
+        );
     }
 }

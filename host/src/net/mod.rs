@@ -13,6 +13,7 @@
 
 pub mod address_gate;
 pub mod answers;
+pub(crate) mod budget;
 pub mod error;
 mod gate;
 pub mod limits;
@@ -61,9 +62,12 @@ impl Net {
     /// A network governed by `policy` that counts its sockets with queued
     /// bytes on `pending` (the host shares one gauge between runs).
     pub fn with_pending_writes(policy: Policy, pending: Arc<PendingWrites>) -> Net {
+        let gate = Arc::new(Gate::new(policy, Limits::default(), None));
+        let tasks = Tasks::new(pending);
+        tasks.set_budget(Arc::clone(&gate.budget));
         Net {
-            gate: Arc::new(Gate::new(policy, Limits::default(), None)),
-            tasks: Tasks::new(pending),
+            gate,
+            tasks,
             tls: Arc::default(),
         }
     }
@@ -74,6 +78,7 @@ impl Net {
     pub fn with_limits(mut self, limits: Limits) -> Net {
         self.tasks.set_close_linger(limits.close_linger);
         self.gate = Arc::new(self.gate.rebuilt(Some(limits), None));
+        self.tasks.set_budget(Arc::clone(&self.gate.budget));
         self
     }
 
@@ -89,12 +94,19 @@ impl Net {
     /// its answers as to the system's.
     pub fn with_resolver(mut self, resolver: Arc<dyn Resolver>) -> Net {
         self.gate = Arc::new(self.gate.rebuilt(None, Some(resolver)));
+        self.tasks.set_budget(Arc::clone(&self.gate.budget));
         self
     }
 
     /// The limits every socket of this network counts against.
     pub fn limits(&self) -> &Limits {
         &self.gate.limits
+    }
+
+    /// Host memory this network's guest makes the host keep now, in bytes
+    /// (what [`Limits::max_host_memory`] bounds).
+    pub fn host_memory_used(&self) -> usize {
+        self.gate.budget.used()
     }
 
     /// This network with `trust` as the roots TLS clients trust (the
@@ -173,7 +185,10 @@ impl Net {
         tls: &TlsClientOptions,
     ) -> Result<TcpConn, NetError> {
         let attempt = async {
-            let config = self.tls.client_config(tls)?;
+            // The policy first: a denied connect builds no configuration.
+            self.gate
+                .admit(crate::policy::Capability::Connect, host, port)?;
+            let config = self.tls.client_config(tls, &self.gate.budget)?;
             let (stream, target, slot) = tcp::connect_stream(
                 &self.gate,
                 host,
@@ -221,7 +236,11 @@ impl Net {
         options: &ListenOptions,
         tls: &TlsServerOptions,
     ) -> Result<TcpListener, NetError> {
-        let server = tls::ServerTls::new(tls, self.gate.limits.tls_handshake_timeout)?;
+        // The policy first: a denied listen builds no configuration.
+        self.gate
+            .admit(crate::policy::Capability::Listen, host, port)?;
+        let config = self.tls.server_config(tls, &self.gate.budget)?;
+        let server = tls::ServerTls::new(config, tls, self.gate.limits.tls_handshake_timeout);
         listen::listen(&self.gate, &self.tasks, host, port, options, Some(server)).await
     }
 
@@ -240,7 +259,7 @@ impl Net {
         tls: &TlsClientOptions,
     ) -> Result<tcp::Upgrade, NetError> {
         let name = tls::server_name(&crate::policy::Host::parse(server_name)?)?;
-        let config = self.tls.client_config(tls)?;
+        let config = self.tls.client_config(tls, &self.gate.budget)?;
         let limit = tls::DEFAULT_HANDSHAKE_TIMEOUT.min(self.gate.limits.tls_handshake_timeout);
         let side = tcp::upgrade::Side::Client {
             name,
@@ -262,7 +281,8 @@ impl Net {
         already_read: Vec<u8>,
         tls: &TlsServerOptions,
     ) -> Result<tcp::Upgrade, NetError> {
-        let server = tls::ServerTls::new(tls, self.gate.limits.tls_handshake_timeout)?;
+        let config = self.tls.server_config(tls, &self.gate.budget)?;
+        let server = tls::ServerTls::new(config, tls, self.gate.limits.tls_handshake_timeout);
         conn.upgrade(tcp::upgrade::Side::Server(server), already_read)
     }
 

@@ -23,7 +23,8 @@ use hickory_resolver::net::runtime::TokioRuntimeProvider;
 use hickory_resolver::proto::rr::Name;
 use tokio::sync::{OnceCell, Semaphore};
 
-use super::answers::Answers;
+use super::answers::{Addresses, Answers, MAX_ANSWER_ADDRESSES, Shared};
+use super::budget::Budget;
 use super::error::NetError;
 use crate::policy::Host;
 
@@ -94,13 +95,18 @@ impl SystemResolver {
 }
 
 /// A resolver for `config`'s name servers that looks every name up as
-/// absolute: no domain, no search list, whatever `config` says.
+/// absolute: no domain, no search list, whatever `config` says; and that
+/// keeps no answers of its own. The run keeps answers itself
+/// ([`super::answers`]), paid from its host memory; hickory's cache would
+/// hold up to 8,192 whole responses per run outside that budget (a name
+/// with thousands of records is a response of hundreds of KiB).
 fn absolute_only(config: ResolverConfig, options: ResolverOpts) -> Result<TokioResolver, String> {
     let (_, _, servers) = config.into_parts();
     let config = ResolverConfig::from_parts(None, Vec::new(), servers);
     let mut builder = TokioResolver::builder_with_config(config, TokioRuntimeProvider::default());
     *builder.options_mut() = options;
     builder.options_mut().ndots = 0;
+    builder.options_mut().cache_size = 0;
     builder.build().map_err(|e| e.to_string())
 }
 
@@ -139,15 +145,22 @@ pub(crate) struct Lookups {
     turns: Arc<Semaphore>,
     timeout: Duration,
     answers: Arc<Answers>,
+    budget: Arc<Budget>,
 }
 
 impl Lookups {
-    pub(crate) fn new(resolver: Arc<dyn Resolver>, max: u32, timeout: Duration) -> Lookups {
+    pub(crate) fn new(
+        resolver: Arc<dyn Resolver>,
+        max: u32,
+        timeout: Duration,
+        budget: Arc<Budget>,
+    ) -> Lookups {
         Lookups {
             resolver,
             turns: Arc::new(Semaphore::new(max.max(1) as usize)),
             timeout,
             answers: Arc::default(),
+            budget,
         }
     }
 
@@ -174,8 +187,8 @@ impl Lookups {
             .answer(name)
             .await?
             .addresses
-            .into_iter()
-            .map(|ip| SocketAddr::new(ip, port))
+            .iter()
+            .map(|&ip| SocketAddr::new(ip, port))
             .collect();
         tracing::debug!(target: "moat::net", %name, ?addrs, "resolved");
         Ok(addrs)
@@ -183,12 +196,16 @@ impl Lookups {
 
     /// The answer for the DNS name `name` (checked already), its addresses
     /// canonical (an IPv4-mapped address is the IPv4 address it carries):
-    /// the run's kept answer while it lasts, else a lookup.
+    /// the run's kept answer while it lasts, else a lookup. Its addresses
+    /// are held once, paid from the run's host memory, and shared by every
+    /// reader.
     ///
     /// # Errors
     /// [`NetError::NameNotResolved`] if the name has no address or the
-    /// resolver failed; [`NetError::TimedOut`] past the lookup timeout.
-    pub(crate) async fn answer(&self, name: &str) -> Result<Answer, NetError> {
+    /// resolver failed; [`NetError::TimedOut`] past the lookup timeout;
+    /// [`NetError::LimitReached`] if the run's host memory cannot hold the
+    /// answer.
+    pub(crate) async fn answer(&self, name: &str) -> Result<Shared, NetError> {
         if let Some(answer) = self.answers.get(name) {
             return Ok(answer);
         }
@@ -209,8 +226,25 @@ impl Lookups {
         for ip in &mut answer.addresses {
             *ip = ip.to_canonical();
         }
-        self.answers.keep(name, &answer);
-        Ok(answer)
+        if answer.addresses.len() > MAX_ANSWER_ADDRESSES {
+            tracing::debug!(target: "moat::net", %name, addresses = answer.addresses.len(), kept = MAX_ANSWER_ADDRESSES, "answer cut to its first addresses");
+            answer.addresses.truncate(MAX_ANSWER_ADDRESSES);
+        }
+        let addresses = match Addresses::charged(answer.addresses.clone(), &self.budget) {
+            Ok(addresses) => addresses,
+            Err(_) => {
+                // The kept answers are a saving, not a need: give their
+                // memory back and try once more.
+                self.answers.clear();
+                Addresses::charged(answer.addresses, &self.budget)?
+            }
+        };
+        let shared = Shared {
+            addresses: Arc::new(addresses),
+            lifetime: answer.lifetime,
+        };
+        self.answers.keep(name, &shared);
+        Ok(shared)
     }
 }
 
@@ -304,5 +338,67 @@ mod tests {
         assert!(searching.lookup_ip("api").await.is_err());
         let names = asked.lock().unwrap().clone();
         assert!(names.iter().any(|n| n == "api.corp.example."), "{names:?}");
+    }
+
+    /// A DNS server that answers every A query with 192.0.2.1 (TTL 300)
+    /// and every other query with no records; counts the A queries.
+    async fn answering_server() -> (SocketAddr, Arc<Mutex<usize>>) {
+        let socket = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let addr = socket.local_addr().unwrap();
+        let asked = Arc::new(Mutex::new(0));
+        let count = Arc::clone(&asked);
+        tokio::spawn(async move {
+            let mut buf = [0u8; 512];
+            while let Ok((n, from)) = socket.recv_from(&mut buf).await {
+                let mut reply = buf[..n].to_vec();
+                // The question ends after the name's labels: QTYPE, QCLASS.
+                let mut at = 12;
+                while let Some(&len) = reply.get(at).filter(|&&l| l > 0) {
+                    at += 1 + len as usize;
+                }
+                let question_end = at + 5;
+                let is_a = reply.get(at + 1..at + 3) == Some(&[0, 1][..]);
+                reply.truncate(question_end);
+                reply[2] |= 0x80;
+                reply[3] = 0x80;
+                reply[6..8].copy_from_slice(&[0, u8::from(is_a)]);
+                reply[8..12].fill(0);
+                if is_a {
+                    *count.lock().unwrap() += 1;
+                    reply.extend_from_slice(&[
+                        0xc0, 12, 0, 1, 0, 1, 0, 0, 1, 44, 0, 4, 192, 0, 2, 1,
+                    ]);
+                }
+                let _ = socket.send_to(&reply, from).await;
+            }
+        });
+        (addr, asked)
+    }
+
+    #[tokio::test]
+    async fn the_resolver_keeps_no_answers_of_its_own() {
+        let (server, asked) = answering_server().await;
+        let (config, options) = config_with_search_list(server);
+        let resolver = absolute_only(config, options).unwrap();
+        for _ in 0..2 {
+            let answer = lookup_absolute(&resolver, "kept.test").await.unwrap();
+            assert_eq!(answer.addresses, vec![IpAddr::from([192, 0, 2, 1])]);
+        }
+        // Asked twice, the server heard it twice.
+        assert_eq!(*asked.lock().unwrap(), 2);
+
+        // hickory's own cache would have answered the second: the test
+        // can tell.
+        let (config, options) = config_with_search_list(server);
+        let mut builder =
+            TokioResolver::builder_with_config(config, TokioRuntimeProvider::default());
+        *builder.options_mut() = options;
+        builder.options_mut().ndots = 0;
+        let caching = builder.build().unwrap();
+        *asked.lock().unwrap() = 0;
+        for _ in 0..2 {
+            lookup_absolute(&caching, "kept.test").await.unwrap();
+        }
+        assert_eq!(*asked.lock().unwrap(), 1);
     }
 }

@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::Duration;
 
+use super::budget::Budget;
 use super::tcp::CLOSE_LINGER;
 
 fn millis(d: Duration) -> u64 {
@@ -33,6 +34,8 @@ pub(crate) struct TasksInner {
     /// How long a closed socket's drain may run (`Limits::close_linger`),
     /// in milliseconds.
     close_linger_ms: AtomicU64,
+    /// The run's host memory, which send backlogs are paid from.
+    budget: Mutex<Arc<Budget>>,
 }
 
 impl std::ops::Deref for Tasks {
@@ -50,7 +53,18 @@ impl Tasks {
             stop: CancellationToken::new(),
             pending,
             close_linger_ms: AtomicU64::new(millis(CLOSE_LINGER)),
+            budget: Mutex::new(Budget::new(None)),
         }))
+    }
+
+    /// The run's host memory.
+    pub(crate) fn budget(&self) -> Arc<Budget> {
+        Arc::clone(&self.budget.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Pays send backlogs from `budget` from now on.
+    pub(crate) fn set_budget(&self, budget: Arc<Budget>) {
+        *self.budget.lock().unwrap_or_else(PoisonError::into_inner) = budget;
     }
 
     /// How long a socket closed with bytes queued may go on writing them.

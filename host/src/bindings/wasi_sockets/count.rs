@@ -3,9 +3,11 @@
 //! - Every socket holds a place in the run's socket count (shared with
 //!   moat:net sockets, `--max-sockets`) from its creation to its drop: the
 //!   create functions take one (at the cap they fail with
-//!   `new-socket-limit`, or `other` in 0.3, which has no such code), an
-//!   admitted accept takes one in the address check, and the socket
-//!   resources' destructors give them back.
+//!   `new-socket-limit`, or `other` in 0.3, which has no such code), a 0.2
+//!   accept takes one for the socket it returns (at the cap it closes the
+//!   connection and fails with `new-socket-limit`; 0.3 accepts are
+//!   [`super::streams`]'), and the socket resources' destructors give them
+//!   back.
 //! - A wasi 0.3 UDP receive that waits holds a 64 KiB buffer in
 //!   wasmtime-wasi; receives waiting at once are bounded
 //!   ([`MAX_WASI_UDP_RECEIVES`](crate::net::limits::MAX_WASI_UDP_RECEIVES),
@@ -13,7 +15,8 @@
 
 use wasmtime::component::{Accessor, Linker, Resource, ResourceType};
 use wasmtime_wasi::p2::bindings::sockets::network::{ErrorCode, IpAddressFamily};
-use wasmtime_wasi::p2::bindings::sockets::{tcp_create_socket, udp_create_socket};
+use wasmtime_wasi::p2::bindings::sockets::{tcp, tcp_create_socket, udp_create_socket};
+use wasmtime_wasi::p2::{DynInputStream, DynOutputStream};
 use wasmtime_wasi::p3::bindings::sockets::types::{
     self as p3, HostTcpSocket, HostUdpSocket, HostUdpSocketWithStore,
 };
@@ -57,11 +60,21 @@ fn file_slot<T: WasiNetView, S, E>(
     created: &Result<Resource<S>, E>,
 ) {
     if let Ok(socket) = created {
-        state.wasi_net().created.insert(socket.rep(), slot);
+        state
+            .wasi_net()
+            .created
+            .insert(socket.rep(), std::sync::Arc::new(slot));
     }
 }
 
 type P2Result<T> = wasmtime::Result<(Result<T, ErrorCode>,)>;
+
+/// What a 0.2 accept returns: the socket and its two streams.
+type Accepted = (
+    Resource<wasmtime_wasi::p2::TcpSocket>,
+    Resource<DynInputStream>,
+    Resource<DynOutputStream>,
+);
 type P3Result<T> = wasmtime::Result<(Result<T, p3::ErrorCode>,)>;
 
 /// Defines the counted create functions and destructors, and the bounded
@@ -72,10 +85,39 @@ pub(super) fn add_to_linker<T: WasiNetView + 'static>(
     use wasmtime_wasi::p2::{TcpSocket as P2Tcp, UdpSocket as P2Udp};
     use wasmtime_wasi::sockets::{TcpSocket as P3Tcp, UdpSocket as P3Udp};
 
-    linker.instance(P2_TCP)?.resource(
+    let mut p2_tcp = linker.instance(P2_TCP)?;
+    p2_tcp.resource(
         "tcp-socket",
         ResourceType::host::<P2Tcp>(),
         drop_socket::<T, P2Tcp>,
+    )?;
+    p2_tcp.func_wrap(
+        "[method]tcp-socket.accept",
+        |mut store, (this,): (Resource<P2Tcp>,)| -> P2Result<Accepted> {
+            let state = store.data_mut();
+            let (socket, input, output) =
+                match tcp::HostTcpSocket::accept(&mut state.sockets(), this) {
+                    Ok(accepted) => accepted,
+                    Err(err) => return Ok((Err(err.downcast()?),)),
+                };
+            match take_slot(state) {
+                Ok(slot) => {
+                    state
+                        .wasi_net()
+                        .created
+                        .insert(socket.rep(), std::sync::Arc::new(slot));
+                    Ok((Ok((socket, input, output)),))
+                }
+                Err(_) => {
+                    tracing::debug!(target: "moat::net", "socket limit reached: closing an accepted connection");
+                    let table = state.ctx().table;
+                    drop(table.delete(output)?);
+                    drop(table.delete(input)?);
+                    drop(table.delete(socket)?);
+                    Ok((Err(ErrorCode::NewSocketLimit),))
+                }
+            }
+        },
     )?;
     linker.instance(P2_UDP)?.resource(
         "udp-socket",

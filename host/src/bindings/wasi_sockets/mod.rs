@@ -12,7 +12,9 @@
 //!   ([`lookup`]): names no grant names are refused before any query, and
 //!   the addresses of granted names are recorded for the judge;
 //! - the run's socket count on every socket created or accepted, and a
-//!   bound on wasi 0.3 UDP receives waiting ([`count`]).
+//!   bound on wasi 0.3 UDP receives waiting ([`count`]);
+//! - wasi 0.3 TCP streams that keep their socket's place in the count for
+//!   as long as they hold its descriptor ([`streams`]).
 //!
 //! An embedder puts wasi:sockets under a policy on a linker and a
 //! [`WasiCtxBuilder`] of its own (examples/embed does it all, with moat:net
@@ -62,28 +64,28 @@
 
 pub mod count;
 pub mod lookup;
+pub mod streams;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use wasmtime::component::Linker;
 use wasmtime_wasi::sockets::SocketAddrUse;
 use wasmtime_wasi::{WasiCtxBuilder, WasiView};
 
-use crate::net::limits::SocketSlot;
 use crate::net::{AddressGate, AddressUse, Net, Notices};
+use streams::{Held, Wakeups};
 
 /// One run's wasi:sockets state: its gate and the places its sockets hold
 /// in the run's socket count.
 pub struct WasiNet {
     gate: Arc<AddressGate>,
-    /// Slots of sockets this layer created, by resource index.
-    created: HashMap<u32, SocketSlot>,
-    /// Slots taken for connections admitted by an accept, not yet matched
-    /// to their socket resource (wasmtime-wasi creates that resource
-    /// itself); a socket dropped that this layer did not create gives one
-    /// back.
-    accepted: Arc<Mutex<Vec<SocketSlot>>>,
+    /// Places of the sockets this layer created or accepted, by resource
+    /// index (shared with the 0.3 streams taken from them).
+    created: HashMap<u32, Held>,
+    /// The host's own connections to dropped listeners, let through the
+    /// accept check ([`streams`]).
+    wakeups: Wakeups,
 }
 
 /// Implemented by a store's data type to expose its [`WasiNet`].
@@ -99,7 +101,7 @@ impl WasiNet {
         WasiNet {
             gate: Arc::new(net.address_gate(notices)),
             created: HashMap::new(),
-            accepted: Arc::default(),
+            wakeups: Wakeups::default(),
         }
     }
 
@@ -112,37 +114,32 @@ impl WasiNet {
     /// judged by this run's gate before its syscall.
     pub fn configure(&self, builder: &mut WasiCtxBuilder) {
         let gate = Arc::clone(&self.gate);
-        let accepted = Arc::clone(&self.accepted);
+        let wakeups = self.wakeups.clone();
         builder
             .allow_tcp(true)
             .allow_udp(true)
             .allow_ip_name_lookup(true)
             .socket_addr_check(move |addr, use_| {
-                let admitted = judge(&gate, &accepted, addr, use_);
+                let admitted = (matches!(use_, SocketAddrUse::TcpAccept) && wakeups.take(addr))
+                    || judge(&gate, addr, use_);
                 Box::pin(std::future::ready(admitted))
             });
     }
 
-    /// Gives back the slot of the socket at `rep`, which was just dropped.
+    /// Gives back the place of the socket at `rep`, which was just
+    /// dropped (the streams taken from it may hold it longer).
     fn release(&mut self, rep: u32) {
-        if self.created.remove(&rep).is_none() {
-            self.accepted
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .pop();
-        }
+        self.created.remove(&rep);
     }
 }
 
 /// The `socket_addr_check` hook: the gate's judgement, and for an accepted
-/// connection a place in the socket count (refused at the cap, which
-/// wasmtime-wasi answers with a reset).
-fn judge(
-    gate: &AddressGate,
-    accepted: &Mutex<Vec<SocketSlot>>,
-    addr: std::net::SocketAddr,
-    use_: SocketAddrUse,
-) -> bool {
+/// connection, whether the run has a place for it (refused at the cap,
+/// which wasmtime-wasi answers with a reset). The place itself is taken
+/// when the connection is handed to the guest as a socket ([`count`],
+/// [`streams`]): one judged and then dropped unhanded (its listener went)
+/// took none.
+fn judge(gate: &AddressGate, addr: std::net::SocketAddr, use_: SocketAddrUse) -> bool {
     let use_ = match use_ {
         SocketAddrUse::TcpBind | SocketAddrUse::UdpBind => AddressUse::Bind,
         SocketAddrUse::TcpListen => AddressUse::Listen,
@@ -154,17 +151,9 @@ fn judge(
     if gate.judge(addr, use_).is_err() {
         return false;
     }
-    if use_ == AddressUse::Accept {
-        match gate.socket_slot() {
-            Ok(slot) => accepted
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .push(slot),
-            Err(_) => {
-                tracing::debug!(target: "moat::net", peer = %addr, "socket limit reached: resetting an accepted connection");
-                return false;
-            }
-        }
+    if use_ == AddressUse::Accept && !gate.has_socket_room() {
+        tracing::debug!(target: "moat::net", peer = %addr, "socket limit reached: resetting an accepted connection");
+        return false;
     }
     true
 }
@@ -183,7 +172,9 @@ pub fn add_to_linker<T: WasiNetView + 'static>(linker: &mut Linker<T>) -> wasmti
     wasmtime_wasi::p2::add_to_linker_async(linker)?;
     wasmtime_wasi::p3::add_to_linker(linker)?;
     linker.allow_shadowing(true);
-    let shadowed = lookup::add_to_linker(linker).and_then(|()| count::add_to_linker(linker));
+    let shadowed = lookup::add_to_linker(linker)
+        .and_then(|()| count::add_to_linker(linker))
+        .and_then(|()| streams::add_to_linker(linker));
     linker.allow_shadowing(false);
     shadowed
 }

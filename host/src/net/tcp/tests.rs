@@ -111,6 +111,53 @@ async fn a_full_socket_queues_one_backlog_then_waits_and_loses_nothing() {
 }
 
 #[tokio::test]
+async fn a_spent_host_memory_budget_queues_nothing_and_the_write_waits_for_the_kernel() {
+    let peer_listener = PeerListener::bind("127.0.0.1:0").await.unwrap();
+    let port = peer_listener.local_addr().unwrap().port();
+    // A budget smaller than one backlog: nothing is ever queued.
+    let net = Net::new(Policy::allow_all()).with_limits(crate::net::Limits {
+        max_host_memory: Some(1024),
+        ..crate::net::Limits::default()
+    });
+    let options = ConnectOptions {
+        send_buffer_size: Some(4096),
+        ..ConnectOptions::default()
+    };
+    let (conn, peer) = tokio::join!(
+        net.connect("127.0.0.1", port, &options),
+        peer_listener.accept()
+    );
+    let (conn, mut peer) = (conn.unwrap(), peer.unwrap().0);
+    let (mut writer, sent) = conn.writer().unwrap();
+    let data = pattern(4 << 20);
+    let mut offset = 0;
+    poll_fn(|cx| {
+        loop {
+            match writer.poll_write(cx, &data[offset..]) {
+                Poll::Ready(Ok(n)) => offset += n,
+                Poll::Ready(Err(e)) => panic!("write failed: {e}"),
+                Poll::Pending => return Poll::Ready(()),
+            }
+        }
+    })
+    .await;
+    assert!(offset < data.len(), "the kernel took all 4 MiB unread");
+    assert_eq!(net.host_memory_used(), 0, "no backlog was paid for");
+    // The writer waits on the kernel; when the peer reads, every byte
+    // arrives, in order.
+    let reading = tokio::spawn(async move {
+        let mut got = Vec::new();
+        peer.read_to_end(&mut got).await.unwrap();
+        got
+    });
+    write_all(&mut writer, &data[offset..]).await.unwrap();
+    drop(writer);
+    assert_eq!(sent.await, Ok(()));
+    assert!(reading.await.unwrap() == data, "bytes differ");
+    assert_eq!(net.host_memory_used(), 0);
+}
+
+#[tokio::test]
 async fn the_backlog_drains_without_anyone_polling_the_writer() {
     let options = ConnectOptions {
         send_buffer_size: Some(4096),

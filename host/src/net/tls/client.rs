@@ -4,27 +4,28 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rustls::ClientConfig;
-use rustls::pki_types::ServerName;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
-use super::{
-    TlsClientOptions, TlsTrust, add_pem_roots, error, parse_identity, provider, versions_error,
-};
+use super::{TlsTrust, add_roots, error, provider, versions_error};
 use crate::net::error::NetError;
 use crate::net::tcp::io::{Prefixed, TlsStream};
 use crate::policy::Host;
 
-/// A client configuration for `options` over `trust`.
+/// A client configuration over `trust` plus the guest's `roots`, with
+/// `identity` as its client certificate.
 pub(super) fn build_config(
     trust: &TlsTrust,
-    options: &TlsClientOptions,
+    alpn: &[Vec<u8>],
+    roots: Option<Vec<CertificateDer<'static>>>,
+    identity: Option<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)>,
 ) -> Result<ClientConfig, NetError> {
-    let roots = match &options.extra_roots_pem {
+    let roots = match roots {
         None => Arc::clone(&trust.roots),
-        Some(pem) => {
+        Some(roots) => {
             let mut store = (*trust.roots).clone();
-            add_pem_roots(&mut store, pem)?;
+            add_roots(&mut store, roots, "extra roots")?;
             Arc::new(store)
         }
     };
@@ -32,16 +33,13 @@ pub(super) fn build_config(
         .with_safe_default_protocol_versions()
         .map_err(versions_error)?
         .with_root_certificates(roots);
-    let mut config = match &options.identity {
+    let mut config = match identity {
         None => builder.with_no_client_auth(),
-        Some(identity) => {
-            let (chain, key) = parse_identity(identity)?;
-            builder
-                .with_client_auth_cert(chain, key)
-                .map_err(|e| NetError::InvalidArgument(format!("client certificate: {e}")))?
-        }
+        Some((chain, key)) => builder
+            .with_client_auth_cert(chain, key)
+            .map_err(|e| NetError::InvalidArgument(format!("client certificate: {e}")))?,
     };
-    config.alpn_protocols = options.alpn.clone();
+    config.alpn_protocols = alpn.to_vec();
     Ok(config)
 }
 

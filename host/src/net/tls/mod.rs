@@ -6,16 +6,19 @@
 //! - Trust is webpki-roots by default, built once per process and shared;
 //!   a run can add roots (`--ca-file`) or replace the store (embedding), and
 //!   a guest can add its own for one connection.
-//! - Client configurations are memoized by what varies between connects
-//!   (ALPN list, extra roots), so a connect does not rebuild the root store.
+//! - Configurations are built after the policy check, from inputs of
+//!   bounded size ([`MAX_PEM_BYTES`], [`MAX_CHAIN_CERTIFICATES`],
+//!   [`MAX_GUEST_ROOTS`]), once per distinct content, and paid from the
+//!   run's host memory ([`configs`]): a connect does not rebuild the root
+//!   store, and a hundred listeners with one certificate hold it once.
 //! - A handshake is bounded in time, on both sides.
 
 mod client;
+pub mod configs;
 mod server;
 
-use std::collections::HashMap;
 use std::io;
-use std::sync::{Arc, LazyLock, Mutex, PoisonError};
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use rustls::RootCertStore;
@@ -23,7 +26,9 @@ use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
+use super::budget::Budget;
 use super::error::NetError;
+use configs::{Configs, KeyBuilder};
 
 pub(crate) use client::{handshake_client, server_name};
 pub(crate) use server::{ServerTls, handshake_server};
@@ -33,10 +38,34 @@ pub(crate) use server::{ServerTls, handshake_server};
 /// not hold a slot (or, on connect, the guest) for longer than this.
 pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Most client configurations kept per run. Distinct ALPN lists and
-/// per-connection root sets are few in practice; past this many the cache
-/// starts over rather than grow.
-const CLIENT_CONFIGS_KEPT: usize = 32;
+/// The largest PEM input a guest may pass (a certificate chain, a key, a
+/// set of roots), in bytes: 512 KiB, twice Mozilla's whole root bundle in
+/// PEM (about 220 KB). Real chains and keys are a few KiB.
+pub const MAX_PEM_BYTES: usize = 512 << 10;
+
+/// Most certificates in a guest's certificate chain: a leaf and its
+/// intermediates, rarely more than four; ten leaves room for cross-signed
+/// paths.
+pub const MAX_CHAIN_CERTIFICATES: usize = 10;
+
+/// Most roots a guest may add for one connection or listener: Mozilla's
+/// set is about 150; 512 holds any bundle a program ships.
+pub const MAX_GUEST_ROOTS: usize = 512;
+
+/// What a client configuration costs in host memory beyond its
+/// certificates and keys (rustls's configuration, its session cache and
+/// verifier): 15.7 KB measured with a counting allocator, rounded up.
+const CLIENT_CONFIG_OVERHEAD: usize = 16 << 10;
+
+/// As [`CLIENT_CONFIG_OVERHEAD`] for a server configuration: 31.5 KB
+/// measured (its session cache and ticketer, the signing key's schedule).
+const SERVER_CONFIG_OVERHEAD: usize = 32 << 10;
+
+/// What each trust anchor of the run's store costs when a configuration
+/// copies the store to add a guest's roots: 72 bytes measured for
+/// Mozilla's roots (borrowed, static); an owned root (`--ca-file`) holds
+/// its subject and key too, so 256.
+const ANCHOR_BYTES: usize = 256;
 
 /// The one crypto provider moat uses, named explicitly.
 pub(crate) fn provider() -> Arc<CryptoProvider> {
@@ -144,17 +173,12 @@ pub struct TlsServerOptions {
     pub handshake_timeout: Option<Duration>,
 }
 
-/// A run's TLS state: its trust and its memoized client configurations.
+/// A run's TLS state: its trust and the configurations its guest's
+/// options made ([`configs`]).
 pub struct TlsContext {
     trust: TlsTrust,
-    client_configs: Mutex<HashMap<ClientKey, Arc<rustls::ClientConfig>>>,
-}
-
-/// What makes two client configurations differ.
-#[derive(Hash, PartialEq, Eq)]
-struct ClientKey {
-    alpn: Vec<Vec<u8>>,
-    extra_roots_pem: Option<Vec<u8>>,
+    clients: Configs<rustls::ClientConfig>,
+    servers: Configs<rustls::ServerConfig>,
 }
 
 impl TlsContext {
@@ -162,7 +186,8 @@ impl TlsContext {
     pub fn new(trust: TlsTrust) -> TlsContext {
         TlsContext {
             trust,
-            client_configs: Mutex::default(),
+            clients: Configs::new("TLS client configuration"),
+            servers: Configs::new("TLS server configuration"),
         }
     }
 
@@ -171,33 +196,90 @@ impl TlsContext {
         &self.trust
     }
 
-    /// The client configuration for `options`, built once per distinct
-    /// ALPN list and root set (a client certificate is per connection and
-    /// never cached).
+    /// The client configuration for `options`: the run's one for the
+    /// same content, or a new one paid from `budget`.
+    ///
+    /// # Errors
+    /// [`NetError::InvalidArgument`] for unusable or oversized roots or
+    /// identity; [`NetError::LimitReached`] past the run's host memory.
     pub(crate) fn client_config(
         &self,
         options: &TlsClientOptions,
+        budget: &Arc<Budget>,
     ) -> Result<Arc<rustls::ClientConfig>, NetError> {
-        if options.identity.is_some() {
-            return client::build_config(&self.trust, options).map(Arc::new);
+        let alpn = check_alpn(&options.alpn)?;
+        let roots = options
+            .extra_roots_pem
+            .as_deref()
+            .map(|pem| parse_roots(pem, "extra roots"))
+            .transpose()?;
+        let identity = options.identity.as_ref().map(parse_identity).transpose()?;
+        let mut key = KeyBuilder::default();
+        let mut bytes = CLIENT_CONFIG_OVERHEAD + alpn;
+        for protocol in &options.alpn {
+            key = key.part(b'a', protocol);
         }
-        let key = ClientKey {
-            alpn: options.alpn.clone(),
-            extra_roots_pem: options.extra_roots_pem.clone(),
-        };
-        let mut cache = self
-            .client_configs
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if let Some(config) = cache.get(&key) {
-            return Ok(Arc::clone(config));
+        if let Some(roots) = &roots {
+            bytes += self.trust.len() * ANCHOR_BYTES;
+            for root in roots {
+                key = key.part(b'r', root);
+                bytes += root.len();
+            }
         }
-        let config = Arc::new(client::build_config(&self.trust, options)?);
-        if cache.len() >= CLIENT_CONFIGS_KEPT {
-            cache.clear();
+        if let Some((chain, private)) = &identity {
+            for cert in chain {
+                key = key.part(b'c', cert);
+                bytes += cert.len();
+            }
+            key = key.part(b'k', private.secret_der());
+            bytes += private.secret_der().len();
         }
-        cache.insert(key, Arc::clone(&config));
-        Ok(config)
+        self.clients
+            .get_or_build(key.finish(), bytes, budget, move || {
+                client::build_config(&self.trust, &options.alpn, roots, identity)
+            })
+    }
+
+    /// The server configuration for `options`: the run's one for the same
+    /// content, or a new one paid from `budget`.
+    ///
+    /// # Errors
+    /// As [`client_config`](Self::client_config).
+    pub(crate) fn server_config(
+        &self,
+        options: &TlsServerOptions,
+        budget: &Arc<Budget>,
+    ) -> Result<Arc<rustls::ServerConfig>, NetError> {
+        let alpn = check_alpn(&options.alpn)?;
+        let (chain, private) = parse_identity(&options.identity)?;
+        let client_roots = options
+            .client_roots_pem
+            .as_deref()
+            .map(|pem| parse_roots(pem, "client roots"))
+            .transpose()?;
+        let mut key = KeyBuilder::default();
+        let mut bytes = SERVER_CONFIG_OVERHEAD + alpn;
+        for protocol in &options.alpn {
+            key = key.part(b'a', protocol);
+        }
+        for cert in &chain {
+            key = key.part(b'c', cert);
+            bytes += cert.len();
+        }
+        key = key.part(b'k', private.secret_der());
+        bytes += private.secret_der().len();
+        if let Some(roots) = &client_roots {
+            // Tagged apart from "no client roots": an empty set is refused.
+            key = key.part(b'v', b"");
+            for root in roots {
+                key = key.part(b'r', root);
+                bytes += root.len() + ANCHOR_BYTES;
+            }
+        }
+        self.servers
+            .get_or_build(key.finish(), bytes, budget, move || {
+                server::build_config(&options.alpn, chain, private, client_roots)
+            })
     }
 }
 
@@ -226,19 +308,97 @@ fn add_pem_roots(store: &mut RootCertStore, pem: &[u8]) -> Result<usize, NetErro
     Ok(added)
 }
 
-/// The certificate chain and key of `identity`.
+/// `pem`, if it is within [`MAX_PEM_BYTES`].
+fn bounded_pem<'a>(pem: &'a [u8], what: &str) -> Result<&'a [u8], NetError> {
+    if pem.len() > MAX_PEM_BYTES {
+        return Err(NetError::InvalidArgument(format!(
+            "{what}: {} bytes of PEM, more than the {MAX_PEM_BYTES} a TLS input may have",
+            pem.len()
+        )));
+    }
+    Ok(pem)
+}
+
+/// The certificates of a guest's `pem` roots: at least one, at most
+/// [`MAX_GUEST_ROOTS`].
+fn parse_roots(pem: &[u8], what: &str) -> Result<Vec<CertificateDer<'static>>, NetError> {
+    let mut roots = Vec::new();
+    for cert in CertificateDer::pem_slice_iter(bounded_pem(pem, what)?) {
+        let cert = cert.map_err(|e| NetError::InvalidArgument(format!("{what}: {e}")))?;
+        if roots.len() == MAX_GUEST_ROOTS {
+            return Err(NetError::InvalidArgument(format!(
+                "{what}: more than {MAX_GUEST_ROOTS} certificates"
+            )));
+        }
+        roots.push(cert);
+    }
+    if roots.is_empty() {
+        return Err(NetError::InvalidArgument(format!(
+            "{what}: no PEM certificate found"
+        )));
+    }
+    Ok(roots)
+}
+
+/// Adds `roots` to `store`.
+fn add_roots(
+    store: &mut RootCertStore,
+    roots: Vec<CertificateDer<'static>>,
+    what: &str,
+) -> Result<(), NetError> {
+    for cert in roots {
+        store
+            .add(cert)
+            .map_err(|e| NetError::InvalidArgument(format!("{what}: {e}")))?;
+    }
+    Ok(())
+}
+
+/// The total size of an ALPN list, if the TLS extension can carry it (at
+/// most 65,535 bytes; each protocol 1 to 255 bytes).
+fn check_alpn(alpn: &[Vec<u8>]) -> Result<usize, NetError> {
+    let mut total = 0usize;
+    for protocol in alpn {
+        if protocol.is_empty() || protocol.len() > 255 {
+            return Err(NetError::InvalidArgument(format!(
+                "ALPN protocol of {} bytes (each is 1 to 255)",
+                protocol.len()
+            )));
+        }
+        total += protocol.len() + 1;
+    }
+    if total > usize::from(u16::MAX) {
+        return Err(NetError::InvalidArgument(format!(
+            "ALPN list of {total} bytes (at most {})",
+            u16::MAX
+        )));
+    }
+    Ok(total)
+}
+
+/// The certificate chain and key of `identity`, each within
+/// [`MAX_PEM_BYTES`], the chain at most [`MAX_CHAIN_CERTIFICATES`] long.
 fn parse_identity(
     identity: &TlsIdentity,
 ) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), NetError> {
-    let chain = CertificateDer::pem_slice_iter(&identity.certificate_chain_pem)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| NetError::InvalidArgument(format!("certificate: {e}")))?;
+    let mut chain = Vec::new();
+    for cert in
+        CertificateDer::pem_slice_iter(bounded_pem(&identity.certificate_chain_pem, "certificate")?)
+    {
+        let cert = cert.map_err(|e| NetError::InvalidArgument(format!("certificate: {e}")))?;
+        if chain.len() == MAX_CHAIN_CERTIFICATES {
+            return Err(NetError::InvalidArgument(format!(
+                "certificate: a chain of more than {MAX_CHAIN_CERTIFICATES} certificates"
+            )));
+        }
+        chain.push(cert);
+    }
     if chain.is_empty() {
         return Err(NetError::InvalidArgument(
             "certificate: no PEM certificate found".into(),
         ));
     }
-    let key = PrivateKeyDer::from_pem_slice(&identity.private_key_pem)
+    let key = PrivateKeyDer::from_pem_slice(bounded_pem(&identity.private_key_pem, "private key")?)
         .map_err(|e| NetError::InvalidArgument(format!("private key: {e}")))?;
     Ok((chain, key))
 }

@@ -8,9 +8,10 @@ use rustls::server::WebPkiClientVerifier;
 use tokio::net::TcpStream;
 use tokio_rustls::TlsAcceptor;
 
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
 use super::{
-    DEFAULT_HANDSHAKE_TIMEOUT, TlsServerOptions, add_pem_roots, error, parse_identity, provider,
-    versions_error,
+    DEFAULT_HANDSHAKE_TIMEOUT, TlsServerOptions, add_roots, error, provider, versions_error,
 };
 use crate::net::error::NetError;
 use crate::net::tcp::io::{Prefixed, TlsStream};
@@ -25,35 +26,50 @@ pub(crate) struct ServerTls {
 }
 
 impl ServerTls {
-    pub(crate) fn new(options: &TlsServerOptions, cap: Duration) -> Result<ServerTls, NetError> {
-        let (chain, key) = parse_identity(&options.identity)?;
-        let builder = rustls::ServerConfig::builder_with_provider(provider())
-            .with_safe_default_protocol_versions()
-            .map_err(versions_error)?;
-        let builder = match &options.client_roots_pem {
-            None => builder.with_no_client_auth(),
-            Some(pem) => {
-                let mut roots = RootCertStore::empty();
-                add_pem_roots(&mut roots, pem)?;
-                let verifier =
-                    WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
-                        .build()
-                        .map_err(|e| NetError::InvalidArgument(format!("client roots: {e}")))?;
-                builder.with_client_cert_verifier(verifier)
-            }
-        };
-        let mut config = builder
-            .with_single_cert(chain, key)
-            .map_err(|e| NetError::InvalidArgument(format!("certificate and key: {e}")))?;
-        config.alpn_protocols = options.alpn.clone();
-        Ok(ServerTls {
-            acceptor: TlsAcceptor::from(Arc::new(config)),
+    /// Serves with `config`, each handshake bounded by `options`' timeout
+    /// (at most `cap`).
+    pub(crate) fn new(
+        config: Arc<rustls::ServerConfig>,
+        options: &TlsServerOptions,
+        cap: Duration,
+    ) -> ServerTls {
+        ServerTls {
+            acceptor: TlsAcceptor::from(config),
             limit: options
                 .handshake_timeout
                 .unwrap_or(DEFAULT_HANDSHAKE_TIMEOUT)
                 .min(cap),
-        })
+        }
     }
+}
+
+/// A server configuration presenting `chain` and `key`, requiring client
+/// certificates signed by `client_roots` if given.
+pub(super) fn build_config(
+    alpn: &[Vec<u8>],
+    chain: Vec<CertificateDer<'static>>,
+    key: PrivateKeyDer<'static>,
+    client_roots: Option<Vec<CertificateDer<'static>>>,
+) -> Result<rustls::ServerConfig, NetError> {
+    let builder = rustls::ServerConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .map_err(versions_error)?;
+    let builder = match client_roots {
+        None => builder.with_no_client_auth(),
+        Some(client_roots) => {
+            let mut roots = RootCertStore::empty();
+            add_roots(&mut roots, client_roots, "client roots")?;
+            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
+                .build()
+                .map_err(|e| NetError::InvalidArgument(format!("client roots: {e}")))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+    };
+    let mut config = builder
+        .with_single_cert(chain, key)
+        .map_err(|e| NetError::InvalidArgument(format!("certificate and key: {e}")))?;
+    config.alpn_protocols = alpn.to_vec();
+    Ok(config)
 }
 
 /// A server handshake over `stream`, after replaying `already_read`,

@@ -12,6 +12,15 @@ use crate::policy::Capability;
 
 /// Options set at the bind, and only there: SO_REUSEPORT and SO_REUSEADDR
 /// mean nothing after it, and the rest is configuration decided once.
+///
+/// On Linux a UDP socket with SO_REUSEADDR or SO_REUSEPORT may bind a port
+/// another socket with the same flag holds, and then takes the unicast
+/// datagrams meant for it (all of them, measured: the newer or more
+/// specific socket wins). So a socket with either flag binds only a port
+/// that no socket holds at that moment ([`claim_unshared`]): the flags let
+/// later sockets (whose owners chose to share) join it, never let the
+/// guest join a port someone else holds. Two sockets of one guest cannot
+/// share a port either.
 /// The address family decides which option carries `ttl`,
 /// `multicast_ttl` and `multicast_loopback`: set on the wrong family they
 /// would silently do nothing.
@@ -61,11 +70,12 @@ fn bind_one(addr: SocketAddr, dual_stack: bool, options: &BindOptions) -> Result
             "IPv6 has no broadcast: broadcast cannot be set on an IPv6 socket".into(),
         ));
     }
-    let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
-    socket.set_nonblocking(true)?;
-    if v6 {
-        socket.set_only_v6(!dual_stack)?;
-    }
+    let addr = if options.reuse_address || options.reuse_port {
+        claim_unshared(addr, dual_stack)?
+    } else {
+        addr
+    };
+    let socket = udp_socket(addr, dual_stack)?;
     if options.reuse_address {
         socket.set_reuse_address(true)?;
     }
@@ -98,4 +108,40 @@ fn bind_one(addr: SocketAddr, dual_stack: bool, options: &BindOptions) -> Result
     }
     socket.bind(&addr.into())?;
     Ok(socket)
+}
+
+/// A nonblocking UDP socket for `addr`'s family.
+fn udp_socket(addr: SocketAddr, dual_stack: bool) -> Result<Socket, NetError> {
+    let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+    socket.set_nonblocking(true)?;
+    if addr.is_ipv6() {
+        socket.set_only_v6(!dual_stack)?;
+    }
+    Ok(socket)
+}
+
+/// `addr` (port 0: a free port chosen now) if no socket holds its port
+/// there: a socket without either reuse flag can bind it, which the
+/// kernel refuses while any socket (flags or not, on this address, a
+/// wildcard or a more specific one) holds it. The probe closes before the
+/// real bind; a socket another process binds with the flags in between
+/// joined a port that was taken, by its own choice.
+///
+/// # Errors
+/// [`NetError::AddressInUse`] (logged with why) if the port is held.
+fn claim_unshared(addr: SocketAddr, dual_stack: bool) -> Result<SocketAddr, NetError> {
+    let probe = udp_socket(addr, dual_stack)?;
+    match probe.bind(&addr.into()) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
+            tracing::debug!(target: "moat::net", %addr, "reuse flags refused: the port is held, and sharing it would take another socket's datagrams");
+            return Err(NetError::AddressInUse);
+        }
+        Err(e) => return Err(e.into()),
+    }
+    let claimed = probe
+        .local_addr()?
+        .as_socket()
+        .ok_or_else(|| NetError::InvalidArgument(format!("{addr}: not an IP socket")))?;
+    Ok(claimed)
 }

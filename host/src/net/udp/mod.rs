@@ -90,6 +90,7 @@ impl UdpSocket {
         let local = socket
             .local_addr()
             .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
+        let pool = pool::Pool::new(Arc::clone(&gate.budget));
         UdpSocket {
             shared: Arc::new(Shared {
                 socket,
@@ -98,7 +99,7 @@ impl UdpSocket {
                 _slot: slot,
                 closed: AtomicBool::new(false),
                 close_bell: Notify::new(),
-                pool: pool::Pool::default(),
+                pool,
             }),
         }
     }
@@ -160,7 +161,7 @@ impl UdpSocket {
         let first = self.receive_one().await?;
         let mut all = Vec::with_capacity(max.min(64));
         all.push(first);
-        let mut buf = self.shared.pool.take();
+        let mut buf = self.shared.pool.take()?;
         while all.len() < max {
             match self.shared.socket.try_recv_from(&mut buf) {
                 Ok((n, from)) => all.push(datagram(&buf, n, from)),
@@ -185,7 +186,7 @@ impl UdpSocket {
             }
             // Readable: the read does not wait, so the buffer is on loan
             // only for it.
-            let mut buf = self.shared.pool.take();
+            let mut buf = self.shared.pool.take()?;
             match self.shared.socket.try_recv_from(&mut buf) {
                 Ok((n, from)) => return Ok(datagram(&buf, n, from)),
                 // Another receive took the datagram: wait again.

@@ -4,12 +4,15 @@
 //! allocation per datagram would be most of the cost of receiving one
 //! (seed 004). A buffer is borrowed for one receive and given back by a guard, so an
 //! abandoned receive gives its buffer back too; what leaves is an exact-size
-//! copy.
+//! copy. Every buffer, on loan or kept, is paid from the run's host memory
+//! (64 KiB each: a thousand sockets that each received once hold 64 MiB).
 
 use std::ops::{Deref, DerefMut};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use super::MAX_DATAGRAM_V4;
+use crate::net::budget::{Budget, Charge};
+use crate::net::error::NetError;
 
 /// The receive buffer: one byte longer than the largest datagram IPv4 can
 /// carry, so that a datagram filling it is one that did not fit (reported
@@ -21,26 +24,50 @@ pub const RECEIVE_BUFFER: usize = MAX_DATAGRAM_V4 + 1;
 /// surplus is freed, not kept (4 × 64 KiB is the most an idle socket holds).
 pub const POOL_KEEP: usize = 4;
 
-#[derive(Default)]
-pub(super) struct Pool(Mutex<Vec<Box<[u8]>>>);
+pub(super) struct Pool {
+    kept: Mutex<Vec<Buffer>>,
+    budget: Arc<Budget>,
+}
+
+/// A receive buffer and what it is paid with.
+type Buffer = (Box<[u8]>, Charge);
 
 /// A buffer on loan from a [`Pool`]; returned when dropped.
 pub(super) struct Pooled<'a> {
     pool: &'a Pool,
-    buf: Option<Box<[u8]>>,
+    buf: Option<Buffer>,
 }
 
 impl Pool {
-    pub(super) fn take(&self) -> Pooled<'_> {
-        let reused = self.lock().pop();
-        Pooled {
-            pool: self,
-            buf: Some(reused.unwrap_or_else(|| vec![0; RECEIVE_BUFFER].into_boxed_slice())),
+    /// An empty pool whose buffers are paid from `budget`.
+    pub(super) fn new(budget: Arc<Budget>) -> Pool {
+        Pool {
+            kept: Mutex::default(),
+            budget,
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Box<[u8]>>> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    /// A kept buffer, or a new one.
+    ///
+    /// # Errors
+    /// [`NetError::LimitReached`] if a new one is needed and the run's host
+    /// memory cannot pay for it.
+    pub(super) fn take(&self) -> Result<Pooled<'_>, NetError> {
+        let buf = match self.lock().pop() {
+            Some(kept) => kept,
+            None => {
+                let charge = self.budget.charge(RECEIVE_BUFFER, "a UDP receive buffer")?;
+                (vec![0; RECEIVE_BUFFER].into_boxed_slice(), charge)
+            }
+        };
+        Ok(Pooled {
+            pool: self,
+            buf: Some(buf),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Buffer>> {
+        self.kept.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     #[cfg(test)]
@@ -53,13 +80,13 @@ impl Deref for Pooled<'_> {
     type Target = [u8];
 
     fn deref(&self) -> &[u8] {
-        self.buf.as_deref().unwrap_or_default()
+        self.buf.as_ref().map_or(&[], |(buf, _)| buf)
     }
 }
 
 impl DerefMut for Pooled<'_> {
     fn deref_mut(&mut self) -> &mut [u8] {
-        self.buf.as_deref_mut().unwrap_or_default()
+        self.buf.as_mut().map_or(&mut [], |(buf, _)| buf)
     }
 }
 

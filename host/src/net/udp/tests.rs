@@ -156,7 +156,7 @@ async fn a_waiting_receive_holds_no_buffer() {
     assert!(socket.shared.pool.kept() <= 3);
     // Receives in flight at once take more; the pool keeps only POOL_KEEP.
     let many: Vec<_> = (0..POOL_KEEP + 3)
-        .map(|_| socket.shared.pool.take())
+        .map(|_| socket.shared.pool.take().unwrap())
         .collect();
     drop(many);
     assert_eq!(socket.shared.pool.kept(), POOL_KEEP);

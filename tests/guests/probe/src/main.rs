@@ -79,6 +79,16 @@ async fn main() -> Result<(), Error> {
         "udp-recv" => udp_recv(arg(1)?).await?,
         "tls-connect" => tls_connect(arg(1)?, num(2)? as u16, args.get(3), args.get(4)).await?,
         "tls-echo-server" => tls_echo_server(arg(1)?, arg(2)?).await?,
+        "tls-listen-many" => {
+            let hold = args.get(5).is_some_and(|a| a == "hold");
+            tls_listen_many(num(1)? as usize, arg(2)?, arg(3)?, num(4)? as u16, hold).await?
+        }
+        "tls-connect-many" => {
+            let hold = args.get(6).is_some_and(|a| a == "hold");
+            let (host, port) = (arg(1)?, num(2)? as u16);
+            tls_connect_many(host, port, num(3)?, arg(4)?, num(5)? as usize, hold).await?
+        }
+        "udp-bind-reuse" => udp_bind_reuse(arg(1)?, num(2)? as u16, arg(3)?).await?,
         "udp-many" => udp_many(arg(1)?).await?,
         "udp-close" => udp_close(arg(1)?).await?,
         "udp-send" => {
@@ -461,6 +471,182 @@ async fn tls_echo_server(cert: &str, key: &str) -> Result<(), Error> {
             let _ = conn.shutdown().await;
         });
     }
+}
+
+/// Reads `path`, the guest's file.
+fn read_file(path: &str) -> Result<Vec<u8>, Error> {
+    std::fs::read(path).map_err(|e| Error::Other(format!("{path}: {e}")))
+}
+
+/// A TCP listener the test connects to at each point where the guest
+/// waits for it (so the test can look at the host in between).
+async fn signal() -> Result<TcpListener, Error> {
+    let signal = TcpListener::bind(("127.0.0.1", 0)).await?;
+    println!("signal on {}", signal.local_addr()?);
+    Ok(signal)
+}
+
+/// Opens `n` TLS listeners on 127.0.0.1:`port` (0: each a free port), each
+/// presenting the chain in `cert` (`{i}` in the path: listener i's own
+/// file) with a PEM comment naming the listener before it, so no two
+/// listeners are given the same PEM text. With `hold`, waits for the test
+/// after the first listener and after the last, and meanwhile serves one
+/// connection on the last: a line, echoed.
+async fn tls_listen_many(
+    n: usize,
+    cert: &str,
+    key: &str,
+    port: u16,
+    hold: bool,
+) -> Result<(), Error> {
+    let signal = if hold { Some(signal().await?) } else { None };
+    let private_key = read_file(key)?;
+    let shared = if cert.contains("{i}") {
+        None
+    } else {
+        Some(read_file(cert)?)
+    };
+    let mut listeners = Vec::with_capacity(n);
+    for i in 0..n {
+        let chain = match &shared {
+            Some(chain) => chain.clone(),
+            None => read_file(&cert.replace("{i}", &i.to_string()))?,
+        };
+        let mut certificate_chain = format!("# listener {i}\n").into_bytes();
+        certificate_chain.extend_from_slice(&chain);
+        let identity = Identity {
+            certificate_chain,
+            private_key: private_key.clone(),
+        };
+        let listener = match TcpListener::bind_tls(
+            ("127.0.0.1", port),
+            &TlsListenOptions::new(identity),
+        )
+        .await
+        {
+            Ok(listener) => listener,
+            Err(e) => {
+                println!("listen {i}: {e:?}");
+                return Err(e);
+            }
+        };
+        if i == 0 {
+            println!("first on {}", listener.local_addr()?);
+            if let Some(signal) = &signal {
+                let _go = signal.accept().await?;
+            }
+        }
+        listeners.push(listener);
+    }
+    let last = listeners
+        .pop()
+        .ok_or_else(|| Error::InvalidArgument("probe: no listeners".into()))?;
+    println!("opened {n}; last on {}", last.local_addr()?);
+    let Some(signal) = signal else {
+        return Ok(());
+    };
+    let serving = moat_sdk::spawn(async move {
+        let (mut conn, _) = last.accept().await?;
+        let mut line = Vec::new();
+        conn.read_until(b"\n", &mut line, 4096).await?;
+        conn.write_all(&line).await?;
+        conn.shutdown().await?;
+        println!("served {:?}", String::from_utf8_lossy(&line).trim_end());
+        Ok::<_, Error>(())
+    });
+    let _done = signal.accept().await?;
+    if serving.is_finished() {
+        serving.await??;
+    }
+    Ok(())
+}
+
+/// Makes `n` TLS connects to host:port, each trusting the roots in `roots`
+/// after a first line naming the connect (so no two connects give the
+/// same PEM text), padded with PEM comment lines to `pad` bytes if they
+/// are shorter; prints each outcome. With `hold`, waits for the test before the
+/// first connect and after the last.
+async fn tls_connect_many(
+    host: &str,
+    port: u16,
+    n: u64,
+    roots: &str,
+    pad: usize,
+    hold: bool,
+) -> Result<(), Error> {
+    let signal = if hold { Some(signal().await?) } else { None };
+    // "# connect NNNNNNNNNN\n": the index, written in place below.
+    let mut pem = format!("# connect {:010}\n", 0).into_bytes();
+    let number = 10..20;
+    pem.extend_from_slice(&read_file(roots)?);
+    let line = b"# padding, which a PEM reader skips, but which is bytes of PEM all the same\n";
+    while pem.len() + line.len() <= pad {
+        pem.extend_from_slice(line);
+    }
+    if pem.len() < pad {
+        pem.resize(pad - 1, b'#');
+        pem.push(b'\n');
+    }
+    let mut options = TlsConnectOptions {
+        extra_roots: Some(pem),
+        ..Default::default()
+    };
+    println!(
+        "ready: {} bytes of roots",
+        options.extra_roots.as_ref().map_or(0, Vec::len)
+    );
+    if let Some(signal) = &signal {
+        let _go = signal.accept().await?;
+    }
+    for i in 0..n {
+        if let Some(pem) = &mut options.extra_roots {
+            pem[number.clone()].copy_from_slice(format!("{i:010}").as_bytes());
+        }
+        match TcpStream::connect_tls((host, port), &options).await {
+            Ok(_) => println!("connect {i}: connected"),
+            Err(e) => println!("connect {i}: {e:?}"),
+        }
+    }
+    println!("done");
+    if let Some(signal) = &signal {
+        let _done = signal.accept().await?;
+    }
+    Ok(())
+}
+
+/// Binds host:port with SO_REUSEPORT or SO_REUSEADDR (`flag`), and prints
+/// the outcome. Bound, it prints how many datagrams reached it as each
+/// arrives, until the test connects to the signal listener.
+async fn udp_bind_reuse(host: &str, port: u16, flag: &str) -> Result<(), Error> {
+    let signal = signal().await?;
+    let options = moat_sdk::UdpBindOptions {
+        reuse_port: flag == "reuse-port",
+        reuse_address: flag == "reuse-address",
+        ..Default::default()
+    };
+    if !(options.reuse_port || options.reuse_address) {
+        return Err(Error::InvalidArgument(format!(
+            "probe: unknown flag {flag}"
+        )));
+    }
+    let socket = match UdpSocket::bind_with((host, port), &options).await {
+        Ok(socket) => socket,
+        Err(e) => {
+            println!("bind: {e:?}");
+            return Ok(());
+        }
+    };
+    println!("bind: ok on {}", socket.local_addr()?);
+    let counting = moat_sdk::spawn(async move {
+        let mut received = 0u64;
+        while socket.recv().await.is_ok() {
+            received += 1;
+            println!("received {received}");
+        }
+    });
+    let _done = signal.accept().await?;
+    counting.abort();
+    Ok(())
 }
 
 /// A task reading a flood that is all there, beside a task writing one line

@@ -12,6 +12,12 @@
 //!                                        look up each of the comma-separated NAMES
 //!                                        (printing their addresses), then tcp-client
 //! std-net udp-sockets N ROUNDS           ROUNDS times: open N UDP sockets at once, close them
+//! std-net hold-lookups NAME N SIGNAL_PORT
+//!                                        start N lookups of NAME (wasi:sockets 0.2
+//!                                        `resolve-addresses`, called directly), wait until
+//!                                        each has its answer without reading it, read one to
+//!                                        its end, then connect to 127.0.0.1:SIGNAL_PORT and
+//!                                        hold every lookup until the peer closes
 //! ```
 //!
 //! A failure prints `error: KIND: MESSAGE` and exits with 1.
@@ -31,6 +37,7 @@ fn main() -> ExitCode {
         "lookup" => lookup(arg(1)),
         "lookup-then-tcp" => lookup_then_tcp(arg(1), arg(2), arg(3), arg(4)),
         "udp-sockets" => udp_sockets(arg(1).parse().unwrap_or(0), arg(2).parse().unwrap_or(1)),
+        "hold-lookups" => hold_lookups(arg(1), arg(2).parse().unwrap_or(0), arg(3)),
         other => {
             eprintln!("unknown mode {other:?}");
             return ExitCode::from(2);
@@ -137,5 +144,32 @@ fn udp_sockets(n: usize, rounds: usize) -> std::io::Result<()> {
             return Err(e);
         }
     }
+    Ok(())
+}
+
+fn hold_lookups(name: &str, n: usize, signal_port: &str) -> std::io::Result<()> {
+    use wasip2::sockets::instance_network::instance_network;
+    use wasip2::sockets::ip_name_lookup::resolve_addresses;
+
+    let failed = |e| std::io::Error::other(format!("{e:?}"));
+    let network = instance_network();
+    let lookups = (0..n)
+        .map(|_| resolve_addresses(&network, name).map_err(failed))
+        .collect::<std::io::Result<Vec<_>>>()?;
+    for lookup in &lookups {
+        lookup.subscribe().block();
+    }
+    let first = lookups
+        .first()
+        .ok_or_else(|| std::io::Error::other("no lookups"))?;
+    let mut addresses = 0;
+    while first.resolve_next_address().map_err(failed)?.is_some() {
+        addresses += 1;
+    }
+    println!("one stream: {addresses} addresses");
+    let mut signal = TcpStream::connect(("127.0.0.1", port(signal_port)?))?;
+    println!("holding {} lookups", lookups.len());
+    signal.read_to_end(&mut Vec::new())?;
+    drop(lookups);
     Ok(())
 }

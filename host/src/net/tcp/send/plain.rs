@@ -12,13 +12,16 @@ use socket2::SockRef;
 use tokio::net::TcpStream;
 
 use super::{Core, Phase, SEND_BACKLOG_LIMIT, State, end_sending, finish};
+use crate::net::budget::Charge;
 use crate::net::error::NetError;
 use crate::net::tasks::BusyGuard;
 
-/// Bytes waiting for the kernel, written out from a cursor (never moved).
+/// Bytes waiting for the kernel, written out from a cursor (never moved),
+/// paid from the run's host memory until drained.
 pub(super) struct Backlog {
     bytes: Box<[u8]>,
     sent: usize,
+    _charge: Charge,
 }
 
 impl Backlog {
@@ -29,7 +32,9 @@ impl Backlog {
 
 /// Writes from `buf` into the kernel; if it is full, queues up to
 /// [`SEND_BACKLOG_LIMIT`] bytes for the drain and reports them accepted.
-/// An empty `buf` waits for the socket to be writable.
+/// If the run's host memory cannot pay for them, nothing is accepted: the
+/// write waits for the kernel to take bytes itself. An empty `buf` waits
+/// for the socket to be writable.
 pub(super) fn poll_write(
     cx: &mut Context<'_>,
     core: &Arc<Core>,
@@ -46,7 +51,17 @@ pub(super) fn poll_write(
         Ok(n) => Poll::Ready(Ok(n)),
         Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
             let n = buf.len().min(SEND_BACKLOG_LIMIT);
-            start_drain(core, state, &buf[..n]);
+            let Ok(charge) = core.tasks.budget().charge(n, "a send backlog") else {
+                return match stream.poll_write_ready(cx) {
+                    Poll::Pending => Poll::Pending,
+                    Poll::Ready(_) => {
+                        // Writable again already: try once more.
+                        cx.waker().wake_by_ref();
+                        Poll::Pending
+                    }
+                };
+            };
+            start_drain(core, state, &buf[..n], charge);
             Poll::Ready(Ok(n))
         }
         Err(e) => {
@@ -59,10 +74,11 @@ pub(super) fn poll_write(
 }
 
 /// Queues `bytes` and spawns the drain that writes them out.
-fn start_drain(core: &Arc<Core>, state: &mut State, bytes: &[u8]) {
+fn start_drain(core: &Arc<Core>, state: &mut State, bytes: &[u8], charge: Charge) {
     state.send.backlog = Some(Backlog {
         bytes: bytes.into(),
         sent: 0,
+        _charge: charge,
     });
     // Counted busy from now, not from the drain's first poll: a guest that
     // computes right after this write must be made to yield so the drain
