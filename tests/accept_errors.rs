@@ -13,7 +13,7 @@ use std::fs::File;
 use std::future::Future;
 use std::future::poll_fn;
 use std::io::{self, Write};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use moat_host::net::{ListenOptions, Net, TcpListener, TlsServerOptions};
 use moat_host::policy::Policy;
@@ -67,16 +67,9 @@ fn logs() -> &'static Logs {
 /// The descriptor limit is process-wide: one test at a time exhausts it.
 static TURN: Mutex<()> = Mutex::new(());
 
-/// Runs `test` on a runtime of its own, taking its turn first. The runtime
-/// is made after the turn is taken: made while another test had the
-/// descriptors exhausted, it would find none for its own.
+/// Runs `test` in its turn ([`support::in_turn`]).
 fn in_turn(test: impl Future<Output = ()>) {
-    let _turn = TURN.lock().unwrap_or_else(PoisonError::into_inner);
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(test);
+    support::in_turn(&TURN, test);
 }
 
 /// Uses up every free file descriptor until dropped, then restores the

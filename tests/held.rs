@@ -17,7 +17,7 @@ mod support;
 
 use std::collections::HashSet;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use moat_host::net::answers::MAX_ANSWER_ADDRESSES;
@@ -32,16 +32,9 @@ use tokio::net::{TcpListener, TcpStream};
 /// One test at a time.
 static TURN: Mutex<()> = Mutex::new(());
 
-/// Runs `test` on a runtime of its own, taking its turn first. The runtime
-/// is made after the turn is taken: its signal driver holds a socket, which
-/// a test counting sockets would otherwise see come and go.
+/// Runs `test` in its turn ([`support::in_turn`]).
 fn in_turn(test: impl Future<Output = ()>) {
-    let _turn = TURN.lock().unwrap_or_else(PoisonError::into_inner);
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(test);
+    support::in_turn(&TURN, test);
 }
 
 /// Sockets the process may hold beyond what a test counts for the guest:

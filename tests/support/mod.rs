@@ -265,3 +265,19 @@ pub fn have(program: &str) -> bool {
     }
     found
 }
+
+/// Runs `test` on a current-thread runtime of its own, once it holds
+/// `turn`, for the tests of a binary that measure the whole process (its
+/// sockets, descriptors or memory) and so must not run beside each other.
+/// The runtime is made after the turn is taken: its own descriptors (the
+/// signal driver's socket) would otherwise muddy another test's count.
+pub fn in_turn(turn: &Mutex<()>, test: impl std::future::Future<Output = ()>) {
+    let _turn = turn
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime")
+        .block_on(test);
+}

@@ -319,25 +319,36 @@ fn bounded_pem<'a>(pem: &'a [u8], what: &str) -> Result<&'a [u8], NetError> {
     Ok(pem)
 }
 
-/// The certificates of a guest's `pem` roots: at least one, at most
-/// [`MAX_GUEST_ROOTS`].
-fn parse_roots(pem: &[u8], what: &str) -> Result<Vec<CertificateDer<'static>>, NetError> {
-    let mut roots = Vec::new();
+/// The certificates of a guest's `pem`: at least one, at most `max` (past
+/// it, `too_many` says what).
+fn certificates(
+    pem: &[u8],
+    what: &str,
+    max: usize,
+    too_many: impl FnOnce() -> String,
+) -> Result<Vec<CertificateDer<'static>>, NetError> {
+    let mut certs = Vec::new();
     for cert in CertificateDer::pem_slice_iter(bounded_pem(pem, what)?) {
         let cert = cert.map_err(|e| NetError::InvalidArgument(format!("{what}: {e}")))?;
-        if roots.len() == MAX_GUEST_ROOTS {
-            return Err(NetError::InvalidArgument(format!(
-                "{what}: more than {MAX_GUEST_ROOTS} certificates"
-            )));
+        if certs.len() == max {
+            return Err(NetError::InvalidArgument(format!("{what}: {}", too_many())));
         }
-        roots.push(cert);
+        certs.push(cert);
     }
-    if roots.is_empty() {
+    if certs.is_empty() {
         return Err(NetError::InvalidArgument(format!(
             "{what}: no PEM certificate found"
         )));
     }
-    Ok(roots)
+    Ok(certs)
+}
+
+/// The certificates of a guest's `pem` roots: at least one, at most
+/// [`MAX_GUEST_ROOTS`].
+fn parse_roots(pem: &[u8], what: &str) -> Result<Vec<CertificateDer<'static>>, NetError> {
+    certificates(pem, what, MAX_GUEST_ROOTS, || {
+        format!("more than {MAX_GUEST_ROOTS} certificates")
+    })
 }
 
 /// Adds `roots` to `store`.
@@ -381,23 +392,12 @@ fn check_alpn(alpn: &[Vec<u8>]) -> Result<usize, NetError> {
 fn parse_identity(
     identity: &TlsIdentity,
 ) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), NetError> {
-    let mut chain = Vec::new();
-    for cert in
-        CertificateDer::pem_slice_iter(bounded_pem(&identity.certificate_chain_pem, "certificate")?)
-    {
-        let cert = cert.map_err(|e| NetError::InvalidArgument(format!("certificate: {e}")))?;
-        if chain.len() == MAX_CHAIN_CERTIFICATES {
-            return Err(NetError::InvalidArgument(format!(
-                "certificate: a chain of more than {MAX_CHAIN_CERTIFICATES} certificates"
-            )));
-        }
-        chain.push(cert);
-    }
-    if chain.is_empty() {
-        return Err(NetError::InvalidArgument(
-            "certificate: no PEM certificate found".into(),
-        ));
-    }
+    let chain = certificates(
+        &identity.certificate_chain_pem,
+        "certificate",
+        MAX_CHAIN_CERTIFICATES,
+        || format!("a chain of more than {MAX_CHAIN_CERTIFICATES} certificates"),
+    )?;
     let key = PrivateKeyDer::from_pem_slice(bounded_pem(&identity.private_key_pem, "private key")?)
         .map_err(|e| NetError::InvalidArgument(format!("private key: {e}")))?;
     Ok((chain, key))
