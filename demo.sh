@@ -13,8 +13,8 @@ show rustup toolchain install
 rustup toolchain install >/dev/null 2>&1 || rustup target add wasm32-wasip2
 
 step "Build moat, the embedding example and the example guests"
-show cargo build -p moat-host -p embed
-cargo build -q -p moat-host -p embed
+show cargo build -p moat -p embed
+cargo build -q -p moat -p embed
 show cargo build --release --target wasm32-wasip2 -p echo-server -p ncat -p udp-echo -p http-server -p std-echo -p std-fetch -p hyper-serve -p hyper-fetch
 cargo build -q --release --target wasm32-wasip2 -p echo-server -p ncat -p udp-echo -p http-server -p std-echo -p std-fetch -p hyper-serve -p hyper-fetch
 

@@ -60,7 +60,7 @@ fn harness(args: &[String]) -> anyhow::Result<()> {
                     "usage: moat-bench [--quick] [--rounds N] [--baseline DIR] [WORKLOAD...]\n\
                      --baseline DIR: also run the moat and wasmtime-wasi of the build in the\n\
                      target directory DIR (another checkout, built with `cargo build --release\n\
-                     -p moat-host -p moat-bench -p moat-guests`), in the same rounds\n\
+                     -p moat -p moat-bench -p moat-guests`), in the same rounds\n\
                      workloads: {}",
                     workloads::ALL.join(" ")
                 );
@@ -174,7 +174,7 @@ fn build_moat(exe: &Path) -> anyhow::Result<PathBuf> {
     let moat = exe.with_file_name("moat");
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let status = Command::new(cargo)
-        .args(["build", "--release", "-p", "moat-host", "--bin", "moat"])
+        .args(["build", "--release", "-p", "moat", "--bin", "moat"])
         .status()
         .context("cannot run cargo to build moat")?;
     if !status.success() || !moat.exists() {

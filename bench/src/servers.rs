@@ -223,7 +223,7 @@ impl Baseline {
         }
         if let Some(missing) = needed.iter().find(|p| !p.exists()) {
             bail!(
-                "--baseline {}: {} is missing (build that checkout with `cargo build --release -p moat-host -p moat-bench -p moat-guests`)",
+                "--baseline {}: {} is missing (build that checkout with `cargo build --release -p moat -p moat-bench -p moat-guests`)",
                 dir.display(),
                 missing.display()
             );

@@ -1,4 +1,4 @@
-//! Write network programs for moat: async TCP for WebAssembly components.
+//! The SDK for moat's guests: async TCP for WebAssembly components.
 //!
 //! A moat guest is a `wasm32-wasip2` binary whose `main` is `async`. The
 //! API is shaped like `tokio::net`, and the host decides what the guest may

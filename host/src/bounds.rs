@@ -21,6 +21,8 @@ use std::time::{Duration, Instant};
 
 use wasmtime::{Engine, ResourceLimiter, UpdateDeadline};
 
+use crate::setting::{Setting, Spelling};
+
 /// Linear memory a guest may grow to, all memories together, unless the
 /// run sets another: 512 MiB. moat's examples run in under 4 MiB and a
 /// guest holding thousands of connections in tens; wasmtime's own default
@@ -35,21 +37,26 @@ pub const MAX_TABLE_ELEMENTS: usize = 1_000_000;
 /// The guest tried to grow its memory past the run's limit.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "the guest reached its memory limit: it asked for {desired} bytes with {limit} allowed (raise it with --max-memory)"
+    "the guest reached its memory limit: it asked for {desired} bytes with {limit} allowed (raise it with {setting})"
 )]
 pub struct MemoryLimitReached {
     /// The limit, in bytes.
     pub limit: u64,
     /// The total the guest asked for.
     pub desired: u64,
+    /// The setting that raises the limit, as the run's settings were
+    /// written (`--max-memory`, `MOAT_MAX_MEMORY`).
+    pub setting: &'static str,
 }
 
 /// The run's time was up.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("the guest ran past its time limit of {limit:?} (--timeout)")]
+#[error("the guest ran past its time limit of {limit:?} ({setting})")]
 pub struct TimeLimitReached {
     /// The limit.
     pub limit: Duration,
+    /// The setting that sets the limit (`--timeout`, `MOAT_TIMEOUT`).
+    pub setting: &'static str,
 }
 
 /// The limiter a run's store consults before any memory or table grows:
@@ -61,15 +68,24 @@ pub struct Limiter {
     max_memory: u64,
     memory: u64,
     table_elements: usize,
+    setting: &'static str,
 }
 
 impl Limiter {
-    /// A limiter allowing `max_memory` bytes of linear memory in all.
+    /// A limiter allowing `max_memory` bytes of linear memory in all; its
+    /// error names `--max-memory`.
     pub fn new(max_memory: u64) -> Limiter {
+        Limiter::spelled(max_memory, Spelling::Flags)
+    }
+
+    /// As [`Limiter::new`], its error naming the setting as `spelling`
+    /// writes it.
+    pub fn spelled(max_memory: u64, spelling: Spelling) -> Limiter {
         Limiter {
             max_memory,
             memory: 0,
             table_elements: 0,
+            setting: Setting::MaxMemory.named(spelling),
         }
     }
 }
@@ -88,6 +104,7 @@ impl ResourceLimiter for Limiter {
             return Err(wasmtime::Error::new(MemoryLimitReached {
                 limit: self.max_memory,
                 desired: total,
+                setting: self.setting,
             }));
         }
         self.memory = total;
@@ -116,11 +133,15 @@ impl ResourceLimiter for Limiter {
 pub(crate) fn deadline_callback(
     deadline: Instant,
     limit: Duration,
+    spelling: Spelling,
 ) -> impl FnMut() -> wasmtime::Result<UpdateDeadline> + Send + Sync + 'static {
     move || {
         if Instant::now() >= deadline {
             tracing::debug!(target: "moat::net", ?limit, "time limit reached: interrupting the guest");
-            Err(wasmtime::Error::new(TimeLimitReached { limit }))
+            Err(wasmtime::Error::new(TimeLimitReached {
+                limit,
+                setting: Setting::Timeout.named(spelling),
+            }))
         } else {
             Ok(UpdateDeadline::Yield(1))
         }

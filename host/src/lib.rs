@@ -11,7 +11,8 @@
 //!   policy ([`bindings::wasi_sockets`]), for a linker of your own.
 //! - [`bounds`]: the run's memory and time limits; [`descriptors`]: the
 //!   process's descriptor limit that follows the socket cap.
-//! - [`settings`]: grants, deny lists and bounds as flags, a policy file
+//! - [`setting`]: each setting's name, as a flag, a policy file's key or
+//!   a container's variable; [`settings`]: grants, deny lists and bounds as flags, a policy file
 //!   or a container's environment state them, and how they add up.
 //! - [`Moat`], [`RunOptions`]: load and run a guest, everything set up.
 //!
@@ -22,19 +23,21 @@
 pub mod bindings;
 pub mod bounds;
 pub mod descriptors;
-mod engine;
 mod error;
+mod moat;
 pub mod net;
+mod options;
 pub mod policy;
 pub mod policy_file;
 pub mod preopen;
-mod run;
+pub mod setting;
 pub mod settings;
-mod state;
 mod ticker;
 
-pub use engine::{CacheDir, DEFAULT_LINGER, Guest, Moat, MoatConfig};
 pub use error::{MoatError, REFUSED_EXIT, START_FAILED_EXIT, TIMEOUT_EXIT, TRAP_EXIT};
+pub use moat::{Guest, Moat};
+pub use options::{
+    CAPTURE_LIMIT, CacheDir, Captured, DEFAULT_LINGER, Exit, Input, MoatConfig, Output, RunOptions,
+};
 pub use preopen::Preopen;
-pub use run::{CAPTURE_LIMIT, Captured, Exit, Input, Output, RunOptions};
 pub use ticker::{EPOCH_TICK, EpochTicker};

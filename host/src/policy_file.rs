@@ -18,22 +18,8 @@ use toml::Spanned;
 use toml::de::{DeArray, DeInteger, DeTable, DeValue};
 
 /// The keys a policy file may hold, in the order `moat run --help` lists the flags.
-pub const KEYS: [&str; 14] = [
-    "allow-net",
-    "allow-listen",
-    "deny-net",
-    "deny-listen",
-    "max-sockets",
-    "max-waiting-calls",
-    "max-memory",
-    "max-host-memory",
-    "timeout",
-    "max-lookups",
-    "lookup-timeout",
-    "tls-handshake-timeout",
-    "max-connections",
-    "max-connections-per-peer",
-];
+/// Each is a [`crate::setting::Setting`]'s key.
+pub const KEYS: [&str; 14] = crate::setting::KEYS;
 
 /// One setting's value and the 1-based line it was written on.
 #[derive(Debug, Clone, PartialEq, Eq)]

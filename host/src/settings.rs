@@ -12,11 +12,11 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::net::Limits;
+use crate::options::RunOptions;
 use crate::policy::{Capability, DenyList, Grant, Policy, PolicyError, Rule};
 use crate::policy_file::{
     At, GrantSpec, KEYS, PolicyFile, PolicyFileError, parse_duration, parse_size,
 };
-use crate::run::RunOptions;
 
 /// The bounds a person set; `None` leaves the default (or an earlier
 /// statement's value).

@@ -1,10 +1,10 @@
-//! Making a computing guest yield, only while it has to.
+//! The epoch ticker: makes a computing guest yield, only while it has to.
 //!
 //! A drain task (see [`crate::net::tcp`]) runs outside the guest's store, on
 //! the same current-thread runtime, so it can only run while the store is
 //! not executing guest code. A guest that wrote into a full socket and then
-//! computes would hold its queued bytes back for the whole computation (seed
-//! 003's bug). Epoch interruption makes the guest yield to the runtime; the
+//! computes would hold its queued bytes back for the whole computation.
+//! Epoch interruption makes the guest yield to the runtime; the
 //! engine's epoch must be advanced from another thread for that.
 //!
 //! A ticker that always runs costs every guest (interruptions cut into
@@ -22,8 +22,7 @@ use wasmtime::Engine;
 use crate::net::PendingWrites;
 
 /// Epoch period while bytes are queued: the longest a queued byte waits for
-/// a computing guest to yield. 1 ms delivered 8 MiB through a 64 KiB send
-/// buffer in 99 ms of a 500 ms computation in the prototype; its cost only
+/// a computing guest to yield (BENCHMARKS.md measures it); its cost only
 /// applies while a backlog exists.
 pub const EPOCH_TICK: Duration = Duration::from_millis(1);
 

@@ -12,7 +12,7 @@
 //! Memory is PSS (shared pages split among the processes that map them),
 //! so the totals add up to what the node spends.
 
-#[path = "../../tests/shim_support/mod.rs"]
+#[path = "../../tests/shim/support/mod.rs"]
 mod shim_support;
 
 use std::path::Path;

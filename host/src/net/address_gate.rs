@@ -42,6 +42,7 @@ use super::gate::Gate;
 use super::limits::{MAX_WASI_UDP_RECEIVES, SocketSlot};
 use super::names::{DEFAULT_ANSWER_LIFETIME, RecordFull};
 use crate::policy::{Capability, Denied, Host, LookupDenied};
+use crate::setting::Setting;
 
 /// Distinct denials a run reports through its [`Notices`]; later ones are
 /// logged on `moat::net` only. A program retrying a denied connect in a
@@ -263,11 +264,12 @@ impl AddressGate {
             .record(&host, &answer.addresses, lifetime, pinned)
             .map_err(|RecordFull| {
                 let max = self.gate.limits.max_recorded_addresses;
+                let setting = Setting::MaxHostMemory.named(self.gate.policy.spelling());
                 tracing::debug!(target: "moat::net", name = %host, max, "record full: lookup refused");
                 LookupError::LimitReached(format!(
                     "the run's record of resolved addresses holds {max} pairs for names that \
                      deny entries name, none expired, or the run's host memory is spent \
-                     (--max-host-memory)"
+                     ({setting})"
                 ))
             })?;
         Ok(answer.addresses)

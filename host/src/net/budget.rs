@@ -23,6 +23,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::error::NetError;
+use crate::setting::{Setting, Spelling};
 
 /// Host memory a run's guest may make the host keep, all kinds together
 /// (see the module docs): 64 MiB, the size of a guest's own memory that
@@ -38,6 +39,9 @@ pub const DEFAULT_MAX_HOST_MEMORY: usize = 64 << 20;
 pub(crate) struct Budget {
     used: AtomicUsize,
     max: usize,
+    /// The setting a refusal names (`--max-host-memory`,
+    /// `MOAT_MAX_HOST_MEMORY`).
+    setting: &'static str,
 }
 
 /// Bytes paid from a [`Budget`], given back when dropped.
@@ -50,9 +54,16 @@ pub(crate) struct Charge {
 impl Budget {
     /// A budget of `max` bytes (`None`: unbounded, counted all the same).
     pub(crate) fn new(max: Option<usize>) -> Arc<Budget> {
+        Budget::spelled(max, Spelling::Flags)
+    }
+
+    /// As [`Budget::new`], a refusal naming the setting as `spelling`
+    /// writes it.
+    pub(crate) fn spelled(max: Option<usize>, spelling: Spelling) -> Arc<Budget> {
         Arc::new(Budget {
             used: AtomicUsize::new(0),
             max: max.unwrap_or(usize::MAX),
+            setting: Setting::MaxHostMemory.named(spelling),
         })
     }
 
@@ -85,8 +96,8 @@ impl Budget {
         tracing::debug!(target: "moat::net", used, bytes, max = self.max, what, "host memory budget reached");
         Err(NetError::LimitReached(format!(
             "{what} needs {bytes} bytes of host memory, and the run holds {used} of its {} \
-             already; raise it with --max-host-memory",
-            self.max
+             already; raise it with {}",
+            self.max, self.setting
         )))
     }
 }
@@ -130,11 +141,11 @@ mod tests {
 
     #[test]
     fn a_budget_refuses_what_would_pass_it_and_takes_back_what_is_dropped() {
-        let budget = Budget::new(Some(100));
+        let budget = Budget::spelled(Some(100), Spelling::Environment);
         let a = budget.charge(60, "a test").unwrap();
         let err = budget.charge(41, "a lookup answer").unwrap_err();
         assert!(
-            matches!(&err, NetError::LimitReached(why) if why.contains("--max-host-memory") && why.contains("a lookup answer")),
+            matches!(&err, NetError::LimitReached(why) if why.contains("raise it with MOAT_MAX_HOST_MEMORY") && why.contains("a lookup answer")),
             "{err}"
         );
         let mut b = budget.charge(40, "a test").unwrap();

@@ -47,7 +47,8 @@ pub(crate) struct Gate {
 impl Gate {
     pub(crate) fn new(policy: Policy, limits: Limits, resolver: Option<Arc<dyn Resolver>>) -> Gate {
         let resolver = resolver.unwrap_or_else(|| Arc::new(SystemResolver::new()));
-        let budget = Budget::new(limits.max_host_memory);
+        let spelling = policy.spelling();
+        let budget = Budget::spelled(limits.max_host_memory, spelling);
         Gate {
             lookups: Lookups::new(
                 resolver,
@@ -55,8 +56,8 @@ impl Gate {
                 limits.lookup_timeout,
                 Arc::clone(&budget),
             ),
-            slots: SocketSlots::new(limits.max_sockets),
-            waiting: WaitingCalls::new(limits.max_waiting_calls),
+            slots: SocketSlots::new(limits.max_sockets, spelling),
+            waiting: WaitingCalls::new(limits.max_waiting_calls, spelling),
             names: Mutex::new(ResolvedNames::new(limits.max_recorded_addresses, &budget)),
             budget,
             policy,

@@ -18,6 +18,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 pub use super::budget::DEFAULT_MAX_HOST_MEMORY;
 use super::error::NetError;
 use super::tcp::CLOSE_LINGER;
+use crate::setting::{Setting, Spelling};
 
 /// Sockets and listeners a run may hold at once, counting closed sockets
 /// still writing out their last bytes. A client with a connection pool
@@ -128,6 +129,8 @@ impl Default for Limits {
 pub(crate) struct SocketSlots {
     slots: Option<Arc<Semaphore>>,
     max: u32,
+    /// The setting a refusal names (`--max-sockets`, `MOAT_MAX_SOCKETS`).
+    setting: &'static str,
 }
 
 /// One socket's place in its run's count (and in its listener's), given
@@ -153,10 +156,13 @@ impl SocketSlot {
 }
 
 impl SocketSlots {
-    pub(crate) fn new(max: Option<u32>) -> SocketSlots {
+    /// Slots for `max` sockets; a refusal names the setting as `spelling`
+    /// writes it.
+    pub(crate) fn new(max: Option<u32>, spelling: Spelling) -> SocketSlots {
         SocketSlots {
             slots: max.map(|n| Arc::new(Semaphore::new(n as usize))),
             max: max.unwrap_or(u32::MAX),
+            setting: Setting::MaxSockets.named(spelling),
         }
     }
 
@@ -173,8 +179,8 @@ impl SocketSlots {
             Err(_) => {
                 tracing::debug!(target: "moat::net", max = self.max, "socket limit reached");
                 Err(NetError::LimitReached(format!(
-                    "the run holds {} sockets and listeners (closed sockets still sending count too); raise it with --max-sockets",
-                    self.max
+                    "the run holds {} sockets and listeners (closed sockets still sending count too); raise it with {}",
+                    self.max, self.setting
                 )))
             }
         }
@@ -223,13 +229,18 @@ type PeerCounts = Arc<Mutex<HashMap<IpAddr, u32>>>;
 pub(crate) struct WaitingCalls {
     turns: Arc<Semaphore>,
     max: u32,
+    /// The setting a refusal names.
+    setting: &'static str,
 }
 
 impl WaitingCalls {
-    pub(crate) fn new(max: u32) -> WaitingCalls {
+    /// Places for `max` waiting calls; a refusal names the setting as
+    /// `spelling` writes it.
+    pub(crate) fn new(max: u32, spelling: Spelling) -> WaitingCalls {
         WaitingCalls {
             turns: Arc::new(Semaphore::new(max.max(1) as usize)),
             max,
+            setting: Setting::MaxWaitingCalls.named(spelling),
         }
     }
 
@@ -238,8 +249,8 @@ impl WaitingCalls {
         Arc::clone(&self.turns).try_acquire_owned().map_err(|_| {
             tracing::debug!(target: "moat::net", max = self.max, what, "waiting-call limit reached");
             NetError::LimitReached(format!(
-                "the run has {} receives, accepts and lookups waiting already; raise it with --max-waiting-calls",
-                self.max
+                "the run has {} receives, accepts and lookups waiting already; raise it with {}",
+                self.max, self.setting
             ))
         })
     }
@@ -313,7 +324,7 @@ mod tests {
 
     #[test]
     fn slots_are_given_back_when_dropped() {
-        let slots = SocketSlots::new(Some(2));
+        let slots = SocketSlots::new(Some(2), Spelling::Flags);
         let a = slots.try_take().unwrap();
         let _b = slots.try_take().unwrap();
         assert!(matches!(slots.try_take(), Err(NetError::LimitReached(_))));

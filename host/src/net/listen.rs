@@ -1,6 +1,6 @@
 //! Being reachable: a listener and its accept task.
 //!
-//! The accept loop is seed 004's: one task owns the listening socket and the
+//! One task runs the accept loop: it owns the listening socket and the
 //! only sender of a bounded accept channel. That is what makes closing work:
 //! aborting the task drops the sender, so an accept already parked on the
 //! channel resolves to `None` instead of waiting forever (dropping the
@@ -33,8 +33,7 @@ use super::tcp::io::Io;
 use super::tls::{ServerTls, handshake_server};
 use crate::policy::Capability;
 
-/// Connections accepted but not yet taken by the guest. Eight, as in seed
-/// 004: enough to absorb a burst while the guest's accept loop turns round;
+/// Connections accepted but not yet taken by the guest. Eight: enough to absorb a burst while the guest's accept loop turns round;
 /// beyond it the accept task stops accepting and clients wait in the
 /// kernel's backlog, so the guest's own loop is the backpressure.
 pub const ACCEPT_QUEUE: usize = 8;

@@ -122,7 +122,7 @@ impl Tasks {
 /// Such bytes are written by a drain task outside the guest's store, which
 /// can only run while the store is not executing guest code. The host
 /// watches this gauge to know when a busy guest must be made to yield now
-/// and then (see `crate::engine`); while it reads zero, nothing is queued
+/// and then (see `crate::moat`); while it reads zero, nothing is queued
 /// and a computing guest is never interrupted.
 #[derive(Debug, Default)]
 pub struct PendingWrites {

@@ -49,6 +49,8 @@ use std::fmt;
 use std::net::{IpAddr, Ipv4Addr};
 use std::str::FromStr;
 
+use crate::setting::Setting;
+
 pub use deny::{DenyEntry, DenyList, METADATA_ADDRESSES, PRIVATE_RANGES};
 pub use host::{Host, HostError};
 pub use rule::Rule;
@@ -66,36 +68,34 @@ impl Capability {
     /// The command-line flag that grants this capability.
     pub fn flag(self) -> &'static str {
         match self {
-            Capability::Connect => "--allow-net",
-            Capability::Listen => "--allow-listen",
+            Capability::Connect => Setting::AllowNet.flag(),
+            Capability::Listen => Setting::AllowListen.flag(),
         }
     }
 
     /// The command-line flag that denies within this capability.
     pub fn deny_flag(self) -> &'static str {
         match self {
-            Capability::Connect => "--deny-net",
-            Capability::Listen => "--deny-listen",
+            Capability::Connect => Setting::DenyNet.flag(),
+            Capability::Listen => Setting::DenyListen.flag(),
         }
     }
 
     /// The name of the setting that grants this capability, as `spelling`
     /// writes it (`--allow-net`, `MOAT_ALLOW_NET`).
     pub fn grant_setting(self, spelling: Spelling) -> &'static str {
-        match (self, spelling) {
-            (_, Spelling::Flags) => self.flag(),
-            (Capability::Connect, Spelling::Environment) => "MOAT_ALLOW_NET",
-            (Capability::Listen, Spelling::Environment) => "MOAT_ALLOW_LISTEN",
+        match self {
+            Capability::Connect => Setting::AllowNet.named(spelling),
+            Capability::Listen => Setting::AllowListen.named(spelling),
         }
     }
 
     /// The name of the setting that denies within this capability, as
     /// `spelling` writes it (`--deny-net`, `MOAT_DENY_NET`).
     pub fn deny_setting(self, spelling: Spelling) -> &'static str {
-        match (self, spelling) {
-            (_, Spelling::Flags) => self.deny_flag(),
-            (Capability::Connect, Spelling::Environment) => "MOAT_DENY_NET",
-            (Capability::Listen, Spelling::Environment) => "MOAT_DENY_LISTEN",
+        match self {
+            Capability::Connect => Setting::DenyNet.named(spelling),
+            Capability::Listen => Setting::DenyListen.named(spelling),
         }
     }
 
@@ -107,17 +107,7 @@ impl Capability {
     }
 }
 
-/// How the person who grants writes a grant, so that a denial names the
-/// setting that would allow the call as that person writes it.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
-pub enum Spelling {
-    /// `moat run`'s flags: `--allow-net=HOST:PORT`.
-    #[default]
-    Flags,
-    /// A container's environment (the containerd shim):
-    /// `MOAT_ALLOW_NET=HOST:PORT`.
-    Environment,
-}
+pub use crate::setting::Spelling;
 
 /// What one capability allows.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -1,5 +1,5 @@
-//! wasi:sockets 0.3 TCP streams keep their socket's place in the run's
-//! socket count for as long as they hold its descriptor.
+//! wasi:sockets 0.3 TCP streams that keep their socket's place in the
+//! run's socket count for as long as they hold its descriptor.
 //!
 //! In wasi 0.3 a socket's `receive` and `send` streams and a listener's
 //! stream of connections are separate resources from the socket, each

@@ -1,32 +1,28 @@
-//! A connected TCP socket: seed 004's reader and writer, in their wasmtime form.
+//! A connected TCP socket: its reader, its writer and the core they share.
 //!
 //! # Why this shape
 //!
-//! Seed 004 gives every socket two actor tasks, each behind a bounded
-//! channel, so that a socket is driven by the reactor and never by the
-//! guest. That shape costs a 64 KiB buffer per idle socket, two payload
-//! copies and two task hand-offs per echo (NOTES.md has the measurements).
-//! Moving bytes straight between the socket and guest memory inside the
-//! store costs none of that. But code inside the store runs only while the
+//! Bytes move straight between the socket and guest memory inside the
+//! store: no buffer held by an idle socket, no copy through a channel, no
+//! hand-off to another task. But code inside the store runs only while the
 //! guest is waiting: bytes queued for a full socket by a guest that then
-//! computes would wait for the whole computation (seed 003's bug), unless a
-//! task outside the store writes them.
+//! computes would wait for the whole computation, unless a task outside the
+//! store writes them.
 //!
 //! So each direction takes the cheapest form that keeps every guarantee:
 //!
 //! * **Reading** ([`Reader`]) needs no task and no buffer. A read goes
 //!   straight from the kernel into the guest's buffer when the guest asks.
 //!   While the guest computes, the kernel's receive buffer and TCP's window
-//!   hold the peer back, which is the backpressure seed 004's bounded read
-//!   channel gave, without a copy. Nothing is read ahead, so nothing can be
-//!   lost: a cancelled read never consumed a byte.
+//!   hold the peer back: backpressure without a copy. Nothing is read
+//!   ahead, so nothing can be lost: a cancelled read never consumed a byte.
 //! * **Writing** ([`Writer`]) goes straight from guest memory into the
 //!   kernel while the kernel takes it. When the kernel is full, up to
 //!   [`SEND_BACKLOG_LIMIT`] bytes are copied into a host buffer and the
-//!   guest's write completes; a drain task outside the store (seed 004's
-//!   writer actor, spawned only for this) writes them out, also while the
-//!   guest computes. Until the buffer is empty, further writes wait: the
-//!   backpressure reaches the guest, and through it the peer's window.
+//!   guest's write completes; a drain task outside the store, spawned only
+//!   for this, writes them out, also while the guest computes. Until the
+//!   buffer is empty, further writes wait: the backpressure reaches the
+//!   guest, and through it the peer's window.
 //!
 //! # What an idle socket costs
 //!

@@ -1,4 +1,4 @@
-//! The socket core against real tokio peers on loopback.
+//! Tests of the socket core against real tokio peers on loopback.
 
 use std::future::poll_fn;
 use std::task::Poll;

@@ -1,5 +1,5 @@
 //! Unit tests of the TLS helpers; the handshakes are tested end to end in
-//! tests/tls_core.rs and tests/tls.rs.
+//! tests/all/tls_core.rs and tests/all/tls.rs.
 
 use super::*;
 use crate::net::budget::Budget;

@@ -1,4 +1,4 @@
-//! UDP: seed 004's other half, built the opposite way to TCP.
+//! UDP sockets: no task, and no queue but the kernel's.
 //!
 //! A TCP stream delivers bytes whether or not anyone is asking, so
 //! something has to be reading. A datagram socket already has that buffer,

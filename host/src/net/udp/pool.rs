@@ -1,8 +1,8 @@
 //! Receive buffers, pooled per socket.
 //!
 //! A socket receives small datagrams by the thousand, and a 64 KiB
-//! allocation per datagram would be most of the cost of receiving one
-//! (seed 004). A buffer is borrowed for one receive and given back by a guard, so an
+//! allocation per datagram would be most of the cost of receiving one. A
+//! buffer is borrowed for one receive and given back by a guard, so an
 //! abandoned receive gives its buffer back too; what leaves is an exact-size
 //! copy. Every buffer, on loan or kept, is paid from the run's host memory
 //! (64 KiB each: a thousand sockets that each received once hold 64 MiB).

@@ -1,4 +1,4 @@
-//! UDP against plain tokio peers on loopback.
+//! Tests of UDP against plain tokio peers on loopback.
 
 use std::time::Duration;
 

@@ -1,0 +1,240 @@
+//! The `moat` command: flags in, a policy and a run out.
+
+use std::process::ExitCode;
+
+use anyhow::{Context, bail};
+use clap::Parser;
+use moat_host::net::TlsTrust;
+use moat_host::policy::{Capability, DenyList, Grant, Policy};
+use moat_host::policy_file::PolicyFile;
+use moat_host::settings::{Bounds, Settings};
+use moat_host::{CacheDir, Moat, MoatConfig, MoatError, Preopen, RunOptions, START_FAILED_EXIT};
+
+use crate::args::{Cli, Command, RunArgs};
+
+pub(crate) fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging();
+    match cli.command {
+        Command::Run(args) => run(args),
+    }
+}
+
+fn init_logging() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+}
+
+fn run(args: RunArgs) -> ExitCode {
+    let (options, config) = match prepare(&args) {
+        Ok(prepared) => prepared,
+        Err(e) => {
+            eprintln!("moat: error: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("moat: error: cannot start the async runtime: {e}");
+            return ExitCode::from(START_FAILED_EXIT);
+        }
+    };
+    let outcome = runtime.block_on(async {
+        let moat = Moat::new(&config)?;
+        let guest = moat.load(&args.component)?;
+        if !guest.has_async_run() {
+            tracing::debug!("the guest exports only wasi:cli/run@0.2.0: it cannot use moat:net");
+        }
+        moat.run(&guest, options).await
+    });
+    match outcome {
+        Ok(exit) => ExitCode::from(u8::try_from(exit.code()).unwrap_or(1)),
+        Err(e) => {
+            eprintln!("moat: error: {e}");
+            if let Some(hint) = hint(&e, &args) {
+                eprintln!("moat: hint: {hint}");
+            }
+            ExitCode::from(e.exit_status())
+        }
+    }
+}
+
+/// What to try after `err`, when moat can tell.
+fn hint(err: &MoatError, args: &RunArgs) -> Option<String> {
+    match err {
+        MoatError::Read { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+            Some(match spaced_grant(args) {
+                Some(flag) => {
+                    let list = args.component.display();
+                    format!(
+                        "`{flag} {list}` is {flag} with no list (any host) and a component named {list}; \
+                         a list follows an `=`: {flag}={list}"
+                    )
+                }
+                None => "build guests with `cargo build --release --target wasm32-wasip2`; \
+                         they land in target/wasm32-wasip2/release/"
+                    .to_owned(),
+            })
+        }
+        MoatError::Compile { source, .. } if format!("{source:#}").contains("component") => Some(
+            "moat runs components (the wasm32-wasip2 target); a core module (wasm32-wasip1, wasm32-unknown-unknown) is not one"
+                .to_owned(),
+        ),
+        MoatError::Instantiate(source) if format!("{source:#}").contains("import") => Some(
+            "the guest needs an interface moat does not provide; moat offers moat:net@0.2.0 and WASI 0.2/0.3, wasi:sockets included"
+                .to_owned(),
+        ),
+        _ => None,
+    }
+}
+
+/// The grant flag a missing "component" was most likely meant for:
+/// `--allow-net example.com:443` (a space, not `=`) gives `--allow-net` no
+/// list, which grants any host, and takes the list for the component. A
+/// path with a `/` or a `.wasm` name is a component; one with a `:` or a
+/// `,`, or `*`, reads as a list of grants.
+fn spaced_grant(args: &RunArgs) -> Option<&'static str> {
+    let written = args.component.to_str()?;
+    let looks_like_a_list = !written.contains('/')
+        && !written.ends_with(".wasm")
+        && (written.contains(':') || written.contains(',') || written == "*");
+    if !looks_like_a_list {
+        return None;
+    }
+    let any = |values: &[String]| values.iter().any(|v| v == "*");
+    if any(&args.allow_net) {
+        Some("--allow-net")
+    } else if any(&args.allow_listen) {
+        Some("--allow-listen")
+    } else {
+        None
+    }
+}
+
+/// Turns the flags (and the policy file, if any) into a run's options and
+/// the engine's configuration.
+fn prepare(args: &RunArgs) -> anyhow::Result<(RunOptions, MoatConfig)> {
+    let from_file = match &args.policy {
+        Some(path) => Settings::from_file(&PolicyFile::read(path)?, path)?,
+        None => Settings::new(),
+    };
+    let mut policy = Policy::new();
+    for (capability, flag_grant, flag_deny) in [
+        (Capability::Connect, &args.allow_net, &args.deny_net),
+        (Capability::Listen, &args.allow_listen, &args.deny_listen),
+    ] {
+        policy = policy.with_grant(capability, grant(flag_grant, capability.flag())?);
+        for list in flag_deny {
+            let denied: DenyList = list
+                .parse()
+                .with_context(|| format!("{}={list}", capability.deny_flag()))?;
+            policy = policy.with_denied(capability, denied);
+        }
+    }
+    let from_flags = Settings {
+        policy,
+        bounds: Bounds {
+            max_sockets: args.max_sockets,
+            max_waiting_calls: args.max_waiting_calls,
+            max_memory: args.max_memory,
+            max_host_memory: args.max_host_memory,
+            timeout: args.timeout,
+            max_lookups: args.max_lookups,
+            lookup_timeout: args.lookup_timeout,
+            tls_handshake_timeout: args.tls_handshake_timeout,
+            max_connections: args.max_connections,
+            max_connections_per_peer: args.max_connections_per_peer,
+        },
+    };
+    let settings = from_file.and(from_flags);
+    // One guest per process: its descriptors are bounded by its own caps.
+    if let Err(e) = moat_host::descriptors::limit_to(&settings.bounds.limits()) {
+        tracing::warn!("cannot set the descriptor limit the bounds need: {e}");
+    }
+    let mut options = settings
+        .run_options()
+        .arg(args.component.display().to_string())
+        .args(args.args.iter().cloned());
+    for entry in &args.env {
+        let (key, value) = match entry.split_once('=') {
+            Some((key, value)) => (key.to_owned(), value.to_owned()),
+            None => {
+                let value = std::env::var(entry).with_context(|| {
+                    format!(
+                        "--env {entry}: the host has no such variable to pass on (give KEY=VALUE)"
+                    )
+                })?;
+                (entry.clone(), value)
+            }
+        };
+        if key.is_empty() {
+            bail!("--env {entry}: the variable name is empty");
+        }
+        options = options.env(key, value);
+    }
+    for dir in &args.dir {
+        let preopen = Preopen::parse(dir).with_context(|| format!("--dir {dir}"))?;
+        if !preopen.host.is_dir() {
+            bail!("--dir {dir}: {} is not a directory", preopen.host.display());
+        }
+        // Judged again when the run opens it; here it fails as a bad
+        // command line, before the component is compiled.
+        if let Err(source) = moat_host::preopen::check(&preopen.host) {
+            let refused = MoatError::PreopenRefused {
+                host: preopen.host,
+                guest: preopen.guest,
+                source,
+            };
+            bail!("--dir {dir}: {refused}");
+        }
+        options = options.preopen(preopen);
+    }
+    if !args.ca_file.is_empty() {
+        let mut trust = TlsTrust::webpki();
+        for file in &args.ca_file {
+            let pem =
+                std::fs::read(file).with_context(|| format!("--ca-file {}", file.display()))?;
+            trust = trust
+                .with_pem(&pem)
+                .with_context(|| format!("--ca-file {}", file.display()))?;
+        }
+        options = options.tls_trust(trust);
+    }
+    let cache = match (&args.cache_dir, args.no_cache) {
+        (_, true) => CacheDir::Off,
+        (Some(dir), false) => {
+            let dir = std::path::absolute(dir)
+                .with_context(|| format!("--cache-dir {}", dir.display()))?;
+            CacheDir::At(dir)
+        }
+        (None, false) => CacheDir::Default,
+    };
+    let config = MoatConfig {
+        cache,
+        ..MoatConfig::default()
+    };
+    Ok((options, config))
+}
+
+/// One capability's grant from its flag's values (the flag may repeat).
+fn grant(values: &[String], flag: &str) -> anyhow::Result<Grant> {
+    let mut grant = Grant::Nothing;
+    for value in values {
+        let added = if value.trim() == "*" {
+            Grant::Everything
+        } else {
+            value.parse().with_context(|| format!("{flag}={value}"))?
+        };
+        grant = grant.union(added);
+    }
+    Ok(grant)
+}

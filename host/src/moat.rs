@@ -1,0 +1,393 @@
+//! [`Moat`]: the engine that compiles guests ([`Moat::new`],
+//! [`Moat::load`]) and runs them ([`Moat::run`]), each run in a store of
+//! its own ([`RunState`]) with its policy, its bounds and its network.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use wasmtime::component::{Component, Linker, ResourceTable};
+use wasmtime::{Cache, CacheConfig, Engine, Store};
+use wasmtime_wasi::p2::pipe::MemoryInputPipe;
+use wasmtime_wasi::{FsPerms, I32Exit, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+
+use crate::bindings::wasi_sockets::{self, WasiNet, WasiNetView};
+use crate::bindings::{MoatCtxView, MoatView};
+use crate::bounds::{
+    Alarm, DEFAULT_MAX_MEMORY, Limiter, MemoryLimitReached, TimeLimitReached, deadline_callback,
+};
+use crate::error::MoatError;
+use crate::net::{Net, Notices, PendingWrites};
+use crate::options::{Exit, Input, MoatConfig, Output, RunOptions};
+use crate::preopen;
+use crate::setting::Setting;
+use crate::ticker::EpochTicker;
+
+/// A compiled guest, ready to run any number of times.
+#[derive(Clone)]
+pub struct Guest {
+    pub(crate) component: Component,
+    /// The guest exports the asynchronous `wasi:cli/run@0.3.0` (moat's SDK
+    /// does); otherwise it is a classic `wasi:cli/run@0.2.0` command.
+    pub(crate) async_run: bool,
+}
+
+impl Guest {
+    /// Whether the guest exports `wasi:cli/run@0.3.0`, the entry point that
+    /// can await moat's asynchronous socket calls.
+    pub fn has_async_run(&self) -> bool {
+        self.async_run
+    }
+}
+
+/// A wasm engine set up for moat guests: compile once, run many.
+///
+/// ```no_run
+/// use moat_host::{Moat, MoatConfig, RunOptions};
+/// use moat_host::policy::Policy;
+///
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// let moat = Moat::new(&MoatConfig::default())?;
+/// let guest = moat.load("echo-server.wasm")?;
+/// let policy = Policy::new().allow_listen("127.0.0.1:7000")?;
+/// let exit = moat
+///     .run(&guest, RunOptions::new(policy).arg("echo-server").arg("127.0.0.1:7000"))
+///     .await?;
+/// std::process::exit(exit.code());
+/// # }
+/// ```
+pub struct Moat {
+    engine: Engine,
+    linker: Linker<RunState>,
+    pending: Arc<PendingWrites>,
+    linger: Duration,
+    // Dropped last: stops the thread that advances the epoch.
+    _ticker: EpochTicker,
+}
+
+impl Moat {
+    /// Sets up the engine, the compiled-code cache and the linker.
+    ///
+    /// # Errors
+    /// [`MoatError::Engine`] if wasmtime refuses the configuration.
+    pub fn new(config: &MoatConfig) -> Result<Moat, MoatError> {
+        let mut wasm = wasmtime::Config::new();
+        wasm.wasm_component_model_async(true);
+        // Lets a computing guest yield so socket drains can run; see `ticker`.
+        wasm.epoch_interruption(true);
+        if let Some(dir) = config.cache.resolve() {
+            let mut cache = CacheConfig::new();
+            cache.with_directory(dir);
+            match Cache::new(cache) {
+                Ok(cache) => {
+                    wasm.cache(Some(cache));
+                }
+                Err(e) => {
+                    tracing::warn!("compiled-code cache disabled: {e:#}");
+                }
+            }
+        }
+        let engine = Engine::new(&wasm).map_err(MoatError::Engine)?;
+        let linker = linker(&engine).map_err(MoatError::Engine)?;
+        let pending = PendingWrites::new();
+        let ticker =
+            EpochTicker::start(engine.clone(), Arc::clone(&pending)).map_err(|source| {
+                MoatError::Thread {
+                    what: "epoch",
+                    source,
+                }
+            })?;
+        Ok(Moat {
+            engine,
+            linker,
+            pending,
+            linger: config.linger,
+            _ticker: ticker,
+        })
+    }
+
+    /// Compiles the component at `path` (or takes it from the cache).
+    ///
+    /// # Errors
+    /// [`MoatError::Read`] or [`MoatError::Compile`].
+    pub fn load(&self, path: impl AsRef<Path>) -> Result<Guest, MoatError> {
+        let path = path.as_ref();
+        let bytes = std::fs::read(path).map_err(|source| MoatError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        self.load_bytes(&bytes, path)
+    }
+
+    /// Compiles a component from its bytes; `name` appears in errors.
+    ///
+    /// # Errors
+    /// [`MoatError::Compile`].
+    pub fn load_bytes(&self, bytes: &[u8], name: impl AsRef<Path>) -> Result<Guest, MoatError> {
+        let component =
+            Component::from_binary(&self.engine, bytes).map_err(|source| MoatError::Compile {
+                path: name.as_ref().to_owned(),
+                source,
+            })?;
+        let async_run = component
+            .component_type()
+            .exports(&self.engine)
+            .any(|(name, _)| name == "wasi:cli/run@0.3.0");
+        Ok(Guest {
+            component,
+            async_run,
+        })
+    }
+
+    fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    fn linker(&self) -> &Linker<RunState> {
+        &self.linker
+    }
+
+    fn pending_writes(&self) -> &Arc<PendingWrites> {
+        &self.pending
+    }
+
+    fn linger(&self) -> Duration {
+        self.linger
+    }
+}
+
+/// Where a run's denial lines go: the guest's stderr, prefixed with
+/// `moat: NAME:` (the program's file name, from its first argument).
+fn notices(options: &RunOptions) -> Notices {
+    let name = options
+        .args
+        .first()
+        .map(|arg0| {
+            std::path::Path::new(arg0)
+                .file_stem()
+                .map_or_else(|| arg0.clone(), |s| s.to_string_lossy().into_owned())
+        })
+        .unwrap_or_else(|| "guest".to_owned());
+    match &options.stderr {
+        Output::Inherit => Notices::new(move |line| eprintln!("moat: {name}: {line}")),
+        Output::Capture(captured) => {
+            let pipe = captured.0.clone();
+            Notices::new(move |line| {
+                use wasmtime_wasi::p2::OutputStream;
+                let mut pipe = pipe.clone();
+                // A full capture drops the line, as it drops the guest's.
+                let _ = pipe.write(format!("moat: {name}: {line}\n").into());
+            })
+        }
+        Output::Discard => Notices::default(),
+    }
+}
+
+fn wasi_ctx(options: &RunOptions, wasi_net: &WasiNet) -> Result<WasiCtx, MoatError> {
+    let mut wasi = WasiCtxBuilder::new();
+    wasi.args(&options.args);
+    wasi.envs(&options.env);
+    match &options.stdin {
+        Input::Inherit => {
+            wasi.inherit_stdin();
+        }
+        Input::Bytes(bytes) => {
+            wasi.stdin(MemoryInputPipe::new(bytes.clone()));
+        }
+        Input::Empty => {
+            wasi.stdin(MemoryInputPipe::new(Vec::new()));
+        }
+    }
+    match &options.stdout {
+        Output::Inherit => wasi.inherit_stdout(),
+        Output::Capture(captured) => wasi.stdout(captured.0.clone()),
+        Output::Discard => wasi.stdout(std::io::empty()),
+    };
+    match &options.stderr {
+        Output::Inherit => wasi.inherit_stderr(),
+        Output::Capture(captured) => wasi.stderr(captured.0.clone()),
+        Output::Discard => wasi.stderr(std::io::empty()),
+    };
+    for dir in &options.dirs {
+        let checked = preopen::check(&dir.host).map_err(|source| MoatError::PreopenRefused {
+            host: dir.host.clone(),
+            guest: dir.guest.clone(),
+            source,
+        })?;
+        let perms = if dir.writable {
+            FsPerms::ReadWrite
+        } else {
+            FsPerms::ReadOnly
+        };
+        tracing::debug!(host = %checked.display(), guest = %dir.guest, ?perms, "directory given");
+        wasi.preopened_dir(&checked, &dir.guest, perms)
+            .map_err(|source| MoatError::Preopen {
+                host: dir.host.clone(),
+                guest: dir.guest.clone(),
+                source,
+            })?;
+    }
+    wasi_net.configure(&mut wasi);
+    Ok(wasi.build())
+}
+
+impl Moat {
+    /// Runs `guest` to completion under `options`.
+    ///
+    /// Call it on a tokio runtime; a current-thread runtime keeps the
+    /// store and its sockets on one thread, which measured fastest. When the
+    /// guest is done, its sockets get the configured linger to write out
+    /// what they still hold; on return every socket and listener of the run
+    /// is closed.
+    ///
+    /// # Errors
+    /// [`MoatError::Instantiate`] if the guest cannot start (a missing
+    /// import, a directory that cannot be opened); [`MoatError::Trap`] if it
+    /// traps. A guest that exits with a code is an `Ok(Exit)`.
+    pub async fn run(&self, guest: &Guest, options: RunOptions) -> Result<Exit, MoatError> {
+        let mut net =
+            Net::with_pending_writes(options.policy.clone(), self.pending_writes().clone())
+                .with_limits(options.limits.clone());
+        if let Some(resolver) = options.resolver.clone() {
+            net = net.with_resolver(resolver);
+        }
+        if let Some(trust) = options.tls_trust.clone() {
+            net = net.with_tls_trust(trust);
+        }
+        let wasi_net = WasiNet::new(&net, notices(&options));
+        let wasi = wasi_ctx(&options, &wasi_net)?;
+        let max_memory = options.max_memory.unwrap_or(DEFAULT_MAX_MEMORY);
+        let mut store = Store::new(
+            self.engine(),
+            RunState {
+                wasi,
+                wasi_net,
+                net: net.clone(),
+                table: ResourceTable::new(),
+                limiter: Limiter::spelled(max_memory, options.policy.spelling()),
+            },
+        );
+        store.limiter(|state| &mut state.limiter);
+        // Yield at every epoch tick; ticks only happen while a socket has
+        // bytes queued (see `ticker`), and at a run's deadline.
+        store.set_epoch_deadline(1);
+        let ended = match options.timeout {
+            None => {
+                store.epoch_deadline_async_yield_and_update(1);
+                call_run(&mut store, guest, self.linker()).await
+            }
+            Some(limit) => {
+                let mut callback =
+                    deadline_callback(Instant::now() + limit, limit, options.policy.spelling());
+                store.epoch_deadline_callback(move |_| callback());
+                let _alarm = Alarm::set(self.engine().clone(), limit).map_err(|source| {
+                    MoatError::Thread {
+                        what: "timeout",
+                        source,
+                    }
+                })?;
+                match tokio::time::timeout(limit, call_run(&mut store, guest, self.linker())).await
+                {
+                    Ok(ended) => ended,
+                    Err(_) => {
+                        tracing::debug!(target: "moat::net", ?limit, "time limit reached: stopping the waiting guest");
+                        Err(MoatError::TimeLimit(TimeLimitReached {
+                            limit,
+                            setting: Setting::Timeout.named(options.policy.spelling()),
+                        }))
+                    }
+                }
+            }
+        };
+        drop(store);
+        net.finish(self.linger()).await;
+        ended
+    }
+}
+
+async fn call_run(
+    store: &mut Store<RunState>,
+    guest: &Guest,
+    linker: &Linker<RunState>,
+) -> Result<Exit, MoatError> {
+    let instantiate = MoatError::Instantiate;
+    let result = if guest.async_run {
+        let command = wasmtime_wasi::p3::bindings::Command::instantiate_async(
+            &mut *store,
+            &guest.component,
+            linker,
+        )
+        .await
+        .map_err(instantiate)?;
+        store
+            .run_concurrent(async move |access| command.wasi_cli_run().call_run(access).await)
+            .await
+            .and_then(|ran| ran)
+    } else {
+        let command = wasmtime_wasi::p2::bindings::Command::instantiate_async(
+            &mut *store,
+            &guest.component,
+            linker,
+        )
+        .await
+        .map_err(instantiate)?;
+        command.wasi_cli_run().call_run(&mut *store).await
+    };
+    match result {
+        Ok(Ok(())) => Ok(Exit(0)),
+        Ok(Err(())) => Ok(Exit(1)),
+        Err(e) => {
+            if let Some(exit) = e.downcast_ref::<I32Exit>() {
+                Ok(Exit(exit.0))
+            } else if let Some(reached) = e.downcast_ref::<MemoryLimitReached>() {
+                Err(MoatError::MemoryLimit(reached.clone()))
+            } else if let Some(reached) = e.downcast_ref::<TimeLimitReached>() {
+                Err(MoatError::TimeLimit(reached.clone()))
+            } else {
+                Err(MoatError::Trap(e))
+            }
+        }
+    }
+}
+
+/// The data of a guest's store.
+pub(crate) struct RunState {
+    pub(crate) wasi: WasiCtx,
+    pub(crate) wasi_net: WasiNet,
+    pub(crate) net: Net,
+    pub(crate) table: ResourceTable,
+    pub(crate) limiter: Limiter,
+}
+
+impl WasiView for RunState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl WasiNetView for RunState {
+    fn wasi_net(&mut self) -> &mut WasiNet {
+        &mut self.wasi_net
+    }
+}
+
+impl MoatView for RunState {
+    fn moat(&mut self) -> MoatCtxView<'_> {
+        MoatCtxView {
+            net: &self.net,
+            table: &mut self.table,
+        }
+    }
+}
+
+/// The linker every run uses: WASI 0.2 and 0.3 with wasi:sockets under
+/// the policy, and moat:net.
+fn linker(engine: &wasmtime::Engine) -> wasmtime::Result<Linker<RunState>> {
+    let mut linker = Linker::new(engine);
+    wasi_sockets::add_to_linker(&mut linker)?;
+    crate::bindings::add_to_linker(&mut linker)?;
+    Ok(linker)
+}

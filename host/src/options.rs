@@ -1,0 +1,275 @@
+//! What a run is given: its policy, arguments, environment, directories,
+//! stdio and bounds ([`RunOptions`]); what a [`crate::Moat`] is set up with
+//! ([`MoatConfig`]); and how a run ended ([`Exit`]). Plain data: what is
+//! done with it is in `moat.rs`.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+
+use crate::net::{Limits, Resolver, TlsTrust};
+use crate::policy::Policy;
+use crate::preopen::Preopen;
+
+/// How long a finished run waits for its sockets to write out the bytes
+/// they still hold before closing them anyway. A guest that wrote a reply
+/// and exited expects it delivered, as a process's kernel buffer would be;
+/// a peer that stopped reading must not hold the host forever.
+pub const DEFAULT_LINGER: Duration = Duration::from_secs(10);
+
+/// Where compiled code is cached.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum CacheDir {
+    /// `$XDG_CACHE_HOME/moat`, else `$HOME/.cache/moat`; no cache if
+    /// neither is set.
+    #[default]
+    Default,
+    /// This directory (created if missing).
+    At(PathBuf),
+    /// No cache: every load compiles.
+    Off,
+}
+
+impl CacheDir {
+    pub(crate) fn resolve(&self) -> Option<PathBuf> {
+        match self {
+            CacheDir::Off => None,
+            CacheDir::At(dir) => Some(dir.clone()),
+            CacheDir::Default => std::env::var_os("XDG_CACHE_HOME")
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+                .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+                .map(|base| base.join("moat")),
+        }
+    }
+}
+
+/// Settings of a [`Moat`] (named so as not to shadow `wasmtime::Config`).
+#[derive(Debug, Clone)]
+pub struct MoatConfig {
+    /// Where compiled code is cached.
+    pub cache: CacheDir,
+    /// How long a finished run lets its sockets flush (see [`DEFAULT_LINGER`]).
+    pub linger: Duration,
+}
+
+impl Default for MoatConfig {
+    fn default() -> MoatConfig {
+        MoatConfig {
+            cache: CacheDir::Default,
+            linger: DEFAULT_LINGER,
+        }
+    }
+}
+
+/// Most bytes a captured stdout or stderr keeps; a guest printing more is
+/// stopped with an error rather than growing the host without bound.
+pub const CAPTURE_LIMIT: usize = 16 << 20;
+
+/// Where a guest's stdout or stderr goes.
+#[derive(Debug, Clone, Default)]
+pub enum Output {
+    /// The host process's own stream.
+    #[default]
+    Inherit,
+    /// Into memory, read back with [`Captured::contents`] (at most
+    /// [`CAPTURE_LIMIT`] bytes).
+    Capture(Captured),
+    /// Nowhere.
+    Discard,
+}
+
+/// A captured output stream.
+#[derive(Debug, Clone)]
+pub struct Captured(pub(crate) MemoryOutputPipe);
+
+impl Captured {
+    /// An empty capture buffer.
+    pub fn new() -> Captured {
+        Captured(MemoryOutputPipe::new(CAPTURE_LIMIT))
+    }
+
+    /// Everything the guest wrote so far.
+    pub fn contents(&self) -> Vec<u8> {
+        self.0.contents().to_vec()
+    }
+}
+
+impl Default for Captured {
+    fn default() -> Captured {
+        Captured::new()
+    }
+}
+
+/// Where a guest's stdin comes from.
+#[derive(Debug, Clone, Default)]
+pub enum Input {
+    /// The host process's own stdin.
+    #[default]
+    Inherit,
+    /// These bytes, then end of file.
+    Bytes(Vec<u8>),
+    /// End of file at once.
+    Empty,
+}
+
+/// Everything one run is given: its capabilities and its process context.
+#[derive(Clone, Default)]
+pub struct RunOptions {
+    pub(crate) policy: Policy,
+    pub(crate) limits: Limits,
+    pub(crate) max_memory: Option<u64>,
+    pub(crate) timeout: Option<Duration>,
+    pub(crate) resolver: Option<Arc<dyn Resolver>>,
+    pub(crate) tls_trust: Option<TlsTrust>,
+    pub(crate) args: Vec<String>,
+    pub(crate) env: Vec<(String, String)>,
+    pub(crate) dirs: Vec<Preopen>,
+    pub(crate) stdin: Input,
+    pub(crate) stdout: Output,
+    pub(crate) stderr: Output,
+}
+
+impl RunOptions {
+    /// A run governed by `policy`, with no arguments, no environment, no
+    /// directories and the host's stdio.
+    pub fn new(policy: Policy) -> RunOptions {
+        RunOptions {
+            policy,
+            ..RunOptions::default()
+        }
+    }
+
+    /// Adds an argument (the first is the program name, by convention).
+    pub fn arg(mut self, arg: impl Into<String>) -> RunOptions {
+        self.args.push(arg.into());
+        self
+    }
+
+    /// Adds arguments.
+    pub fn args<I: IntoIterator<Item = S>, S: Into<String>>(mut self, args: I) -> RunOptions {
+        self.args.extend(args.into_iter().map(Into::into));
+        self
+    }
+
+    /// Sets an environment variable.
+    pub fn env(mut self, key: impl Into<String>, value: impl Into<String>) -> RunOptions {
+        self.env.push((key.into(), value.into()));
+        self
+    }
+
+    /// Gives the guest `host` as `guest`, to read only. The run refuses to
+    /// start ([`MoatError::PreopenRefused`]) if `host` is or contains a
+    /// procfs, sysfs, devfs or other kernel filesystem
+    /// ([`crate::preopen::check`]).
+    pub fn dir(self, host: impl Into<PathBuf>, guest: impl Into<String>) -> RunOptions {
+        self.preopen(Preopen::read_only(host, guest))
+    }
+
+    /// Gives the guest `host` as `guest`, to read and change; refused as
+    /// for [`dir`](Self::dir).
+    pub fn dir_writable(self, host: impl Into<PathBuf>, guest: impl Into<String>) -> RunOptions {
+        self.preopen(Preopen::writable(host, guest))
+    }
+
+    /// Gives the guest a directory as `preopen` says.
+    pub fn preopen(mut self, preopen: Preopen) -> RunOptions {
+        self.dirs.push(preopen);
+        self
+    }
+
+    /// Sets where stdin comes from.
+    pub fn stdin(mut self, input: Input) -> RunOptions {
+        self.stdin = input;
+        self
+    }
+
+    /// Sets where stdout goes.
+    pub fn stdout(mut self, output: Output) -> RunOptions {
+        self.stdout = output;
+        self
+    }
+
+    /// Sets where stderr goes.
+    pub fn stderr(mut self, output: Output) -> RunOptions {
+        self.stderr = output;
+        self
+    }
+
+    /// Sets the roots TLS clients trust (default: webpki-roots, the
+    /// Mozilla set). Build it with [`TlsTrust::webpki`] and
+    /// [`TlsTrust::with_pem`] to add roots, or [`TlsTrust::from_store`] to
+    /// replace them.
+    pub fn tls_trust(mut self, trust: TlsTrust) -> RunOptions {
+        self.tls_trust = Some(trust);
+        self
+    }
+
+    /// Sets the network bounds (sockets, lookups, handshakes, listener
+    /// caps); the default is [`Limits::default`].
+    pub fn limits(mut self, limits: Limits) -> RunOptions {
+        self.limits = limits;
+        self
+    }
+
+    /// Bounds the guest's linear memory, all memories together, in bytes
+    /// (default [`DEFAULT_MAX_MEMORY`]). Growing past it traps the guest
+    /// and the run ends with [`MoatError::MemoryLimit`].
+    pub fn max_memory(mut self, bytes: u64) -> RunOptions {
+        self.max_memory = Some(bytes);
+        self
+    }
+
+    /// Bounds the run's wall-clock time (default: none, so that servers
+    /// run until stopped). When it is up the guest is stopped, computing or
+    /// waiting, and the run ends with [`MoatError::TimeLimit`].
+    pub fn timeout(mut self, limit: Duration) -> RunOptions {
+        self.timeout = Some(limit);
+        self
+    }
+
+    /// Resolves the guest's names with `resolver` instead of the system's
+    /// DNS configuration (see [`crate::net::resolve`]).
+    pub fn resolver(mut self, resolver: Arc<dyn Resolver>) -> RunOptions {
+        self.resolver = Some(resolver);
+        self
+    }
+
+    /// The policy of this run.
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+}
+
+impl std::fmt::Debug for RunOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunOptions")
+            .field("policy", &self.policy)
+            .field("limits", &self.limits)
+            .field("max_memory", &self.max_memory)
+            .field("timeout", &self.timeout)
+            .field("resolver", &self.resolver.as_ref().map(|_| "custom"))
+            .field("args", &self.args)
+            .field("dirs", &self.dirs)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How a run ended: the guest's exit code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Exit(pub(crate) i32);
+
+impl Exit {
+    /// The exit code: 0 when `main` returned success, 1 when it returned an
+    /// error, or the code the guest passed to `exit`.
+    pub fn code(self) -> i32 {
+        self.0
+    }
+
+    /// Whether the code is 0.
+    pub fn success(self) -> bool {
+        self.0 == 0
+    }
+}

@@ -1,0 +1,692 @@
+//! The `moat` command as a user runs it: flags, exit codes, messages, and
+//! (under strace) what a denied call does not do.
+
+use crate::support;
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::support::guests;
+
+const MOAT: &str = env!("CARGO_BIN_EXE_moat");
+
+fn cache_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cli-cache")
+}
+
+/// `moat run --cache-dir=... ARGS`.
+fn moat_run(args: &[&str]) -> Output {
+    let cache = format!("--cache-dir={}", cache_dir().display());
+    Command::new(MOAT)
+        .arg("run")
+        .arg(cache)
+        .args(args)
+        .output()
+        .expect("moat runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn peer() -> (TcpListener, String) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port().to_string();
+    (listener, port)
+}
+
+#[test]
+fn help_documents_every_flag_with_an_example() {
+    let top = Command::new(MOAT).arg("--help").output().unwrap();
+    assert!(top.status.success());
+    assert!(text(&top.stdout).contains("run"), "{}", text(&top.stdout));
+    let run = Command::new(MOAT).args(["run", "--help"]).output().unwrap();
+    let help = text(&run.stdout);
+    for flag in [
+        "--allow-net",
+        "--allow-listen",
+        "--env",
+        "--dir",
+        "--cache-dir",
+        "--no-cache",
+        "--deny-net",
+        "--deny-listen",
+        "--policy",
+        "--max-sockets",
+        "--max-waiting-calls",
+        "--max-memory",
+        "--timeout",
+        "--max-lookups",
+        "--lookup-timeout",
+        "--tls-handshake-timeout",
+        "--max-connections",
+        "--max-connections-per-peer",
+    ] {
+        let line = help.lines().find(|l| l.trim_start().starts_with(flag));
+        assert!(line.is_some(), "{flag} is not documented:\n{help}");
+    }
+    assert!(help.contains("Example: --allow-net="), "{help}");
+    assert!(help.contains("Examples:"), "{help}");
+    assert!(
+        help.contains("--allow-net --deny-net=private,metadata"),
+        "{help}"
+    );
+}
+
+#[test]
+fn a_denied_call_prints_its_message_with_the_flag_to_use_and_exits_1() {
+    let (_peer, port) = peer();
+    let out = moat_run(&[guests::PROBE, "connect", "127.0.0.1", &port]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        text(&out.stderr),
+        format!("error: connect to 127.0.0.1:{port} denied: needs --allow-net=127.0.0.1:{port}\n")
+    );
+}
+
+#[test]
+fn the_flag_the_hint_names_allows_the_call() {
+    let (_peer, port) = peer();
+    let flag = format!("--allow-net=127.0.0.1:{port}");
+    let out = moat_run(&[&flag, guests::PROBE, "connect", "127.0.0.1", &port]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).starts_with("connected to 127.0.0.1:"));
+}
+
+#[test]
+fn a_bare_flag_allows_everything_and_does_not_swallow_the_component() {
+    let (_peer, port) = peer();
+    let out = moat_run(&["--allow-net", guests::PROBE, "connect", "127.0.0.1", &port]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+}
+
+#[test]
+fn the_exit_code_is_the_guests() {
+    let (_peer, port) = peer();
+    let out = moat_run(&[
+        "--allow-net=127.0.0.1",
+        "--allow-listen=127.0.0.1",
+        guests::PROBE,
+        "exit",
+        "127.0.0.1",
+        &port,
+        "0",
+        "42",
+    ]);
+    assert_eq!(out.status.code(), Some(42), "{}", text(&out.stderr));
+    let out = moat_run(&[guests::PROBE, "no-such-command"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        text(&out.stderr),
+        "error: invalid argument: probe: unknown command no-such-command\n"
+    );
+}
+
+#[test]
+fn a_trap_exits_134_with_the_reason() {
+    let (_peer, port) = peer();
+    let out = moat_run(&[
+        "--allow-net=127.0.0.1",
+        "--allow-listen=127.0.0.1",
+        guests::PROBE,
+        "trap",
+        "127.0.0.1",
+        &port,
+        "0",
+    ]);
+    assert_eq!(out.status.code(), Some(134));
+    let err = text(&out.stderr);
+    assert!(err.contains("probe: trapping with sockets open"), "{err}");
+    assert!(err.contains("moat: error: the guest trapped"), "{err}");
+}
+
+#[test]
+fn a_guest_whose_tasks_only_wait_on_each_other_stops_instead_of_hanging() {
+    // Nothing on the host (no socket, timer or stdin) can wake such a
+    // guest: its runtime panics, and `moat run` ends as for any trap.
+    let mut child = Command::new(MOAT)
+        .arg("run")
+        .arg(format!("--cache-dir={}", cache_dir().display()))
+        .args([guests::PROBE, "deadlock"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("moat runs");
+    let deadline = Instant::now() + support::PATIENCE;
+    while child.try_wait().expect("wait").is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!(
+                "the deadlocked guest still runs after {:?}",
+                support::PATIENCE
+            );
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let out = child.wait_with_output().expect("output");
+    assert_eq!(out.status.code(), Some(134), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("waiting on a task that never ends"),
+        "{}",
+        text(&out.stdout)
+    );
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("cannot sleep waiting only on Rust-originating events"),
+        "{err}"
+    );
+    assert!(err.contains("moat: error: the guest trapped"), "{err}");
+}
+
+#[test]
+fn env_and_args_reach_the_guest() {
+    let out = Command::new(MOAT)
+        .env("MOAT_FROM_HOST", "passed on")
+        .args(["run", "--env=MOAT_TEST=hello", "--env", "MOAT_FROM_HOST"])
+        .args([guests::PROBE, "env", "a", "-b", "--c=d"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains(r#"args: ["a", "-b", "--c=d"]"#), "{stdout}");
+    assert!(stdout.contains("MOAT_TEST=hello"), "{stdout}");
+}
+
+#[test]
+fn bad_command_lines_exit_2_and_say_why() {
+    let out = moat_run(&["--allow-net=127.1", guests::PROBE, "env"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("--allow-net=127.1") && err.contains("not a canonical IP address"),
+        "{err}"
+    );
+
+    let out = moat_run(&["--allow-listen=", guests::PROBE, "env"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("empty"), "{}", text(&out.stderr));
+
+    let out = moat_run(&["--dir=/no/such/dir", guests::PROBE, "env"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("/no/such/dir is not a directory"));
+}
+
+#[test]
+fn a_missing_component_gets_a_hint() {
+    let out = moat_run(&["no-such-guest.wasm"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.starts_with("moat: error: cannot read no-such-guest.wasm"),
+        "{err}"
+    );
+    assert!(err.contains("moat: hint: build guests with"), "{err}");
+}
+
+#[test]
+fn a_grant_after_a_space_gets_a_hint_about_the_equals_sign() {
+    for (flag, list) in [
+        ("--allow-net", "localhost:18000"),
+        ("--allow-listen", "127.0.0.1:8000,[::1]:8000"),
+    ] {
+        let out = moat_run(&[flag, list, guests::PROBE, "env"]);
+        assert_eq!(out.status.code(), Some(1));
+        let err = text(&out.stderr);
+        assert!(
+            err.starts_with(&format!("moat: error: cannot read {list}")),
+            "{err}"
+        );
+        assert!(
+            err.contains(&format!("a list follows an `=`: {flag}={list}")),
+            "{err}"
+        );
+        assert!(!err.contains("build guests with"), "{err}");
+    }
+}
+
+#[test]
+fn a_directory_is_visible_under_its_guest_path() {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cli-dir");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("greeting.txt"), "hello from the host").unwrap();
+    let flag = format!("--dir={}::/data", dir.display());
+    let out = moat_run(&[&flag, guests::PROBE, "cat", "/data/greeting.txt"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "hello from the host");
+}
+
+#[test]
+fn rust_log_shows_socket_events() {
+    let (_peer, port) = peer();
+    let cache = format!("--cache-dir={}", cache_dir().display());
+    let out = Command::new(MOAT)
+        .env("RUST_LOG", "moat::net=debug")
+        .args([
+            "run",
+            &cache,
+            "--allow-net=127.0.0.1",
+            guests::PROBE,
+            "connect",
+            "127.0.0.1",
+            &port,
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("moat::net") && err.contains("connected"),
+        "{err}"
+    );
+}
+
+#[test]
+fn compiled_code_is_cached_on_disk() {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("fresh-cache");
+    let _ = std::fs::remove_dir_all(&dir);
+    let flag = format!("--cache-dir={}", dir.display());
+    let files = |dir: &PathBuf| walk(dir).len();
+    let out = Command::new(MOAT)
+        .args(["run", "--no-cache", guests::PROBE, "env"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(!dir.exists());
+    let out = Command::new(MOAT)
+        .args(["run", &flag, guests::PROBE, "env"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(files(&dir) > 0, "nothing cached in {}", dir.display());
+}
+
+fn walk(dir: &PathBuf) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .flat_map(|e| {
+            let path = e.path();
+            if path.is_dir() {
+                walk(&path)
+            } else {
+                vec![path]
+            }
+        })
+        .collect()
+}
+
+/// strace, or `None` (skip) when it is missing outside CI.
+fn strace() -> Option<&'static str> {
+    let found = Command::new("strace")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if found {
+        return Some("strace");
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "strace is missing in CI (.ci/run installs it)"
+    );
+    eprintln!("skipping: strace is not installed (apt-get install strace)");
+    None
+}
+
+/// The network syscalls and name-service file opens of `moat run ARGS`.
+fn traced(strace: &str, args: &[&str]) -> (Output, String) {
+    let trace = tempfile_path("trace");
+    let cache = format!("--cache-dir={}", cache_dir().display());
+    let out = Command::new(strace)
+        .args([
+            "-f",
+            "-qq",
+            "-e",
+            "trace=socket,connect,bind,sendto,sendmsg,openat",
+            "-o",
+        ])
+        .arg(&trace)
+        .args([MOAT, "run", &cache])
+        .args(args)
+        .output()
+        .unwrap();
+    let log = std::fs::read_to_string(&trace).unwrap_or_default();
+    let _ = std::fs::remove_file(&trace);
+    (out, log)
+}
+
+fn tempfile_path(what: &str) -> PathBuf {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{what}-{}-{n}", std::process::id()))
+}
+
+fn inet_sockets(log: &str) -> usize {
+    log.lines()
+        .filter(|l| l.contains("socket(AF_INET") || l.contains("socket(AF_INET6"))
+        .count()
+}
+
+fn name_lookups(log: &str) -> usize {
+    log.lines()
+        .filter(|l| {
+            ["/etc/hosts", "/etc/resolv.conf", "/etc/nsswitch.conf"]
+                .iter()
+                .any(|f| l.contains(f))
+        })
+        .count()
+}
+
+#[test]
+fn a_denied_call_makes_no_socket_and_no_dns_query() {
+    let Some(strace) = strace() else { return };
+    // Denied by name: no lookup, no socket.
+    let (out, log) = traced(strace, &[guests::PROBE, "connect", "localhost", "9"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("denied"));
+    assert_eq!(inet_sockets(&log), 0, "{log}");
+    assert_eq!(name_lookups(&log), 0, "{log}");
+    // Denied listen: no socket, no bind.
+    let (out, log) = traced(strace, &[guests::PROBE, "listen", "127.0.0.1", "0"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(inet_sockets(&log), 0, "{log}");
+    assert!(!log.contains("bind("), "{log}");
+
+    // The same calls allowed do show up in the trace: it would have seen them.
+    let (_peer, port) = peer();
+    let (out, log) = traced(
+        strace,
+        &[
+            "--allow-net=localhost",
+            guests::PROBE,
+            "connect",
+            "localhost",
+            &port,
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(inet_sockets(&log) > 0, "{log}");
+    assert!(name_lookups(&log) > 0, "{log}");
+}
+
+/// Whether the trace shows a `syscall` to or on port `port`.
+fn touched_port(log: &str, syscall: &str, port: &str) -> bool {
+    let port = format!("htons({port})");
+    log.lines()
+        .any(|l| l.contains(&format!("{syscall}(")) && l.contains(&port))
+}
+
+#[test]
+fn a_stock_program_denied_makes_no_dns_query_and_no_connect_bind_or_send() {
+    let Some(strace) = strace() else { return };
+    // A name no grant names: refused before any lookup, and nothing after.
+    let (out, log) = traced(
+        strace,
+        &[guests::STD_NET, "tcp-client", "localhost", "9", "x"],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stderr).contains("moat: std-net: lookup of localhost denied"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(name_lookups(&log), 0, "{log}");
+    assert_eq!(inet_sockets(&log), 0, "{log}");
+    // An address: wasi:sockets makes the socket when the program asks for
+    // one, before any address is known; the denied connect never happens.
+    let (_peer, port) = peer();
+    let (out, log) = traced(
+        strace,
+        &[guests::STD_NET, "tcp-client", "127.0.0.1", &port, "x"],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    assert_eq!(
+        text(&out.stderr),
+        format!(
+            "moat: std-net: connect to 127.0.0.1:{port} denied: needs --allow-net=127.0.0.1:{port}\n"
+        )
+    );
+    assert!(!touched_port(&log, "connect", &port), "{log}");
+    // A denied listen binds nothing; a denied send sends nothing.
+    let (out, log) = traced(
+        strace,
+        &[guests::STD_NET, "tcp-server", &format!("127.0.0.1:{port}")],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    assert!(!touched_port(&log, "bind", &port), "{log}");
+    let (out, log) = traced(
+        strace,
+        &[guests::STD_NET, "udp-client", "127.0.0.1", &port, "x"],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    assert!(!touched_port(&log, "sendto", &port), "{log}");
+    assert!(!touched_port(&log, "sendmsg", &port), "{log}");
+
+    // Allowed, the same calls show up in the trace: it would have seen them.
+    let (listener, port) = peer();
+    // Reads what the guest sends, then closes: a clean end, no reset.
+    let closer = std::thread::spawn(move || {
+        use std::io::Read;
+        let (mut conn, _) = listener.accept().unwrap();
+        let mut got = Vec::new();
+        conn.read_to_end(&mut got).unwrap();
+        got
+    });
+    let flag = format!("--allow-net=localhost:{port}");
+    let (out, log) = traced(
+        strace,
+        &[
+            &flag,
+            guests::STD_NET,
+            "tcp-client",
+            "localhost",
+            &port,
+            "x",
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\n{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    assert!(name_lookups(&log) > 0, "{log}");
+    assert!(touched_port(&log, "connect", &port), "{log}");
+    assert_eq!(closer.join().unwrap(), b"x");
+}
+
+#[test]
+fn deny_flags_win_over_grants_and_name_the_entry() {
+    let (peer, port) = peer();
+    peer.set_nonblocking(true).unwrap();
+    let out = moat_run(&[
+        "--allow-net",
+        "--deny-net=metadata,private",
+        guests::PROBE,
+        "connect",
+        "::ffff:127.0.0.1",
+        &port,
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        text(&out.stderr),
+        format!("error: connect to 127.0.0.1:{port} denied by --deny-net=private\n")
+    );
+    assert!(peer.accept().is_err(), "a denied connect got through");
+    // Unknown words and bad entries are refused before anything runs.
+    let out = moat_run(&["--deny-net=privat:x", guests::PROBE, "env"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("--deny-net=privat:x"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+/// Writes `text` to a policy file of its own and returns its path.
+fn policy_file(name: &str, text: &str) -> PathBuf {
+    let path = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}.toml"));
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn a_policy_file_holds_grants_denies_and_bounds_and_flags_add_to_it() {
+    let (_peer, port) = peer();
+    let file = policy_file(
+        "policy-ok",
+        &format!(
+            "# the probe may reach one port, and hold few sockets\n\
+             allow-net = [\"127.0.0.1:{port}\"]\n\
+             deny-net = [\"metadata\"]\n\
+             max-sockets = 2\n"
+        ),
+    );
+    let policy = format!("--policy={}", file.display());
+    let out = moat_run(&[&policy, guests::PROBE, "connect", "127.0.0.1", &port]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    // The file's bound holds...
+    let out = moat_run(&[
+        &policy,
+        guests::HOSTILE,
+        "hold-sockets",
+        "127.0.0.1",
+        &port,
+        "5",
+    ]);
+    assert!(
+        text(&out.stdout).contains("held 2; stopped by: limit reached"),
+        "{}",
+        text(&out.stdout)
+    );
+    // ...unless a flag says otherwise; flags add to its grants.
+    let out = moat_run(&[
+        &policy,
+        "--max-sockets=3",
+        guests::HOSTILE,
+        "hold-sockets",
+        "127.0.0.1",
+        &port,
+        "5",
+    ]);
+    assert!(
+        text(&out.stdout).contains("held 3;"),
+        "{}",
+        text(&out.stdout)
+    );
+    let out = moat_run(&[
+        &policy,
+        "--deny-net=127.0.0.1",
+        guests::PROBE,
+        "connect",
+        "127.0.0.1",
+        &port,
+    ]);
+    assert!(
+        text(&out.stderr).contains("denied by --deny-net=127.0.0.1"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn a_bad_policy_file_names_the_file_the_line_and_the_key() {
+    let cases = [
+        (
+            "policy-typo",
+            "max-sockets = 4\nalow-net = true\n",
+            ":2: alow-net: ",
+        ),
+        (
+            "policy-entry",
+            "allow-net = [\n  \"example.com\",\n  \"[example.com]:80\",\n]\n",
+            ":3: allow-net: ",
+        ),
+        ("policy-deny", "deny-net = [\"::1:80\"]\n", ":1: deny-net: "),
+        (
+            "policy-size",
+            "\n\nmax-memory = \"10 MB\"\n",
+            ":3: max-memory: ",
+        ),
+    ];
+    for (name, body, located) in cases {
+        let file = policy_file(name, body);
+        let out = moat_run(&[
+            &format!("--policy={}", file.display()),
+            guests::PROBE,
+            "env",
+        ]);
+        assert_eq!(out.status.code(), Some(2), "{name}: {}", text(&out.stderr));
+        let stderr = text(&out.stderr);
+        assert!(
+            stderr.starts_with("moat: error: ")
+                && stderr.contains(&format!("{}{located}", file.display())),
+            "{name}: {stderr}"
+        );
+    }
+    let out = moat_run(&["--policy=/nonexistent/moat.toml", guests::PROBE, "env"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("cannot read /nonexistent/moat.toml"));
+}
+
+#[test]
+fn memory_and_time_limits_stop_the_guest_with_their_own_status() {
+    let out = moat_run(&["--max-memory=32MiB", guests::HOSTILE, "grow-memory", "256"]);
+    assert_eq!(out.status.code(), Some(134), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("the guest reached its memory limit")
+            && text(&out.stderr).contains("--max-memory"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = moat_run(&["--timeout=300ms", guests::HOSTILE, "spin"]);
+    assert_eq!(out.status.code(), Some(124), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("ran past its time limit of 300ms (--timeout)"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = moat_run(&["--timeout=5 parsecs", guests::HOSTILE, "spin"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+/// The soft "Max open files" of process `pid`, from /proc.
+fn open_files_limit(pid: u32) -> Option<u64> {
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).ok()?;
+    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+    line.split_whitespace().nth(3)?.parse().ok()
+}
+
+#[test]
+fn the_descriptor_limit_follows_the_socket_cap() {
+    // moat sets the process's soft limit to what its bounds need: twice
+    // the socket cap, plus the base and the lookups in flight.
+    let expected = moat_host::descriptors::needed(&moat_host::net::Limits {
+        max_sockets: Some(10),
+        ..moat_host::net::Limits::default()
+    })
+    .unwrap();
+    let own = open_files_limit(std::process::id()).unwrap();
+    assert_ne!(own, expected, "the test could not tell");
+    let mut child = Command::new(MOAT)
+        .arg("run")
+        .arg(format!("--cache-dir={}", cache_dir().display()))
+        .args(["--max-sockets=10", guests::HOSTILE, "wait-forever"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("moat runs");
+    // The guest prints once it runs, after the limit is set.
+    let mut line = String::new();
+    let stdout = child.stdout.take().unwrap();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line).unwrap();
+    assert_eq!(line.trim(), "waiting");
+    let limit = open_files_limit(child.id());
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(limit, Some(expected));
+}

@@ -1,0 +1,27 @@
+//! moat's integration tests, as a user meets moat: the `moat` command, the
+//! embedding API and real peers (curl, openssl, strace, network
+//! namespaces). One module per behaviour; one binary, so that wasmtime is
+//! linked once for all of them.
+//!
+//! The tests here run side by side. A test that measures or changes the
+//! whole process (its heap, resident memory or descriptor limit) belongs
+//! in `tests/whole_process/` instead.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod busy_guest;
+mod chat;
+mod cli;
+mod files;
+mod hostile;
+mod hyper;
+mod lan;
+mod outside;
+mod policy;
+mod stock;
+mod tasks;
+mod tcp;
+mod tls;
+mod tls_core;
+mod udp;

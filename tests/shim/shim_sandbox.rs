@@ -1,0 +1,453 @@
+//! The shim's sandbox in-process: `MoatSandbox::run`, called with a
+//! container of the test's own (arguments, environment, what the shim read
+//! of the image), as the shim's executor calls it inside a container's
+//! process. No containerd and no root needed: these run everywhere.
+//!
+//! What a user sees: the guest's exit status, the connection that reached
+//! (or did not reach) a peer, and the message a refused start leaves in the
+//! termination log that `kubectl describe pod` shows.
+
+use std::path::Path;
+
+use containerd_shim_moat::image::{ImageFacts, Layer};
+use containerd_shim_moat::{
+    COMPONENT_LAYER_MEDIA_TYPE, Container, Image, MoatSandbox, POLICY_LAYER_MEDIA_TYPE,
+};
+use tokio::io::AsyncReadExt;
+use tokio::net::TcpListener;
+
+use moat_guests as guests;
+
+use crate::support;
+
+/// A container whose root filesystem holds the component `guest` (its
+/// path in the container, as an entrypoint names it), `env` its
+/// environment, from an image that sets no environment of its own.
+fn file(guest: &str, args: &[&str], env: &[&str]) -> Container {
+    Container {
+        args: std::iter::once(guest.to_owned())
+            .chain(args.iter().map(|a| a.to_string()))
+            .collect(),
+        env: env.iter().map(|e| e.to_string()).collect(),
+        image: Image::Read(ImageFacts::default()),
+    }
+}
+
+/// A container from a wasm OCI image: the component `guest` (a built
+/// guest's path) as a layer, and `policy` as a policy layer if given.
+fn image(guest: &str, args: &[&str], env: &[&str], policy: Option<&str>) -> Container {
+    let mut container = file("guest.wasm", args, env);
+    let mut layers = vec![Layer {
+        media_type: COMPONENT_LAYER_MEDIA_TYPE.to_owned(),
+        bytes: std::fs::read(guest).expect("the guest is built"),
+    }];
+    if let Some(policy) = policy {
+        layers.push(Layer {
+            media_type: POLICY_LAYER_MEDIA_TYPE.to_owned(),
+            bytes: policy.as_bytes().to_vec(),
+        });
+    }
+    container.image = Image::Read(ImageFacts {
+        name: "localhost/test:latest".to_owned(),
+        env: Vec::new(),
+        layers,
+    });
+    container
+}
+
+/// A sandbox whose container's root filesystem is an empty directory, and
+/// whose termination log is a file the test reads.
+struct Node {
+    dir: tempfile::TempDir,
+    sandbox: MoatSandbox,
+}
+
+impl Node {
+    fn new() -> Node {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        std::fs::create_dir(dir.path().join("root")).expect("the guest's root");
+        std::fs::write(dir.path().join("termination-log"), "").expect("the termination log");
+        let sandbox = MoatSandbox::new(dir.path().join("root"), dir.path().join("termination-log"));
+        Node { dir, sandbox }
+    }
+
+    /// Puts a built guest in the node's root; its path in there.
+    fn place(&self, guest: &str) -> String {
+        let name = Path::new(guest).file_name().expect("a file name");
+        std::fs::copy(guest, self.dir.path().join("root").join(name)).expect("the guest is built");
+        format!("/{}", name.to_string_lossy())
+    }
+
+    /// Runs the container to its end, on a thread of its own as the
+    /// container's process would.
+    async fn run(&self, container: &Container) -> i32 {
+        let sandbox = self.sandbox.clone();
+        let container = container.clone();
+        tokio::task::spawn_blocking(move || sandbox.run(&container))
+            .await
+            .expect("the sandbox returns an exit status")
+    }
+
+    fn termination_message(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("termination-log")).expect("readable")
+    }
+}
+
+/// A peer the guest may try to reach (non-blocking, for [`reached`]).
+fn peer() -> (std::net::TcpListener, String) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    listener.set_nonblocking(true).expect("non-blocking");
+    let port = listener
+        .local_addr()
+        .expect("local addr")
+        .port()
+        .to_string();
+    (listener, port)
+}
+
+/// The same peer, for a test that serves the guest.
+fn served(listener: std::net::TcpListener) -> TcpListener {
+    TcpListener::from_std(listener).expect("a tokio listener")
+}
+
+/// Whether a connection reached `listener`. The guest has exited, so a
+/// connection it made is in the backlog; this takes it.
+fn reached(listener: &std::net::TcpListener) -> bool {
+    match listener.accept() {
+        Ok(_) => true,
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => false,
+        Err(e) => panic!("accept: {e}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_sdk_guest_runs_to_its_exit_status_with_the_grants_of_its_pod_spec() {
+    let node = Node::new();
+    let (listener, port) = peer();
+    let grant = format!("MOAT_ALLOW_NET=127.0.0.1:{port}");
+    let container = file(
+        &node.place(guests::PROBE),
+        &["exit", "127.0.0.1", &port, "0", "7"],
+        &[&grant, "MOAT_ALLOW_LISTEN=127.0.0.1"],
+    );
+    let listener = served(listener);
+    let serve = tokio::spawn(async move {
+        let (mut stream, _) = listener.accept().await.expect("the guest connects");
+        let mut held = [0u8; 7];
+        stream.read_exact(&mut held).await.expect("its bytes");
+        held
+    });
+    let status = node.run(&container).await;
+    assert_eq!(status, 7, "the guest's own exit code");
+    let held = serve.await.expect("the server");
+    assert_eq!(&held, b"holding");
+    assert_eq!(node.termination_message(), "", "a run is not a refusal");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_guest_without_grants_reaches_nothing() {
+    let node = Node::new();
+    let (listener, port) = peer();
+    let container = file(
+        &node.place(guests::PROBE),
+        &["connect", "127.0.0.1", &port],
+        &[],
+    );
+    assert_eq!(node.run(&container).await, 1, "main returned the denial");
+    assert!(!reached(&listener), "no connection was made");
+
+    let container = file(
+        &node.place(guests::STD_NET),
+        &["tcp-client", "127.0.0.1", &port, "hi"],
+        &[],
+    );
+    assert_eq!(
+        node.run(&container).await,
+        1,
+        "the stock guest's connect failed"
+    );
+    assert!(!reached(&listener), "no connection was made");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stock_guest_runs_under_the_same_grants() {
+    let node = Node::new();
+    let (listener, port) = peer();
+    let grant = format!("MOAT_ALLOW_NET=127.0.0.1:{port}");
+    let container = file(
+        &node.place(guests::STD_NET),
+        &["tcp-client", "127.0.0.1", &port, "ping"],
+        &[&grant],
+    );
+    let listener = served(listener);
+    let serve = tokio::spawn(async move {
+        let (mut stream, _) = listener.accept().await.expect("the guest connects");
+        let mut got = Vec::new();
+        stream.read_to_end(&mut got).await.expect("its bytes");
+        tokio::io::AsyncWriteExt::write_all(&mut stream, b"pong")
+            .await
+            .expect("the reply");
+        got
+    });
+    let status = node.run(&container).await;
+    assert_eq!(status, 0);
+    let got = serve.await.expect("the server");
+    assert_eq!(got, b"ping");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_image_policy_layer_grants_once_the_pod_spec_accepts_it() {
+    let node = Node::new();
+    let (listener, port) = peer();
+    let policy = format!("allow-net = [\"127.0.0.1:{port}\"]\n");
+    let digest = support::sha256_digest(policy.as_bytes());
+    let args = ["connect", "127.0.0.1", &port];
+
+    // Unanswered: the start is refused, and says how to answer.
+    let container = image(guests::PROBE, &args, &[], Some(&policy));
+    assert_eq!(node.run(&container).await, 2);
+    assert_eq!(
+        node.termination_message(),
+        format!(
+            "moat: error: the image carries a moat policy layer ({digest}); set MOAT_IMAGE_POLICY to {digest} (or apply) to grant what it grants, or to ignore\n"
+        )
+    );
+    assert!(!reached(&listener));
+
+    // Ignored: the guest runs, denied.
+    let container = image(
+        guests::PROBE,
+        &args,
+        &["MOAT_IMAGE_POLICY=ignore"],
+        Some(&policy),
+    );
+    assert_eq!(node.run(&container).await, 1);
+    assert!(!reached(&listener));
+
+    // Pinned to its digest: granted.
+    let pin = format!("MOAT_IMAGE_POLICY={digest}");
+    let container = image(guests::PROBE, &args, &[&pin], Some(&policy));
+    assert_eq!(node.run(&container).await, 0);
+    assert!(reached(&listener), "the guest connected");
+
+    // A pod-spec deny holds over the image's grant.
+    let container = image(
+        guests::PROBE,
+        &args,
+        &[&pin, "MOAT_DENY_NET=127.0.0.1"],
+        Some(&policy),
+    );
+    assert_eq!(node.run(&container).await, 1);
+    assert!(!reached(&listener));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_bad_policy_is_refused_at_start_with_a_message_kubectl_shows() {
+    let node = Node::new();
+    let (listener, port) = peer();
+    let args = ["connect", "127.0.0.1", &port];
+
+    let policy = "max-sockets = 8\nallow-net = [\"127.0.0.1:99999\"]\n";
+    let container = image(
+        guests::PROBE,
+        &args,
+        &["MOAT_IMAGE_POLICY=apply"],
+        Some(policy),
+    );
+    assert_eq!(node.run(&container).await, 2);
+    let message = node.termination_message();
+    assert!(
+        message.starts_with(&format!(
+            "moat: error: policy layer {}:2: allow-net: ",
+            support::sha256_digest(policy.as_bytes())
+        )),
+        "{message}"
+    );
+
+    let grant = format!("MOAT_ALOW_NET=127.0.0.1:{port}");
+    let container = file(&node.place(guests::PROBE), &args, &[&grant]);
+    assert_eq!(node.run(&container).await, 2);
+    let message = node.termination_message();
+    assert!(
+        message.starts_with("moat: error: MOAT_ALOW_NET is not a moat setting;"),
+        "{message}"
+    );
+    assert!(!reached(&listener), "a refused start connects nowhere");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_image_built_with_its_component_as_a_file_carries_its_policy_as_a_file() {
+    let node = Node::new();
+    let (listener, port) = peer();
+    let policy = format!("allow-net = [\"127.0.0.1:{port}\"]\n");
+    std::fs::write(node.dir.path().join("root/moat-policy.toml"), &policy).expect("the policy");
+    let guest = node.place(guests::PROBE);
+    let args = ["connect", "127.0.0.1", &port];
+
+    let container = file(&guest, &args, &[]);
+    assert_eq!(node.run(&container).await, 2);
+    assert!(
+        node.termination_message().starts_with(&format!(
+            "moat: error: the image carries a moat policy file /moat-policy.toml ({}); set MOAT_IMAGE_POLICY",
+            support::sha256_digest(policy.as_bytes())
+        )),
+        "{}",
+        node.termination_message()
+    );
+    assert!(!reached(&listener));
+
+    let container = file(&guest, &args, &["MOAT_IMAGE_POLICY=apply"]);
+    assert_eq!(node.run(&container).await, 0);
+    assert!(reached(&listener), "the guest connected");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_entrypoint_that_is_not_a_component_is_refused_and_nothing_runs() {
+    let node = Node::new();
+    let root = node.dir.path().join("root");
+    let marker = node.dir.path().join("the-script-ran");
+    // A native program (this machine's own `true`), a script that would
+    // leave a mark, and a core module.
+    std::fs::copy("/bin/true", root.join("native")).expect("an ELF program");
+    let script = format!("#!/bin/sh\ntouch {}\n", marker.display());
+    std::fs::write(root.join("script.sh"), script).expect("a script");
+    std::fs::write(root.join("module.wasm"), b"\0asm\x01\x00\x00\x00").expect("a module");
+    for (entrypoint, kind) in [
+        ("/native", "is a native program (ELF)"),
+        ("/script.sh", "is a script (#!)"),
+        (
+            "/module.wasm",
+            "is a core WebAssembly module (build a component, for wasm32-wasip2)",
+        ),
+    ] {
+        let container = file(entrypoint, &[], &["MOAT_ALLOW_NET=*"]);
+        assert_eq!(node.run(&container).await, 2, "{entrypoint}");
+        assert_eq!(
+            node.termination_message(),
+            format!(
+                "moat: error: {entrypoint} {kind}: moat runs WebAssembly components and nothing else\n"
+            )
+        );
+    }
+    assert!(!marker.exists(), "the script ran");
+    // A layer that is not a component, the same.
+    let mut container = image(guests::PROBE, &[], &[], None);
+    if let Image::Read(facts) = &mut container.image {
+        facts.layers[0].bytes = std::fs::read("/bin/true").expect("an ELF program");
+    }
+    assert_eq!(node.run(&container).await, 2);
+    assert!(
+        node.termination_message()
+            .contains("the image's component layer is a native program (ELF)"),
+        "{}",
+        node.termination_message()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_images_own_moat_variables_grant_nothing() {
+    let node = Node::new();
+    let (listener, port) = peer();
+    let guest = node.place(guests::PROBE);
+    let self_granted = [
+        "MOAT_ALLOW_NET=*",
+        "MOAT_ALLOW-NET=*",
+        "MOAT_IMAGE_POLICY=apply",
+    ];
+    let mut container = file(&guest, &["connect", "127.0.0.1", &port], &self_granted);
+    container.image = Image::Read(ImageFacts {
+        name: "localhost/self-granted:latest".to_owned(),
+        env: self_granted.iter().map(|e| e.to_string()).collect(),
+        layers: Vec::new(),
+    });
+    assert_eq!(
+        node.run(&container).await,
+        1,
+        "the guest's connect was denied"
+    );
+    assert!(!reached(&listener), "no connection was made");
+
+    // The pod spec's own grant, over the image's, counts.
+    let grant = format!("MOAT_ALLOW_NET=127.0.0.1:{port}");
+    container.env[0] = grant;
+    container.env.remove(1);
+    assert_eq!(node.run(&container).await, 0);
+    assert!(reached(&listener), "the guest connected");
+
+    // An image that could not be read does not start.
+    container.image = Image::Unreadable("containerd: image x: not found".to_owned());
+    assert_eq!(node.run(&container).await, 2);
+    assert_eq!(
+        node.termination_message(),
+        "moat: error: cannot read the container's image: containerd: image x: not found\n"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_guest_sees_only_the_directories_its_pod_spec_names_read_only_unless_writable() {
+    let node = Node::new();
+    let root = node.dir.path().join("root");
+    std::fs::create_dir_all(root.join("data")).expect("a directory");
+    std::fs::create_dir_all(root.join("out")).expect("a directory");
+    std::fs::write(root.join("data/config"), "from the pod's volume").expect("a file");
+    std::fs::write(root.join("secret"), "the container's own file").expect("a file");
+    let guest = node.place(guests::FS_PROBE);
+    let run = |args: &[&str], env: &[&str]| {
+        let container = file(&guest, args, env);
+        let node = &node;
+        async move {
+            let status = node.run(&container).await;
+            (status, node.termination_message())
+        }
+    };
+
+    // Nothing named: nothing there, not even the container's `/`. (The
+    // guest reports each attempt on the container's stdout, the test's
+    // own here; what the test checks is the files, untouched.)
+    let (status, _) = run(&["write", "/data/config", "changed"], &[]).await;
+    assert_eq!(status, 0);
+    assert_eq!(
+        std::fs::read_to_string(root.join("data/config")).expect("the file"),
+        "from the pod's volume"
+    );
+    let dirs = "MOAT_DIRS=/data,/out:rw";
+    let (status, message) = run(&["write", "/data/config", "changed"], &[dirs]).await;
+    assert_eq!(status, 0, "{message}");
+    assert_eq!(
+        std::fs::read_to_string(root.join("data/config")).expect("the file"),
+        "from the pod's volume",
+        "a read-only directory was written"
+    );
+    let (status, message) = run(&["write", "/out/result", "written"], &[dirs]).await;
+    assert_eq!(status, 0, "{message}");
+    assert_eq!(
+        std::fs::read_to_string(root.join("out/result")).expect("the guest wrote it"),
+        "written"
+    );
+    let (status, _) = run(&["write", "/secret", "changed"], &[dirs]).await;
+    assert_eq!(status, 0);
+    assert_eq!(
+        std::fs::read_to_string(root.join("secret")).expect("the file"),
+        "the container's own file"
+    );
+
+    // The container's internals are never given, by path or by type.
+    for (dirs, why) in [
+        (
+            "MOAT_DIRS=/",
+            "the container's whole filesystem is never given",
+        ),
+        ("MOAT_DIRS=/proc", "/proc holds the container's processes"),
+        ("MOAT_DIRS=/dev:rw", "/dev holds"),
+    ] {
+        let (status, message) = run(&["read", "/proc/self/environ"], &[dirs]).await;
+        assert_eq!(status, 2, "{dirs}");
+        assert!(message.contains(why), "{dirs}: {message}");
+    }
+    let (status, message) = run(&["read", "/x"], &["MOAT_DIRS=/missing"]).await;
+    assert_eq!(status, 2);
+    assert!(
+        message.starts_with("moat: error: MOAT_DIRS: /missing: cannot examine it"),
+        "{message}"
+    );
+}
