@@ -2,7 +2,8 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Arg, ArgAction, ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
+use moat_host::settings::{Kind, Setting, default_of};
 
 const ABOUT: &str = "Run WebAssembly components with the network access you grant, and no more";
 
@@ -18,6 +19,8 @@ that use wasi:sockets (std::net and the like). A stock program's name lookups
 go through moat: a name no grant names is refused before any query, and the
 addresses a granted name resolved to are judged as that name.";
 
+/// `moat run --help`'s text after the flags, before the bounds' table
+/// ([`run_after_help`]).
 const RUN_EXAMPLES: &str = "\
 Examples:
   Serve on one port:
@@ -53,12 +56,9 @@ as written and every address a name resolves to. Besides allowlist entries:
 Anything on the internet, nothing on my network:
     moat run --allow-net --deny-net=private,metadata client.wasm
 
-Bounds (defaults in brackets; a policy file takes the same keys, see --policy):
-  --max-sockets [1024]  --max-waiting-calls [4096]  --max-memory [512MiB]
-  --max-host-memory [64MiB]  --timeout [none]
-  --max-lookups [16]  --lookup-timeout [15s]  --tls-handshake-timeout [10s]
-  --max-connections, --max-connections-per-peer [none]: per listener
+";
 
+const EXIT_STATUS: &str = "\
 Exit status: the guest's (0, 1 when main returns an error, or its exit code);
 134 if the guest traps or reaches --max-memory; 124 past --timeout; 2 for a bad
 command line or policy file; 1 if the guest cannot start.";
@@ -76,97 +76,21 @@ pub(crate) struct Cli {
 pub(crate) enum Command {
     /// Run a component: any wasm32-wasip2 command (moat-sdk or plain
     /// wasi:sockets, as std::net uses), under the grants given
-    #[command(after_help = RUN_EXAMPLES)]
     Run(RunArgs),
 }
 
 /// `moat run`.
 #[derive(Debug, Args)]
 pub(crate) struct RunArgs {
-    /// Allow connecting to these hosts (comma-separated HOST[:PORT] entries;
-    /// no value: any host). Example: --allow-net=example.com:443,10.0.0.0/8
-    #[arg(
-        long = "allow-net",
-        value_name = "LIST",
-        num_args = 0..=1,
-        require_equals = true,
-        default_missing_value = "*"
-    )]
-    pub(crate) allow_net: Vec<String>,
-
-    /// Allow listening on these addresses (comma-separated HOST[:PORT]
-    /// entries; no value: anywhere). Example: --allow-listen=127.0.0.1:8000-8100
-    #[arg(
-        long = "allow-listen",
-        value_name = "LIST",
-        num_args = 0..=1,
-        require_equals = true,
-        default_missing_value = "*"
-    )]
-    pub(crate) allow_listen: Vec<String>,
-
-    /// Refuse connecting to these, whatever --allow-net allows: entries as in
-    /// allowlists, or the words private and metadata; judged on the host as
-    /// written and on every address a name resolves to.
-    /// Example: --deny-net=private,metadata
-    #[arg(long = "deny-net", value_name = "LIST", require_equals = true)]
-    pub(crate) deny_net: Vec<String>,
-
-    /// Refuse listening on these, whatever --allow-listen allows.
-    /// Example: --deny-listen=0.0.0.0,::
-    #[arg(long = "deny-listen", value_name = "LIST", require_equals = true)]
-    pub(crate) deny_listen: Vec<String>,
-
     /// Read grants, deny lists and bounds from a TOML file (keys as the flags,
     /// without --); flags add to it and override its bounds.
     #[arg(long = "policy", value_name = "FILE")]
     pub(crate) policy: Option<PathBuf>,
 
-    /// Most sockets and listeners open at once, closed sockets still sending
-    /// included [default: 1024]
-    #[arg(long = "max-sockets", value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
-    pub(crate) max_sockets: Option<u32>,
-
-    /// Most UDP receives, accepts and name lookups waiting at once
-    /// [default: 4096]
-    #[arg(long = "max-waiting-calls", value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
-    pub(crate) max_waiting_calls: Option<u32>,
-
-    /// Most linear memory the guest may grow to, e.g. 64MiB [default: 512MiB]
-    #[arg(long = "max-memory", value_name = "SIZE", value_parser = moat_host::policy_file::parse_size)]
-    pub(crate) max_memory: Option<u64>,
-
-    /// Most host memory the guest may make moat keep (DNS answers, TLS
-    /// configurations, send backlogs, the record of resolved names), e.g.
-    /// 256MiB [default: 64MiB]
-    #[arg(long = "max-host-memory", value_name = "SIZE", value_parser = moat_host::policy_file::parse_size)]
-    pub(crate) max_host_memory: Option<u64>,
-
-    /// Stop the guest after this long, e.g. 30s, 5m [default: none]
-    #[arg(long = "timeout", value_name = "DURATION", value_parser = moat_host::policy_file::parse_duration)]
-    pub(crate) timeout: Option<std::time::Duration>,
-
-    /// Most name lookups in flight at once [default: 16]
-    #[arg(long = "max-lookups", value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
-    pub(crate) max_lookups: Option<u32>,
-
-    /// Longest one name lookup may take [default: 15s]
-    #[arg(long = "lookup-timeout", value_name = "DURATION", value_parser = moat_host::policy_file::parse_duration)]
-    pub(crate) lookup_timeout: Option<std::time::Duration>,
-
-    /// Longest any TLS handshake may take, whatever the guest asks [default: 10s]
-    #[arg(long = "tls-handshake-timeout", value_name = "DURATION", value_parser = moat_host::policy_file::parse_duration)]
-    pub(crate) tls_handshake_timeout: Option<std::time::Duration>,
-
-    /// Most connections one listener has open at once, for listeners whose
-    /// guest sets no cap [default: none]
-    #[arg(long = "max-connections", value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
-    pub(crate) max_connections: Option<u32>,
-
-    /// Most connections one listener has open from one peer address, for
-    /// listeners whose guest sets no cap [default: none]
-    #[arg(long = "max-connections-per-peer", value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
-    pub(crate) max_connections_per_peer: Option<u32>,
+    /// The grants, deny lists and bounds, each a row of moat's table of
+    /// settings.
+    #[command(flatten)]
+    pub(crate) settings: SettingArgs,
 
     /// Set an environment variable for the guest (repeatable); KEY alone
     /// passes the host's value. Example: --env=RUST_LOG=debug
@@ -205,4 +129,88 @@ pub(crate) struct RunArgs {
         allow_hyphen_values = true
     )]
     pub(crate) args: Vec<String>,
+}
+
+/// The settings given on the command line, in the order of the table, each
+/// flag's values in the order given. Their flags, value names and help
+/// come from moat's table of settings ([`Setting`]); their values are read
+/// by `Settings::set`, as a policy file's and the shim's are.
+#[derive(Debug, Default)]
+pub(crate) struct SettingArgs {
+    pub(crate) given: Vec<(Setting, String)>,
+}
+
+impl FromArgMatches for SettingArgs {
+    fn from_arg_matches(matches: &ArgMatches) -> Result<Self, clap::Error> {
+        let mut given = Vec::new();
+        for setting in Setting::ALL {
+            if let Some(values) = matches.get_many::<String>(setting.key()) {
+                given.extend(values.map(|value| (setting, value.clone())));
+            }
+        }
+        Ok(SettingArgs { given })
+    }
+
+    fn update_from_arg_matches(&mut self, matches: &ArgMatches) -> Result<(), clap::Error> {
+        *self = SettingArgs::from_arg_matches(matches)?;
+        Ok(())
+    }
+}
+
+impl Args for SettingArgs {
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        Setting::ALL
+            .into_iter()
+            .fold(cmd, |cmd, setting| cmd.arg(flag_of(setting)))
+    }
+
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        SettingArgs::augment_args(cmd)
+    }
+}
+
+/// The flag of one setting. A grant's flag alone grants everything
+/// (`--allow-net`); a list takes `=` (`--allow-net=example.com:443`), so
+/// that the component after a bare flag is not taken for its list; a
+/// list may repeat and adds up; a bound is given once.
+fn flag_of(setting: Setting) -> Arg {
+    let kind = setting.kind();
+    let help = match default_of(setting) {
+        Some(default) => format!("{} [default: {default}]", setting.help()),
+        None => setting.help().to_owned(),
+    };
+    let arg = Arg::new(setting.key())
+        .long(setting.key())
+        .value_name(kind.value_name())
+        .help(help);
+    match kind {
+        Kind::Grant => arg
+            .action(ArgAction::Append)
+            .num_args(0..=1)
+            .require_equals(true)
+            .default_missing_value("*"),
+        Kind::Deny => arg.action(ArgAction::Append).require_equals(true),
+        Kind::Count | Kind::Size | Kind::Duration => arg.action(ArgAction::Set),
+    }
+}
+
+/// `moat run --help`'s text after the flags: examples, the bounds with
+/// their defaults (from the table), and the exit statuses.
+fn run_after_help() -> String {
+    let mut bounds = String::from(
+        "Bounds (defaults in brackets; a policy file takes the same keys, see --policy):\n",
+    );
+    for setting in Setting::ALL {
+        if let Some(default) = default_of(setting) {
+            bounds.push_str(&format!("  {} [{default}]\n", setting.flag()));
+        }
+    }
+    format!("{}\n\n{bounds}\n{EXIT_STATUS}", RUN_EXAMPLES.trim_end())
+}
+
+/// Parses `moat`'s command line (exits on a bad one, as clap does).
+pub(crate) fn parse() -> Cli {
+    let command = Cli::command().mut_subcommand("run", |run| run.after_help(run_after_help()));
+    let matches = command.get_matches();
+    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
 }

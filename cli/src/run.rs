@@ -3,17 +3,15 @@
 use std::process::ExitCode;
 
 use anyhow::{Context, bail};
-use clap::Parser;
 use moat_host::net::TlsTrust;
-use moat_host::policy::{Capability, DenyList, Grant, Policy};
-use moat_host::policy_file::PolicyFile;
-use moat_host::settings::{Bounds, Settings};
-use moat_host::{CacheDir, Moat, MoatConfig, MoatError, Preopen, RunOptions, START_FAILED_EXIT};
+use moat_host::preopen::Preopen;
+use moat_host::settings::{Origin, PolicyFile, Setting, Settings};
+use moat_host::{CacheDir, Moat, MoatConfig, MoatError, RunOptions, START_FAILED_EXIT};
 
-use crate::args::{Cli, Command, RunArgs};
+use crate::args::{Command, RunArgs};
 
 pub(crate) fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = crate::args::parse();
     init_logging();
     match cli.command {
         Command::Run(args) => run(args),
@@ -34,7 +32,7 @@ fn run(args: RunArgs) -> ExitCode {
     let (options, config) = match prepare(&args) {
         Ok(prepared) => prepared,
         Err(e) => {
-            eprintln!("moat: error: {e:#}");
+            eprintln!("moat: error: {}", chain(&e));
             return ExitCode::from(2);
         }
     };
@@ -66,6 +64,24 @@ fn run(args: RunArgs) -> ExitCode {
             ExitCode::from(e.exit_status())
         }
     }
+}
+
+/// `err` and its causes, as `{:#}` writes them, without a cause whose
+/// text the message before it already ends with (a setting's error says
+/// what its policy parser said, and keeps that error as its source).
+fn chain(err: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in err.chain() {
+        let next = cause.to_string();
+        if text.ends_with(&next) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&next);
+    }
+    text
 }
 
 /// What to try after `err`, when moat can tell.
@@ -110,51 +126,29 @@ fn spaced_grant(args: &RunArgs) -> Option<&'static str> {
     if !looks_like_a_list {
         return None;
     }
-    let any = |values: &[String]| values.iter().any(|v| v == "*");
-    if any(&args.allow_net) {
-        Some("--allow-net")
-    } else if any(&args.allow_listen) {
-        Some("--allow-listen")
-    } else {
-        None
-    }
+    let bare = |setting: Setting| {
+        args.settings
+            .given
+            .iter()
+            .any(|(given, value)| *given == setting && value == "*")
+    };
+    [Setting::AllowNet, Setting::AllowListen]
+        .into_iter()
+        .find(|&setting| bare(setting))
+        .map(Setting::flag)
 }
 
 /// Turns the flags (and the policy file, if any) into a run's options and
 /// the engine's configuration.
 fn prepare(args: &RunArgs) -> anyhow::Result<(RunOptions, MoatConfig)> {
     let from_file = match &args.policy {
-        Some(path) => Settings::from_file(&PolicyFile::read(path)?, path)?,
+        Some(path) => Settings::from_file(&PolicyFile::read(path)?)?,
         None => Settings::new(),
     };
-    let mut policy = Policy::new();
-    for (capability, flag_grant, flag_deny) in [
-        (Capability::Connect, &args.allow_net, &args.deny_net),
-        (Capability::Listen, &args.allow_listen, &args.deny_listen),
-    ] {
-        policy = policy.with_grant(capability, grant(flag_grant, capability.flag())?);
-        for list in flag_deny {
-            let denied: DenyList = list
-                .parse()
-                .with_context(|| format!("{}={list}", capability.deny_flag()))?;
-            policy = policy.with_denied(capability, denied);
-        }
+    let mut from_flags = Settings::new();
+    for (setting, value) in &args.settings.given {
+        from_flags.set(&Origin::Flag, *setting, value.as_str())?;
     }
-    let from_flags = Settings {
-        policy,
-        bounds: Bounds {
-            max_sockets: args.max_sockets,
-            max_waiting_calls: args.max_waiting_calls,
-            max_memory: args.max_memory,
-            max_host_memory: args.max_host_memory,
-            timeout: args.timeout,
-            max_lookups: args.max_lookups,
-            lookup_timeout: args.lookup_timeout,
-            tls_handshake_timeout: args.tls_handshake_timeout,
-            max_connections: args.max_connections,
-            max_connections_per_peer: args.max_connections_per_peer,
-        },
-    };
     let settings = from_file.and(from_flags);
     // One guest per process: its descriptors are bounded by its own caps.
     if let Err(e) = moat_host::descriptors::limit_to(&settings.bounds.limits()) {
@@ -223,18 +217,4 @@ fn prepare(args: &RunArgs) -> anyhow::Result<(RunOptions, MoatConfig)> {
         ..MoatConfig::default()
     };
     Ok((options, config))
-}
-
-/// One capability's grant from its flag's values (the flag may repeat).
-fn grant(values: &[String], flag: &str) -> anyhow::Result<Grant> {
-    let mut grant = Grant::Nothing;
-    for value in values {
-        let added = if value.trim() == "*" {
-            Grant::Everything
-        } else {
-            value.parse().with_context(|| format!("{flag}={value}"))?
-        };
-        grant = grant.union(added);
-    }
-    Ok(grant)
 }

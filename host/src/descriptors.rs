@@ -33,7 +33,7 @@ pub const BASE_DESCRIPTORS: u64 = 256;
 /// cap (a listener may hold one connection the kernel completed that is
 /// not yet handed to the guest, and so not yet counted), plus
 /// [`BASE_DESCRIPTORS`], the lookups in flight and the host's own
-/// connections that end dropped listeners ([`MAX_WAKEUPS`]). `None` when
+/// connections that end dropped listeners (the wasi:sockets glue's `MAX_WAKEUPS`). `None` when
 /// sockets are unbounded.
 pub fn needed(limits: &Limits) -> Option<u64> {
     limits.max_sockets.map(|sockets| {

@@ -3,21 +3,17 @@
 //! its own ([`RunState`]) with its policy, its bounds and its network.
 
 use std::path::Path;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use wasmtime::component::{Component, Linker, ResourceTable};
 use wasmtime::{Cache, CacheConfig, Engine, Store};
 use wasmtime_wasi::p2::pipe::MemoryInputPipe;
-use wasmtime_wasi::{FsPerms, I32Exit, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
-use crate::bindings::wasi_sockets::{self, WasiNet, WasiNetView};
-use crate::bindings::{MoatCtxView, MoatView};
-use crate::bounds::{
-    Alarm, DEFAULT_MAX_MEMORY, Limiter, MemoryLimitReached, TimeLimitReached, deadline_callback,
-};
+use crate::bounds::{Alarm, DEFAULT_MAX_MEMORY, TimeLimitReached, deadline_callback};
 use crate::error::MoatError;
-use crate::net::{Net, Notices, PendingWrites};
+use crate::kit::{self, MoatCtx, MoatCtxView, MoatView, RunError};
+use crate::net::Notices;
 use crate::options::{Exit, Input, MoatConfig, Output, RunOptions};
 use crate::preopen;
 use crate::setting::Setting;
@@ -59,7 +55,6 @@ impl Guest {
 pub struct Moat {
     engine: Engine,
     linker: Linker<RunState>,
-    pending: Arc<PendingWrites>,
     linger: Duration,
     // Dropped last: stops the thread that advances the epoch.
     _ticker: EpochTicker,
@@ -72,9 +67,7 @@ impl Moat {
     /// [`MoatError::Engine`] if wasmtime refuses the configuration.
     pub fn new(config: &MoatConfig) -> Result<Moat, MoatError> {
         let mut wasm = wasmtime::Config::new();
-        wasm.wasm_component_model_async(true);
-        // Lets a computing guest yield so socket drains can run; see `ticker`.
-        wasm.epoch_interruption(true);
+        kit::configure(&mut wasm);
         if let Some(dir) = config.cache.resolve() {
             let mut cache = CacheConfig::new();
             cache.with_directory(dir);
@@ -89,18 +82,13 @@ impl Moat {
         }
         let engine = Engine::new(&wasm).map_err(MoatError::Engine)?;
         let linker = linker(&engine).map_err(MoatError::Engine)?;
-        let pending = PendingWrites::new();
-        let ticker =
-            EpochTicker::start(engine.clone(), Arc::clone(&pending)).map_err(|source| {
-                MoatError::Thread {
-                    what: "epoch",
-                    source,
-                }
-            })?;
+        let ticker = EpochTicker::for_engine(&engine).map_err(|source| MoatError::Thread {
+            what: "epoch",
+            source,
+        })?;
         Ok(Moat {
             engine,
             linker,
-            pending,
             linger: config.linger,
             _ticker: ticker,
         })
@@ -129,10 +117,7 @@ impl Moat {
                 path: name.as_ref().to_owned(),
                 source,
             })?;
-        let async_run = component
-            .component_type()
-            .exports(&self.engine)
-            .any(|(name, _)| name == "wasi:cli/run@0.3.0");
+        let async_run = kit::exports_async_run(&component, &self.engine);
         Ok(Guest {
             component,
             async_run,
@@ -145,10 +130,6 @@ impl Moat {
 
     fn linker(&self) -> &Linker<RunState> {
         &self.linker
-    }
-
-    fn pending_writes(&self) -> &Arc<PendingWrites> {
-        &self.pending
     }
 
     fn linger(&self) -> Duration {
@@ -183,7 +164,10 @@ fn notices(options: &RunOptions) -> Notices {
     }
 }
 
-fn wasi_ctx(options: &RunOptions, wasi_net: &WasiNet) -> Result<WasiCtx, MoatError> {
+/// The guest's WASI context as `options` describe it: arguments,
+/// environment, stdio and directories (its sockets are set up by
+/// [`kit::MoatCtxBuilder::build`]).
+fn wasi_ctx(options: &RunOptions) -> Result<WasiCtxBuilder, MoatError> {
     let mut wasi = WasiCtxBuilder::new();
     wasi.args(&options.args);
     wasi.envs(&options.env);
@@ -227,8 +211,7 @@ fn wasi_ctx(options: &RunOptions, wasi_net: &WasiNet) -> Result<WasiCtx, MoatErr
                 source,
             })?;
     }
-    wasi_net.configure(&mut wasi);
-    Ok(wasi.build())
+    Ok(wasi)
 }
 
 impl Moat {
@@ -245,37 +228,31 @@ impl Moat {
     /// import, a directory that cannot be opened); [`MoatError::Trap`] if it
     /// traps. A guest that exits with a code is an `Ok(Exit)`.
     pub async fn run(&self, guest: &Guest, options: RunOptions) -> Result<Exit, MoatError> {
-        let mut net =
-            Net::with_pending_writes(options.policy.clone(), self.pending_writes().clone())
-                .with_limits(options.limits.clone());
+        let mut builder = MoatCtx::builder(options.policy.clone())
+            .limits(options.limits.clone())
+            .notices(notices(&options))
+            .max_memory(options.max_memory.unwrap_or(DEFAULT_MAX_MEMORY))
+            .linger(self.linger());
         if let Some(resolver) = options.resolver.clone() {
-            net = net.with_resolver(resolver);
+            builder = builder.resolver(resolver);
         }
         if let Some(trust) = options.tls_trust.clone() {
-            net = net.with_tls_trust(trust);
+            builder = builder.tls_trust(trust);
         }
-        let wasi_net = WasiNet::new(&net, notices(&options));
-        let wasi = wasi_ctx(&options, &wasi_net)?;
-        let max_memory = options.max_memory.unwrap_or(DEFAULT_MAX_MEMORY);
+        let mut wasi = wasi_ctx(&options)?;
+        let moat = builder.build(&self._ticker, &mut wasi);
+        let finish = moat.finish();
         let mut store = Store::new(
             self.engine(),
             RunState {
-                wasi,
-                wasi_net,
-                net: net.clone(),
+                wasi: wasi.build(),
+                moat,
                 table: ResourceTable::new(),
-                limiter: Limiter::spelled(max_memory, options.policy.spelling()),
             },
         );
-        store.limiter(|state| &mut state.limiter);
-        // Yield at every epoch tick; ticks only happen while a socket has
-        // bytes queued (see `ticker`), and at a run's deadline.
-        store.set_epoch_deadline(1);
+        kit::prepare(&mut store);
         let ended = match options.timeout {
-            None => {
-                store.epoch_deadline_async_yield_and_update(1);
-                call_run(&mut store, guest, self.linker()).await
-            }
+            None => call_run(&mut store, guest, self.linker()).await,
             Some(limit) => {
                 let mut callback =
                     deadline_callback(Instant::now() + limit, limit, options.policy.spelling());
@@ -300,7 +277,7 @@ impl Moat {
             }
         };
         drop(store);
-        net.finish(self.linger()).await;
+        finish.await;
         ended
     }
 }
@@ -310,53 +287,20 @@ async fn call_run(
     guest: &Guest,
     linker: &Linker<RunState>,
 ) -> Result<Exit, MoatError> {
-    let instantiate = MoatError::Instantiate;
-    let result = if guest.async_run {
-        let command = wasmtime_wasi::p3::bindings::Command::instantiate_async(
-            &mut *store,
-            &guest.component,
-            linker,
-        )
-        .await
-        .map_err(instantiate)?;
-        store
-            .run_concurrent(async move |access| command.wasi_cli_run().call_run(access).await)
-            .await
-            .and_then(|ran| ran)
-    } else {
-        let command = wasmtime_wasi::p2::bindings::Command::instantiate_async(
-            &mut *store,
-            &guest.component,
-            linker,
-        )
-        .await
-        .map_err(instantiate)?;
-        command.wasi_cli_run().call_run(&mut *store).await
-    };
-    match result {
-        Ok(Ok(())) => Ok(Exit(0)),
-        Ok(Err(())) => Ok(Exit(1)),
-        Err(e) => {
-            if let Some(exit) = e.downcast_ref::<I32Exit>() {
-                Ok(Exit(exit.0))
-            } else if let Some(reached) = e.downcast_ref::<MemoryLimitReached>() {
-                Err(MoatError::MemoryLimit(reached.clone()))
-            } else if let Some(reached) = e.downcast_ref::<TimeLimitReached>() {
-                Err(MoatError::TimeLimit(reached.clone()))
-            } else {
-                Err(MoatError::Trap(e))
-            }
-        }
+    match kit::call_run(store, &guest.component, linker).await {
+        Ok(code) => Ok(Exit(code)),
+        Err(RunError::Instantiate(e)) => Err(MoatError::Instantiate(e)),
+        Err(RunError::MemoryLimit(reached)) => Err(MoatError::MemoryLimit(reached)),
+        Err(RunError::TimeLimit(reached)) => Err(MoatError::TimeLimit(reached)),
+        Err(RunError::Trap(e)) => Err(MoatError::Trap(e)),
     }
 }
 
 /// The data of a guest's store.
 pub(crate) struct RunState {
-    pub(crate) wasi: WasiCtx,
-    pub(crate) wasi_net: WasiNet,
-    pub(crate) net: Net,
-    pub(crate) table: ResourceTable,
-    pub(crate) limiter: Limiter,
+    wasi: WasiCtx,
+    moat: MoatCtx,
+    table: ResourceTable,
 }
 
 impl WasiView for RunState {
@@ -368,26 +312,19 @@ impl WasiView for RunState {
     }
 }
 
-impl WasiNetView for RunState {
-    fn wasi_net(&mut self) -> &mut WasiNet {
-        &mut self.wasi_net
-    }
-}
-
 impl MoatView for RunState {
     fn moat(&mut self) -> MoatCtxView<'_> {
         MoatCtxView {
-            net: &self.net,
+            ctx: &mut self.moat,
             table: &mut self.table,
         }
     }
 }
 
 /// The linker every run uses: WASI 0.2 and 0.3 with wasi:sockets under
-/// the policy, and moat:net.
+/// the policy, and moat:net ([`kit::add_to_linker`]).
 fn linker(engine: &wasmtime::Engine) -> wasmtime::Result<Linker<RunState>> {
     let mut linker = Linker::new(engine);
-    wasi_sockets::add_to_linker(&mut linker)?;
-    crate::bindings::add_to_linker(&mut linker)?;
+    kit::add_to_linker(&mut linker)?;
     Ok(linker)
 }

@@ -9,15 +9,10 @@ use std::time::Duration;
 
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 
+pub(crate) use crate::net::limits::DEFAULT_LINGER;
 use crate::net::{Limits, Resolver, TlsTrust};
 use crate::policy::Policy;
 use crate::preopen::Preopen;
-
-/// How long a finished run waits for its sockets to write out the bytes
-/// they still hold before closing them anyway. A guest that wrote a reply
-/// and exited expects it delivered, as a process's kernel buffer would be;
-/// a peer that stopped reading must not hold the host forever.
-pub const DEFAULT_LINGER: Duration = Duration::from_secs(10);
 
 /// Where compiled code is cached.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -46,7 +41,7 @@ impl CacheDir {
     }
 }
 
-/// Settings of a [`Moat`] (named so as not to shadow `wasmtime::Config`).
+/// Settings of a [`crate::Moat`] (named so as not to shadow `wasmtime::Config`).
 #[derive(Debug, Clone)]
 pub struct MoatConfig {
     /// Where compiled code is cached.
@@ -161,7 +156,7 @@ impl RunOptions {
     }
 
     /// Gives the guest `host` as `guest`, to read only. The run refuses to
-    /// start ([`MoatError::PreopenRefused`]) if `host` is or contains a
+    /// start ([`crate::MoatError::PreopenRefused`]) if `host` is or contains a
     /// procfs, sysfs, devfs or other kernel filesystem
     /// ([`crate::preopen::check`]).
     pub fn dir(self, host: impl Into<PathBuf>, guest: impl Into<String>) -> RunOptions {
@@ -215,8 +210,8 @@ impl RunOptions {
     }
 
     /// Bounds the guest's linear memory, all memories together, in bytes
-    /// (default [`DEFAULT_MAX_MEMORY`]). Growing past it traps the guest
-    /// and the run ends with [`MoatError::MemoryLimit`].
+    /// (default [`crate::bounds::DEFAULT_MAX_MEMORY`]). Growing past it traps the guest
+    /// and the run ends with [`crate::MoatError::MemoryLimit`].
     pub fn max_memory(mut self, bytes: u64) -> RunOptions {
         self.max_memory = Some(bytes);
         self
@@ -224,14 +219,14 @@ impl RunOptions {
 
     /// Bounds the run's wall-clock time (default: none, so that servers
     /// run until stopped). When it is up the guest is stopped, computing or
-    /// waiting, and the run ends with [`MoatError::TimeLimit`].
+    /// waiting, and the run ends with [`crate::MoatError::TimeLimit`].
     pub fn timeout(mut self, limit: Duration) -> RunOptions {
         self.timeout = Some(limit);
         self
     }
 
     /// Resolves the guest's names with `resolver` instead of the system's
-    /// DNS configuration (see [`crate::net::resolve`]).
+    /// DNS configuration (see [`crate::net::SystemResolver`]).
     pub fn resolver(mut self, resolver: Arc<dyn Resolver>) -> RunOptions {
         self.resolver = Some(resolver);
         self

@@ -1,6 +1,13 @@
-//! The settings of a run, and the name each source of settings gives them:
-//! `--max-sockets` on `moat run`'s command line, `max-sockets` in a policy
-//! file, `MOAT_MAX_SOCKETS` in a container's environment.
+//! The table of a run's settings: each setting once, with the name each
+//! source gives it (`--max-sockets` on `moat run`'s command line,
+//! `max-sockets` in a policy file, `MOAT_MAX_SOCKETS` in a container's
+//! environment), the kind of value it takes and its help line.
+//!
+//! `moat run`'s flags and help, the policy file's keys, the shim's
+//! variables and every message that names a setting come from this table;
+//! [`crate::settings::Settings::set`] reads a value of each kind the same
+//! way from every source. A new bound is a row here, a field of
+//! [`crate::settings::Bounds`] and the place that enforces it.
 //!
 //! Every message that tells the user which setting to change takes the
 //! name from here, as [`Spelling`] says the user writes it, so that a bound
@@ -18,6 +25,9 @@ pub enum Spelling {
     /// A container's environment (the containerd shim):
     /// `MOAT_ALLOW_NET=HOST:PORT`, `MOAT_MAX_SOCKETS=N`.
     Environment,
+    /// The embedding API: `Policy::allow_connect("HOST:PORT")`,
+    /// `Limits::max_sockets`.
+    Embedding,
 }
 
 /// One setting of a run: a grant, a deny list or a bound.
@@ -53,60 +63,174 @@ pub enum Setting {
     MaxConnectionsPerPeer,
 }
 
-/// A setting's names, one per source.
-struct Names {
+/// What kind of value a setting takes, and so how every source writes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Kind {
+    /// An allowlist: comma-separated entries (`example.com:443,10.0.0.0/8`),
+    /// `*` for everything, empty for nothing.
+    Grant,
+    /// A deny list: comma-separated entries or the words `private` and
+    /// `metadata`; empty for nothing.
+    Deny,
+    /// A whole number, at least 1.
+    Count,
+    /// A size such as `64MiB` (B, KiB, MiB, GiB), at least 1 byte.
+    Size,
+    /// A duration such as `30s` (ms, s, m, h), longer than 0.
+    Duration,
+}
+
+impl Kind {
+    /// How `moat run --help` names a value of this kind.
+    pub const fn value_name(self) -> &'static str {
+        match self {
+            Kind::Grant | Kind::Deny => "LIST",
+            Kind::Count => "N",
+            Kind::Size => "SIZE",
+            Kind::Duration => "DURATION",
+        }
+    }
+}
+
+/// One row of the table: a setting's names, its kind and its help line.
+struct Row {
     /// The policy file's key, and the flag without its `--`.
     key: &'static str,
     flag: &'static str,
     variable: &'static str,
+    /// What sets it in the embedding API.
+    option: &'static str,
+    kind: Kind,
+    help: &'static str,
 }
 
-/// Every setting's names, in [`Setting::ALL`]'s order. The unit tests
-/// check that each row's flag and variable are its key's.
-const NAMES: [Names; Setting::ALL.len()] = [
-    names("allow-net", "--allow-net", "MOAT_ALLOW_NET"),
-    names("allow-listen", "--allow-listen", "MOAT_ALLOW_LISTEN"),
-    names("deny-net", "--deny-net", "MOAT_DENY_NET"),
-    names("deny-listen", "--deny-listen", "MOAT_DENY_LISTEN"),
-    names("max-sockets", "--max-sockets", "MOAT_MAX_SOCKETS"),
-    names(
-        "max-waiting-calls",
-        "--max-waiting-calls",
-        "MOAT_MAX_WAITING_CALLS",
-    ),
-    names("max-memory", "--max-memory", "MOAT_MAX_MEMORY"),
-    names(
-        "max-host-memory",
-        "--max-host-memory",
-        "MOAT_MAX_HOST_MEMORY",
-    ),
-    names("timeout", "--timeout", "MOAT_TIMEOUT"),
-    names("max-lookups", "--max-lookups", "MOAT_MAX_LOOKUPS"),
-    names("lookup-timeout", "--lookup-timeout", "MOAT_LOOKUP_TIMEOUT"),
-    names(
-        "tls-handshake-timeout",
-        "--tls-handshake-timeout",
-        "MOAT_TLS_HANDSHAKE_TIMEOUT",
-    ),
-    names(
-        "max-connections",
-        "--max-connections",
-        "MOAT_MAX_CONNECTIONS",
-    ),
-    names(
-        "max-connections-per-peer",
-        "--max-connections-per-peer",
-        "MOAT_MAX_CONNECTIONS_PER_PEER",
-    ),
+/// Every setting, in [`Setting::ALL`]'s order. The unit tests check that
+/// each row's flag and variable are its key's. Defaults are not here: they
+/// are the values of [`crate::net::Limits::default`] and
+/// [`crate::bounds::DEFAULT_MAX_MEMORY`], which `moat run --help` prints.
+const ROWS: [Row; Setting::ALL.len()] = [
+    Row {
+        key: "allow-net",
+        flag: "--allow-net",
+        variable: "MOAT_ALLOW_NET",
+        option: "Policy::allow_connect",
+        kind: Kind::Grant,
+        help: "Allow connecting to these hosts (comma-separated HOST[:PORT] entries; \
+               no value: any host). Example: --allow-net=example.com:443,10.0.0.0/8",
+    },
+    Row {
+        key: "allow-listen",
+        flag: "--allow-listen",
+        variable: "MOAT_ALLOW_LISTEN",
+        option: "Policy::allow_listen",
+        kind: Kind::Grant,
+        help: "Allow listening on these addresses (comma-separated HOST[:PORT] entries; \
+               no value: anywhere). Example: --allow-listen=127.0.0.1:8000-8100",
+    },
+    Row {
+        key: "deny-net",
+        flag: "--deny-net",
+        variable: "MOAT_DENY_NET",
+        option: "Policy::deny_connect",
+        kind: Kind::Deny,
+        help: "Refuse connecting to these, whatever --allow-net allows: entries as in \
+               allowlists, or the words private and metadata; judged on the host as \
+               written and on every address a name resolves to. Example: \
+               --deny-net=private,metadata",
+    },
+    Row {
+        key: "deny-listen",
+        flag: "--deny-listen",
+        variable: "MOAT_DENY_LISTEN",
+        option: "Policy::deny_listen",
+        kind: Kind::Deny,
+        help: "Refuse listening on these, whatever --allow-listen allows. Example: \
+               --deny-listen=0.0.0.0,::",
+    },
+    Row {
+        key: "max-sockets",
+        flag: "--max-sockets",
+        variable: "MOAT_MAX_SOCKETS",
+        option: "Limits::max_sockets",
+        kind: Kind::Count,
+        help: "Most sockets and listeners open at once, closed sockets still sending included",
+    },
+    Row {
+        key: "max-waiting-calls",
+        flag: "--max-waiting-calls",
+        variable: "MOAT_MAX_WAITING_CALLS",
+        option: "Limits::max_waiting_calls",
+        kind: Kind::Count,
+        help: "Most UDP receives, accepts and name lookups waiting at once",
+    },
+    Row {
+        key: "max-memory",
+        flag: "--max-memory",
+        variable: "MOAT_MAX_MEMORY",
+        option: "RunOptions::max_memory",
+        kind: Kind::Size,
+        help: "Most linear memory the guest may grow to, e.g. 64MiB",
+    },
+    Row {
+        key: "max-host-memory",
+        flag: "--max-host-memory",
+        variable: "MOAT_MAX_HOST_MEMORY",
+        option: "Limits::max_host_memory",
+        kind: Kind::Size,
+        help: "Most host memory the guest may make moat keep (DNS answers, TLS \
+               configurations, send backlogs, the record of resolved names), e.g. 256MiB",
+    },
+    Row {
+        key: "timeout",
+        flag: "--timeout",
+        variable: "MOAT_TIMEOUT",
+        option: "RunOptions::timeout",
+        kind: Kind::Duration,
+        help: "Stop the guest after this long, e.g. 30s, 5m",
+    },
+    Row {
+        key: "max-lookups",
+        flag: "--max-lookups",
+        variable: "MOAT_MAX_LOOKUPS",
+        option: "Limits::max_lookups",
+        kind: Kind::Count,
+        help: "Most name lookups in flight at once",
+    },
+    Row {
+        key: "lookup-timeout",
+        flag: "--lookup-timeout",
+        variable: "MOAT_LOOKUP_TIMEOUT",
+        option: "Limits::lookup_timeout",
+        kind: Kind::Duration,
+        help: "Longest one name lookup may take",
+    },
+    Row {
+        key: "tls-handshake-timeout",
+        flag: "--tls-handshake-timeout",
+        variable: "MOAT_TLS_HANDSHAKE_TIMEOUT",
+        option: "Limits::tls_handshake_timeout",
+        kind: Kind::Duration,
+        help: "Longest any TLS handshake may take, whatever the guest asks",
+    },
+    Row {
+        key: "max-connections",
+        flag: "--max-connections",
+        variable: "MOAT_MAX_CONNECTIONS",
+        option: "Limits::max_connections",
+        kind: Kind::Count,
+        help: "Most connections one listener has open at once, for listeners whose \
+               guest sets no cap",
+    },
+    Row {
+        key: "max-connections-per-peer",
+        flag: "--max-connections-per-peer",
+        variable: "MOAT_MAX_CONNECTIONS_PER_PEER",
+        option: "Limits::max_connections_per_peer",
+        kind: Kind::Count,
+        help: "Most connections one listener has open from one peer address, for \
+               listeners whose guest sets no cap",
+    },
 ];
-
-const fn names(key: &'static str, flag: &'static str, variable: &'static str) -> Names {
-    Names {
-        key,
-        flag,
-        variable,
-    }
-}
 
 impl Setting {
     /// Every setting, in the order `moat run --help` lists their flags.
@@ -127,24 +251,40 @@ impl Setting {
         Setting::MaxConnectionsPerPeer,
     ];
 
-    const fn names(self) -> &'static Names {
-        &NAMES[self as usize]
+    const fn row(self) -> &'static Row {
+        &ROWS[self as usize]
     }
 
     /// The key in a policy file: `max-sockets`.
     pub const fn key(self) -> &'static str {
-        self.names().key
+        self.row().key
     }
 
     /// `moat run`'s flag: `--max-sockets`.
     pub const fn flag(self) -> &'static str {
-        self.names().flag
+        self.row().flag
     }
 
     /// The variable of a container's environment under the containerd
     /// shim: `MOAT_MAX_SOCKETS`.
     pub const fn variable(self) -> &'static str {
-        self.names().variable
+        self.row().variable
+    }
+
+    /// The kind of value it takes.
+    pub const fn kind(self) -> Kind {
+        self.row().kind
+    }
+
+    /// Its one help line (`moat run --help`).
+    pub const fn help(self) -> &'static str {
+        self.row().help
+    }
+
+    /// What sets it in the embedding API: `Limits::max_sockets`,
+    /// `Policy::allow_connect`.
+    pub const fn option(self) -> &'static str {
+        self.row().option
     }
 
     /// The setting's name as `spelling` writes it.
@@ -152,6 +292,19 @@ impl Setting {
         match spelling {
             Spelling::Flags => self.flag(),
             Spelling::Environment => self.variable(),
+            Spelling::Embedding => self.option(),
+        }
+    }
+
+    /// The setting with `value`, as `spelling` writes it:
+    /// `--allow-net=example.com:443`, `MOAT_ALLOW_NET=example.com:443`,
+    /// `Policy::allow_connect("example.com:443")`.
+    pub fn written(self, spelling: Spelling, value: &str) -> String {
+        match spelling {
+            Spelling::Embedding => format!("{}({value:?})", self.option()),
+            Spelling::Flags | Spelling::Environment => {
+                format!("{}={value}", self.named(spelling))
+            }
         }
     }
 
@@ -197,6 +350,18 @@ mod tests {
         assert_eq!(
             Setting::MaxMemory.named(Spelling::Environment),
             "MOAT_MAX_MEMORY"
+        );
+        assert_eq!(
+            Setting::MaxSockets.named(Spelling::Embedding),
+            "Limits::max_sockets"
+        );
+        assert_eq!(
+            Setting::AllowNet.written(Spelling::Embedding, "a.example:1"),
+            "Policy::allow_connect(\"a.example:1\")"
+        );
+        assert_eq!(
+            Setting::DenyNet.written(Spelling::Flags, "private"),
+            "--deny-net=private"
         );
     }
 }

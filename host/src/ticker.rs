@@ -29,18 +29,30 @@ pub const EPOCH_TICK: Duration = Duration::from_millis(1);
 /// The thread that advances an engine's epoch while writes are pending.
 ///
 /// [`Moat`](crate::Moat) runs one. An embedder with an engine of its own
-/// (epoch interruption enabled) starts one beside it, gives the same
-/// [`PendingWrites`] to its runs' [`Net`](crate::net::Net)s
-/// ([`Net::with_pending_writes`](crate::net::Net::with_pending_writes)), and
-/// sets each store to yield at every tick
-/// (`store.epoch_deadline_async_yield_and_update(1)`). Dropping it stops
-/// the thread.
+/// (set up by [`crate::kit::configure`]) starts one beside it
+/// ([`EpochTicker::for_engine`]) and builds each run's context on it
+/// ([`crate::kit::MoatCtxBuilder::build`]). Dropping it stops the thread.
 pub struct EpochTicker {
     pending: Arc<PendingWrites>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl EpochTicker {
+    /// Starts the thread for `engine`, with a gauge of its own for the
+    /// runs built on it.
+    ///
+    /// # Errors
+    /// If the thread cannot be spawned.
+    pub fn for_engine(engine: &Engine) -> std::io::Result<EpochTicker> {
+        EpochTicker::start(engine.clone(), PendingWrites::new())
+    }
+
+    /// The gauge of queued writes this ticker watches: the runs of its
+    /// engine share it.
+    pub fn pending_writes(&self) -> &Arc<PendingWrites> {
+        &self.pending
+    }
+
     /// Starts the thread for `engine`, ticking while `pending` has sockets
     /// with bytes queued.
     ///

@@ -45,10 +45,9 @@
 use std::fmt;
 use std::path::Path;
 
-use moat_host::Preopen;
-use moat_host::policy_file::{KEYS, PolicyFile, PolicyFileError};
+use moat_host::preopen::Preopen;
 use moat_host::preopen::PreopenSpecError;
-use moat_host::settings::{SettingError, Settings};
+use moat_host::settings::{Origin, PolicyFile, PolicyFileError, Setting, SettingError, Settings};
 use sha2::{Digest, Sha256};
 
 /// The prefix of every variable the shim reads and takes out of the guest's
@@ -137,15 +136,10 @@ pub enum ImagePolicy {
 /// do not agree with its image.
 #[derive(Debug, thiserror::Error)]
 pub enum DeploymentError {
-    /// A `MOAT_*` grant, deny list or bound has a bad value.
-    #[error("{var}: {source}")]
-    Setting {
-        /// The variable, as in the pod spec.
-        var: String,
-        /// What is wrong with its value.
-        #[source]
-        source: SettingError,
-    },
+    /// A `MOAT_*` grant, deny list or bound has a bad value; the error
+    /// names the variable (`MOAT_MAX_MEMORY=lots: ...`).
+    #[error(transparent)]
+    Setting(SettingError),
     /// A `MOAT_` variable that the shim does not know.
     #[error(
         "{var} is not a moat setting{}; the pod spec may set {}",
@@ -234,17 +228,12 @@ pub enum DeploymentError {
     },
 }
 
-/// The variable for every key of a policy file.
-fn var_of(key: &str) -> String {
-    format!("{ENV_PREFIX}{}", key.to_uppercase().replace('-', "_"))
-}
-
 /// Every variable the shim reads, as the table spells it.
 fn known_vars() -> Vec<String> {
     [IMAGE_POLICY_VAR, LOG_VAR, DIRS_VAR]
         .into_iter()
         .map(str::to_owned)
-        .chain(KEYS.iter().map(|k| var_of(k)))
+        .chain(Setting::ALL.iter().map(|s| s.variable().to_owned()))
         .collect()
 }
 
@@ -405,17 +394,14 @@ impl Deployment {
                 audit.env.push(entry.clone());
                 continue;
             }
-            let Some(&key) = KEYS.iter().find(|k| var_of(k) == var) else {
+            let Some(setting) = Setting::ALL.into_iter().find(|s| s.variable() == var) else {
                 return Err(DeploymentError::UnknownVar {
                     var: var.to_owned(),
                 });
             };
             from_env
-                .set(key, value)
-                .map_err(|source| DeploymentError::Setting {
-                    var: var.to_owned(),
-                    source,
-                })?;
+                .set(&Origin::Environment, setting, value)
+                .map_err(DeploymentError::Setting)?;
             audit.env.push(entry.clone());
         }
         tracing_subscriber::EnvFilter::try_new(&log).map_err(|e| DeploymentError::BadLog {
@@ -479,17 +465,23 @@ fn parse_layer(layer: &PolicyLayer) -> Result<Settings, DeploymentError> {
         POLICY_FILE.to_owned()
     };
     let path = Path::new(&name);
-    let text = std::str::from_utf8(&layer.bytes).map_err(|e| PolicyFileError::Invalid {
-        path: path.to_owned(),
-        line: 1 + layer.bytes[..e.valid_up_to()]
-            .iter()
-            .filter(|b| **b == b'\n')
-            .count(),
-        key: None,
-        reason: "not UTF-8 text".to_owned(),
+    let text = std::str::from_utf8(&layer.bytes).map_err(|e| {
+        PolicyFileError::Invalid(SettingError {
+            origin: Origin::PolicyFile {
+                path: path.to_owned(),
+                line: 1 + layer.bytes[..e.valid_up_to()]
+                    .iter()
+                    .filter(|b| **b == b'\n')
+                    .count(),
+            },
+            key: None,
+            value: None,
+            reason: "not UTF-8 text".to_owned(),
+            cause: None,
+        })
     })?;
     let file = PolicyFile::parse(text, path)?;
-    Ok(Settings::from_file(&file, path)?)
+    Settings::from_file(&file).map_err(|e| DeploymentError::PolicyLayer(e.into()))
 }
 
 #[cfg(test)]
@@ -607,16 +599,11 @@ mod tests {
         );
         let e = read(&envs(&["MOAT_ALLOW_NET=300.1.1.1:80"]), None).unwrap_err();
         assert!(
-            e.to_string()
-                .starts_with("MOAT_ALLOW_NET: allow-net=300.1.1.1:80: "),
+            e.to_string().starts_with("MOAT_ALLOW_NET=300.1.1.1:80: "),
             "{e}"
         );
         let e = read(&envs(&["MOAT_MAX_MEMORY=lots"]), None).unwrap_err();
-        assert!(
-            e.to_string()
-                .starts_with("MOAT_MAX_MEMORY: max-memory=lots: "),
-            "{e}"
-        );
+        assert!(e.to_string().starts_with("MOAT_MAX_MEMORY=lots: "), "{e}");
         let e = read(&envs(&["MOAT_IMAGE_POLICY=yes"]), None).unwrap_err();
         assert!(matches!(e, DeploymentError::BadImagePolicy { .. }), "{e}");
         let e = read(&envs(&["MOAT_LOG=moat::net=loud"]), None).unwrap_err();

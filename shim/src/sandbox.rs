@@ -13,9 +13,10 @@
 use std::io::{Read as _, Write as _};
 use std::path::{Path, PathBuf};
 
-use moat_host::policy::Spelling;
+use moat_host::preopen::Preopen;
 use moat_host::preopen::{self, PreopenError};
-use moat_host::{CacheDir, Moat, MoatConfig, Preopen, REFUSED_EXIT, RunOptions, START_FAILED_EXIT};
+use moat_host::settings::Spelling;
+use moat_host::{CacheDir, Moat, MoatConfig, REFUSED_EXIT, RunOptions, START_FAILED_EXIT};
 
 use crate::deployment::{
     Deployment, DeploymentError, MAX_POLICY_LAYER, POLICY_FILE, POLICY_LAYER_MEDIA_TYPE,

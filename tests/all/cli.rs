@@ -204,9 +204,36 @@ fn bad_command_lines_exit_2_and_say_why() {
         "{err}"
     );
 
-    let out = moat_run(&["--allow-listen=", guests::PROBE, "env"]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("empty"), "{}", text(&out.stderr));
+    assert_eq!(
+        err.matches("not a canonical IP address").count(),
+        1,
+        "the policy parser's reason once, not again as its source: {err}"
+    );
+
+    // A bound is read one way from every source, and named as written.
+    for (flag, says) in [
+        (
+            "--max-sockets=0",
+            "--max-sockets=0: must be at least 1, found 0",
+        ),
+        (
+            "--max-lookups=ten",
+            "--max-lookups=ten: expected a whole number such as 64",
+        ),
+        ("--max-memory=", "--max-memory=: needs a value"),
+        (
+            "--timeout=5 parsecs",
+            "--timeout=5 parsecs: \"5 parsecs\": unknown unit",
+        ),
+    ] {
+        let out = moat_run(&[flag, guests::PROBE, "env"]);
+        assert_eq!(out.status.code(), Some(2), "{flag}");
+        let err = text(&out.stderr);
+        assert!(
+            err.starts_with(&format!("moat: error: {says}")),
+            "{flag}: {err}"
+        );
+    }
 
     let out = moat_run(&["--dir=/no/such/dir", guests::PROBE, "env"]);
     assert_eq!(out.status.code(), Some(2));
@@ -223,6 +250,20 @@ fn a_missing_component_gets_a_hint() {
         "{err}"
     );
     assert!(err.contains("moat: hint: build guests with"), "{err}");
+}
+
+/// An empty value sets nothing, from every source: an empty grant
+/// grants nothing, and the call it would have allowed is denied, with the
+/// hint.
+#[test]
+fn an_empty_grant_grants_nothing() {
+    let out = moat_run(&["--allow-listen=", guests::PROBE, "listen", "127.0.0.1", "0"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("listen on 127.0.0.1:0 denied: needs --allow-listen=127.0.0.1:0"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -13,9 +13,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use crate::support::{connections, guests, port_is_free, run, start_with, watched_port};
-use moat_host::net::resolve::Lookup;
-use moat_host::net::{BindOptions, Limits, ListenOptions, Net, NetError, Resolver};
-use moat_host::policy::{Policy, Spelling};
+use moat_host::net::{BindOptions, Limits, ListenOptions, Lookup, Net, NetError, Resolver};
+use moat_host::policy::Policy;
+use moat_host::settings::Spelling;
 use moat_host::{MoatError, RunOptions};
 
 /// Answers chosen names with chosen addresses, as an attacker's DNS
@@ -428,7 +428,8 @@ async fn memory_past_the_limit_stops_the_guest_and_the_next_one_runs() {
 
 /// Under the containerd shim, grants are spelled as the container's
 /// variables: a bound reached names the variable that raises it, not a
-/// flag of `moat run`'s the user never wrote. With flags, the flag.
+/// flag of `moat run`'s the user never wrote. With flags, the flag; for
+/// an embedder who asks for it, the option of the embedding API.
 #[tokio::test]
 async fn a_bound_reached_names_the_setting_as_the_user_wrote_it() {
     for (spelling, sockets, waiting, host_memory, memory, timeout) in [
@@ -447,6 +448,14 @@ async fn a_bound_reached_names_the_setting_as_the_user_wrote_it() {
             "MOAT_MAX_HOST_MEMORY",
             "MOAT_MAX_MEMORY",
             "MOAT_TIMEOUT",
+        ),
+        (
+            Spelling::Embedding,
+            "Limits::max_sockets",
+            "Limits::max_waiting_calls",
+            "Limits::max_host_memory",
+            "RunOptions::max_memory",
+            "RunOptions::timeout",
         ),
     ] {
         let policy = Policy::new()

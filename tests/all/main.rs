@@ -16,6 +16,7 @@ mod cli;
 mod files;
 mod hostile;
 mod hyper;
+mod kit;
 mod lan;
 mod outside;
 mod policy;

@@ -8,9 +8,10 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 
-use crate::support::{Finished, connections, guests, port_is_free, watched_port, within};
-use moat_host::net::resolve::Lookup;
-use moat_host::net::{Limits, Resolver};
+use crate::support::{
+    Finished, connections, echo_server, guests, port_is_free, watched_port, within,
+};
+use moat_host::net::{Limits, Lookup, Resolver};
 use moat_host::policy::Policy;
 use moat_host::{Input, RunOptions};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -60,19 +61,28 @@ async fn run(policy: Policy, names: &Arc<Names>, args: &[&str]) -> Finished {
         .await
 }
 
-/// A tokio echo server for one connection; returns its port and what it
-/// received.
-async fn echo_server() -> (u16, tokio::task::JoinHandle<Vec<u8>>) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let served = tokio::spawn(async move {
-        let (mut stream, _) = listener.accept().await.unwrap();
-        let mut got = Vec::new();
-        stream.read_to_end(&mut got).await.unwrap();
-        stream.write_all(&got).await.unwrap();
-        got
-    });
-    (port, served)
+/// Where a denied run's stdout reports the denial.
+enum Stdout<'a> {
+    /// Somewhere in it.
+    Contains(&'a str),
+    /// At its start.
+    StartsWith(&'a str),
+    /// As the whole of it.
+    Is(&'a str),
+}
+
+/// Asserts that `done` was denied: it exited 1, its stdout reports the
+/// denial as `stdout` says, and its stderr contains `stderr` (moat's line
+/// naming the denial). A failure shows the output it looked at.
+#[track_caller]
+fn assert_denied(done: &Finished, stdout: Stdout<'_>, stderr: &str) {
+    assert_eq!(done.code(), 1, "{}", done.stdout);
+    match stdout {
+        Stdout::Contains(text) => assert!(done.stdout.contains(text), "{}", done.stdout),
+        Stdout::StartsWith(text) => assert!(done.stdout.starts_with(text), "{}", done.stdout),
+        Stdout::Is(text) => assert_eq!(done.stdout, text),
+    }
+    assert!(done.stderr.contains(stderr), "{}", done.stderr);
 }
 
 /// Sends `payload` to the echo server at `addr` while reading the echo,
@@ -117,18 +127,12 @@ async fn a_tcp_client_by_address_moves_exact_bytes_when_allowed_and_nothing_when
     let (listener, port) = watched_port();
     let p = port.to_string();
     let done = run(Policy::new(), &names, &["tcp-client", "127.0.0.1", &p, "x"]).await;
-    assert_eq!(done.code(), 1, "{}", done.stdout);
-    assert!(
-        done.stdout.contains("error: PermissionDenied"),
-        "{}",
-        done.stdout
-    );
-    assert!(
-        done.stderr.contains(&format!(
+    assert_denied(
+        &done,
+        Stdout::Contains("error: PermissionDenied"),
+        &format!(
             "moat: std-net: connect to 127.0.0.1:{port} denied: needs --allow-net=127.0.0.1:{port}"
-        )),
-        "{}",
-        done.stderr
+        ),
     );
     assert_eq!(connections(&listener), 0);
     assert!(names.asked().is_empty(), "an address needs no lookup");
@@ -163,18 +167,12 @@ async fn a_name_granted_on_one_port_reaches_that_port_only() {
         &["tcp-client", "echo.test", &o, "x"],
     )
     .await;
-    assert_eq!(done.code(), 1, "{}", done.stdout);
-    assert!(
-        done.stdout.contains("error: PermissionDenied"),
-        "{}",
-        done.stdout
-    );
-    assert!(
-        done.stderr.contains(&format!(
+    assert_denied(
+        &done,
+        Stdout::Contains("error: PermissionDenied"),
+        &format!(
             "connect to echo.test:{other_port} denied: needs --allow-net=echo.test:{other_port}"
-        )),
-        "{}",
-        done.stderr
+        ),
     );
     // The granted port by address, with no lookup of the name in this run:
     // the address was never resolved from a granted name.
@@ -204,16 +202,10 @@ async fn a_name_no_grant_names_is_refused_without_a_query() {
         &["tcp-client", "db.test", &port.to_string(), "x"],
     )
     .await;
-    assert_eq!(done.code(), 1, "{}", done.stdout);
-    assert!(
-        done.stdout.starts_with("error: PermissionDenied"),
-        "{}",
-        done.stdout
-    );
-    assert!(
-        done.stderr.contains("moat: std-net: lookup of db.test denied: no --allow-net or --allow-listen entry names it"),
-        "{}",
-        done.stderr
+    assert_denied(
+        &done,
+        Stdout::StartsWith("error: PermissionDenied"),
+        "moat: std-net: lookup of db.test denied: no --allow-net or --allow-listen entry names it",
     );
     assert!(names.asked().is_empty(), "asked {:?}", names.asked());
     assert_eq!(connections(&listener), 0);
@@ -290,18 +282,10 @@ async fn a_tcp_server_listens_only_where_granted() {
     let port = support::free_port();
     let addr = format!("127.0.0.1:{port}");
     let done = run(Policy::new(), &names, &["tcp-server", &addr]).await;
-    assert_eq!(done.code(), 1, "{}", done.stdout);
-    assert!(
-        done.stdout.contains("error: PermissionDenied"),
-        "{}",
-        done.stdout
-    );
-    assert!(
-        done.stderr.contains(&format!(
-            "listen on 127.0.0.1:{port} denied: needs --allow-listen=127.0.0.1:{port}"
-        )),
-        "{}",
-        done.stderr
+    assert_denied(
+        &done,
+        Stdout::Contains("error: PermissionDenied"),
+        &format!("listen on 127.0.0.1:{port} denied: needs --allow-listen=127.0.0.1:{port}"),
     );
     assert!(port_is_free(port));
 }
@@ -380,16 +364,10 @@ async fn udp_clients_and_servers_move_exact_datagrams_where_granted() {
     let peer = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
     let p = peer.local_addr().unwrap().port().to_string();
     let done = run(Policy::new(), &names, &["udp-client", "127.0.0.1", &p, "x"]).await;
-    assert_eq!(done.code(), 1, "{}", done.stdout);
-    assert!(
-        done.stdout.contains("error: PermissionDenied"),
-        "{}",
-        done.stdout
-    );
-    assert!(
-        done.stderr.contains("needs --allow-net=127.0.0.1:"),
-        "{}",
-        done.stderr
+    assert_denied(
+        &done,
+        Stdout::Contains("error: PermissionDenied"),
+        "needs --allow-net=127.0.0.1:",
     );
     let mut buf = [0u8; 16];
     assert!(
@@ -399,10 +377,7 @@ async fn udp_clients_and_servers_move_exact_datagrams_where_granted() {
 
     // Server: granted, it echoes one datagram. Its reply is a send, which
     // needs the connect grant, as for moat:net guests.
-    let port = {
-        let probe = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-        probe.local_addr().unwrap().port()
-    };
+    let port = support::free_udp_port();
     let addr = format!("127.0.0.1:{port}");
     let policy = Policy::new()
         .allow_listen(&addr)
@@ -558,13 +533,10 @@ async fn a_wasi_0_3_program_looks_names_up_and_connects_under_the_same_rules() {
     assert!(support::guest(guests::SOCKETS_P3).has_async_run());
     // A refused name: access-denied, no query.
     let done = run_p3(options_p3(Policy::new(), &names, &["lookup", "echo.test"])).await;
-    assert_eq!(done.code(), 1, "{}", done.stdout);
-    assert_eq!(done.stdout, "error: ErrorCode::AccessDenied\n");
-    assert!(
-        done.stderr
-            .contains("moat: sockets-p3: lookup of echo.test denied"),
-        "{}",
-        done.stderr
+    assert_denied(
+        &done,
+        Stdout::Is("error: ErrorCode::AccessDenied\n"),
+        "moat: sockets-p3: lookup of echo.test denied",
     );
     assert!(names.asked().is_empty());
 
@@ -632,109 +604,6 @@ async fn wasi_0_3_sockets_count_against_the_socket_cap() {
     );
 }
 
-mod own_linker {
-    //! The embedding path: wasi:sockets under a policy on a wasmtime
-    //! engine, linker and store of the embedder's own.
-
-    use super::*;
-    use moat_host::bindings::wasi_sockets::{self, WasiNet, WasiNetView};
-    use moat_host::net::{Net, Notices};
-    use wasmtime::component::{Component, Linker, ResourceTable};
-    use wasmtime::{Engine, Store};
-    use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
-    use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
-
-    struct Embedder {
-        wasi: WasiCtx,
-        wasi_net: WasiNet,
-        table: ResourceTable,
-    }
-
-    impl WasiView for Embedder {
-        fn ctx(&mut self) -> WasiCtxView<'_> {
-            WasiCtxView {
-                ctx: &mut self.wasi,
-                table: &mut self.table,
-            }
-        }
-    }
-
-    impl WasiNetView for Embedder {
-        fn wasi_net(&mut self) -> &mut WasiNet {
-            &mut self.wasi_net
-        }
-    }
-
-    /// Runs std-net with `args` under `policy`; returns whether `run`
-    /// succeeded, its stdout and the notices.
-    async fn run_embedded(policy: Policy, args: &[&str]) -> (bool, String, Vec<String>) {
-        let engine = Engine::default();
-        let mut linker = Linker::<Embedder>::new(&engine);
-        wasi_sockets::add_to_linker(&mut linker).unwrap();
-        let component = Component::from_file(&engine, guests::STD_NET).unwrap();
-        let notices = Arc::new(Mutex::new(Vec::new()));
-        let told = Arc::clone(&notices);
-        let net = Net::new(policy);
-        let wasi_net = WasiNet::new(
-            &net,
-            Notices::new(move |line| told.lock().unwrap().push(line.to_owned())),
-        );
-        let stdout = MemoryOutputPipe::new(1 << 20);
-        let mut builder = WasiCtxBuilder::new();
-        builder.arg("std-net").args(args).stdout(stdout.clone());
-        wasi_net.configure(&mut builder);
-        let mut store = Store::new(
-            &engine,
-            Embedder {
-                wasi: builder.build(),
-                wasi_net,
-                table: ResourceTable::new(),
-            },
-        );
-        let command = wasmtime_wasi::p2::bindings::Command::instantiate_async(
-            &mut store, &component, &linker,
-        )
-        .await
-        .unwrap();
-        let ran = command.wasi_cli_run().call_run(&mut store).await.unwrap();
-        let told = notices.lock().unwrap().clone();
-        (
-            ran.is_ok(),
-            String::from_utf8_lossy(&stdout.contents()).into_owned(),
-            told,
-        )
-    }
-
-    #[tokio::test]
-    async fn a_stock_program_on_an_embedders_linker_gets_the_same_grants() {
-        let (port, served) = echo_server().await;
-        let p = port.to_string();
-        let policy = Policy::new()
-            .allow_connect(&format!("127.0.0.1:{port}"))
-            .unwrap();
-        let (ok, out, told) =
-            run_embedded(policy, &["tcp-client", "127.0.0.1", &p, "embedded"]).await;
-        assert!(ok, "{out}");
-        assert!(out.contains("reply: embedded"), "{out}");
-        assert!(told.is_empty(), "{told:?}");
-        assert_eq!(within("echo server", served).await.unwrap(), b"embedded");
-
-        let (listener, port) = watched_port();
-        let p = port.to_string();
-        let (ok, out, told) =
-            run_embedded(Policy::new(), &["tcp-client", "127.0.0.1", &p, "x"]).await;
-        assert!(!ok, "{out}");
-        assert!(out.contains("error: PermissionDenied"), "{out}");
-        assert_eq!(
-            told,
-            [format!(
-                "connect to 127.0.0.1:{port} denied: needs --allow-net=127.0.0.1:{port}"
-            )]
-        );
-        assert_eq!(connections(&listener), 0);
-    }
-}
-
 #[tokio::test]
 async fn accepted_connections_give_their_socket_places_back() {
     // The listener and one connection at a time fit in 2; twelve clients
@@ -795,17 +664,10 @@ async fn a_tokio_program_gets_the_same_grants() {
     )
     .finish()
     .await;
-    assert_eq!(done.code(), 1, "{}", done.stdout);
-    assert!(
-        done.stdout.starts_with("error: PermissionDenied"),
-        "{}",
-        done.stdout
-    );
-    assert!(
-        done.stderr
-            .contains(&format!("moat: tokio-net: connect to {target} denied")),
-        "{}",
-        done.stderr
+    assert_denied(
+        &done,
+        Stdout::StartsWith("error: PermissionDenied"),
+        &format!("moat: tokio-net: connect to {target} denied"),
     );
     assert_eq!(connections(&listener), 0);
 

@@ -304,12 +304,12 @@ struct Counted {
 }
 
 impl moat_host::net::Resolver for Counted {
-    fn lookup<'a>(&'a self, _name: &'a str) -> moat_host::net::resolve::Lookup<'a> {
+    fn lookup<'a>(&'a self, _name: &'a str) -> moat_host::net::Lookup<'a> {
         self.asked.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         Box::pin(async { Ok(vec![std::net::Ipv4Addr::LOCALHOST.into()]) })
     }
 
-    fn lookup_answer<'a>(&'a self, name: &'a str) -> moat_host::net::resolve::AnswerLookup<'a> {
+    fn lookup_answer<'a>(&'a self, name: &'a str) -> moat_host::net::AnswerLookup<'a> {
         let lifetime = self.lifetime;
         Box::pin(async move {
             Ok(moat_host::net::Answer {
@@ -446,10 +446,7 @@ async fn a_reuse_flag_does_not_let_a_guest_take_a_port_another_socket_holds() {
 #[tokio::test]
 async fn a_reuse_flag_still_binds_a_port_nothing_holds_and_lets_others_share_it() {
     const DATAGRAMS: usize = 5;
-    let free = std::net::UdpSocket::bind("127.0.0.1:0")
-        .and_then(|s| s.local_addr())
-        .unwrap()
-        .port();
+    let free = support::free_udp_port();
     let cases = [
         (REUSE_FLAGS[0], 0),
         (REUSE_FLAGS[0], free),

@@ -173,6 +173,15 @@ pub fn free_port() -> u16 {
         .expect("a free port")
 }
 
+/// A UDP port on 127.0.0.1 that was free a moment ago (bound, noted,
+/// released).
+pub fn free_udp_port() -> u16 {
+    std::net::UdpSocket::bind("127.0.0.1:0")
+        .and_then(|s| s.local_addr())
+        .map(|a| a.port())
+        .expect("a free UDP port")
+}
+
 /// A listener on 127.0.0.1 that nothing should connect to, non-blocking so
 /// a test can ask whether a connection arrived without waiting.
 pub fn watched_port() -> (std::net::TcpListener, u16) {
@@ -280,4 +289,21 @@ pub fn in_turn(turn: &Mutex<()>, test: impl std::future::Future<Output = ()>) {
         .build()
         .expect("a runtime")
         .block_on(test);
+}
+
+/// A peer on 127.0.0.1 that reads one connection to its end and echoes
+/// it back; its port, and what it got.
+pub async fn echo_server() -> (u16, tokio::task::JoinHandle<Vec<u8>>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let served = tokio::spawn(async move {
+        let (mut stream, _) = listener.accept().await.unwrap();
+        let mut got = Vec::new();
+        stream.read_to_end(&mut got).await.unwrap();
+        stream.write_all(&got).await.unwrap();
+        got
+    });
+    (port, served)
 }

@@ -21,9 +21,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::support::{Running, eventually, guests, open_sockets, rss, start_with, within};
-use moat_host::net::answers::MAX_ANSWER_ADDRESSES;
-use moat_host::net::resolve::{Answer, AnswerLookup, Lookup};
-use moat_host::net::{Limits, Resolver};
+use moat_host::net::MAX_ANSWER_ADDRESSES;
+use moat_host::net::{Answer, AnswerLookup, Limits, Lookup, Resolver};
 use moat_host::policy::Policy;
 use moat_host::{Input, RunOptions};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -3,10 +3,12 @@
 //!
 //! 1. [`Moat::run`]: moat's engine, linker and store, everything set up.
 //! 2. A wasmtime engine, linker and store of the program's own, with
-//!    moat:net and wasi:sockets under the policy added to the linker
-//!    ([`bindings::add_to_linker`], [`wasi_sockets::add_to_linker`]), and
-//!    what `Moat::run` adds besides: the epoch ticker that lets a computing
-//!    guest's writes drain, the memory limiter, and the closing linger.
+//!    moat's kit ([`moat_host::kit`]): a context built for the store
+//!    ([`MoatCtx::builder`]), a view trait ([`MoatView`]) and
+//!    [`kit::add_to_linker`], as wasmtime-wasi's three steps; the kit also
+//!    sets the store up ([`kit::prepare`]: the memory limiter, the epoch
+//!    yields that let a computing guest's writes drain) and finishes the
+//!    run (the closing linger).
 //!
 //! ```text
 //! cargo build --release --target wasm32-wasip2 -p ncat -p std-fetch
@@ -19,17 +21,11 @@
 //! a port it was not granted. The second guest is a plain std::net
 //! program, run the second way.
 
-use std::sync::Arc;
-
 use anyhow::Context;
-use moat_host::bindings::wasi_sockets::{self, WasiNet, WasiNetView};
-use moat_host::bindings::{self, MoatCtxView, MoatView};
-use moat_host::bounds::{DEFAULT_MAX_MEMORY, Limiter};
-use moat_host::net::{Net, Notices, PendingWrites};
+use moat_host::kit::{self, MoatCtx, MoatCtxView, MoatView};
+use moat_host::net::Notices;
 use moat_host::policy::Policy;
-use moat_host::{
-    Captured, DEFAULT_LINGER, EpochTicker, Input, Moat, MoatConfig, Output, RunOptions,
-};
+use moat_host::{Captured, EpochTicker, Input, Moat, MoatConfig, Output, RunOptions};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use wasmtime::component::{Component, Linker, ResourceTable};
@@ -114,14 +110,11 @@ async fn echo_uppercase(listener: TcpListener) {
     }
 }
 
-/// The data of a store of our own: WASI with wasi:sockets under the
-/// policy, and moat:net.
+/// The data of a store of our own: WASI, and moat's context beside it.
 struct Host {
     wasi: WasiCtx,
-    wasi_net: WasiNet,
-    net: Net,
+    moat: MoatCtx,
     table: ResourceTable,
-    limiter: Limiter,
 }
 
 impl WasiView for Host {
@@ -133,32 +126,21 @@ impl WasiView for Host {
     }
 }
 
-impl WasiNetView for Host {
-    fn wasi_net(&mut self) -> &mut WasiNet {
-        &mut self.wasi_net
-    }
-}
-
 impl MoatView for Host {
     fn moat(&mut self) -> MoatCtxView<'_> {
         MoatCtxView {
-            net: &self.net,
+            ctx: &mut self.moat,
             table: &mut self.table,
         }
     }
 }
 
 async fn run_own_linker(stock_path: &str, port: u16) -> anyhow::Result<()> {
-    let mut config = wasmtime::Config::new();
-    config.wasm_component_model_async(true);
-    config.epoch_interruption(true);
-    let engine = Engine::new(&config)?;
+    let engine = Engine::new(kit::configure(&mut wasmtime::Config::new()))?;
     // Ticks the epoch while some socket of these runs has bytes queued.
-    let pending = PendingWrites::new();
-    let _ticker = EpochTicker::start(engine.clone(), Arc::clone(&pending))?;
+    let ticker = EpochTicker::for_engine(&engine)?;
     let mut linker = Linker::<Host>::new(&engine);
-    wasi_sockets::add_to_linker(&mut linker)?;
-    bindings::add_to_linker(&mut linker)?;
+    kit::add_to_linker(&mut linker)?;
     let component = Component::from_file(&engine, stock_path).map_err(|e| {
         anyhow::Error::from(e)
             .context("build it first: cargo build --release --target wasm32-wasip2 -p std-fetch")
@@ -168,38 +150,28 @@ async fn run_own_linker(stock_path: &str, port: u16) -> anyhow::Result<()> {
     // guest's lookup of localhost is what lets it reach 127.0.0.1.
     let policy = Policy::new().allow_connect(&format!("localhost:{port}"))?;
     for target_port in [port, port + 1] {
-        let net = Net::with_pending_writes(policy.clone(), Arc::clone(&pending));
-        let wasi_net = WasiNet::new(&net, Notices::new(|line| println!("  notice | {line}")));
         let stdout = MemoryOutputPipe::new(1 << 20);
-        let mut builder = WasiCtxBuilder::new();
-        builder
-            .args(&["std-fetch", &format!("localhost:{target_port}"), "/hello"])
+        let mut wasi = WasiCtxBuilder::new();
+        wasi.args(&["std-fetch", &format!("localhost:{target_port}"), "/hello"])
             .stdout(stdout.clone());
-        wasi_net.configure(&mut builder);
-        let mut store = Store::new(
-            &engine,
-            Host {
-                wasi: builder.build(),
-                wasi_net,
-                net: net.clone(),
-                table: ResourceTable::new(),
-                limiter: Limiter::new(DEFAULT_MAX_MEMORY),
-            },
-        );
-        store.limiter(|host| &mut host.limiter);
-        store.set_epoch_deadline(1);
-        store.epoch_deadline_async_yield_and_update(1);
-        let command = wasmtime_wasi::p2::bindings::Command::instantiate_async(
-            &mut store, &component, &linker,
-        )
-        .await?;
-        let ran = command.wasi_cli_run().call_run(&mut store).await?;
-        drop(store);
+        let moat = MoatCtx::builder(policy.clone())
+            .notices(Notices::new(|line| println!("  notice | {line}")))
+            .build(&ticker, &mut wasi);
+        let host = Host {
+            wasi: wasi.build(),
+            moat,
+            table: ResourceTable::new(),
+        };
+        let mut store = Store::new(&engine, host);
+        kit::prepare(&mut store);
+        let ran = kit::call_run(&mut store, &component, &linker).await?;
         // Sockets the guest closed with bytes queued get to send them.
-        net.finish(DEFAULT_LINGER).await;
+        let finish = store.data().moat.finish();
+        drop(store);
+        finish.await;
         println!(
             "std-fetch to localhost:{target_port} {}",
-            if ran.is_ok() { "succeeded" } else { "failed" }
+            if ran == 0 { "succeeded" } else { "failed" }
         );
         print_lines("  stdout", &stdout.contents());
     }

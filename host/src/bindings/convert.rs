@@ -36,6 +36,11 @@ impl From<NetError> for ErrorCode {
             NetError::CertificateExpired(why) => ErrorCode::CertificateExpired(why),
             NetError::TlsHandshake(why) => ErrorCode::TlsHandshake(why),
             NetError::LimitReached(why) => ErrorCode::LimitReached(why),
+            // moat:net 0.2.0 has no case for these: a guest gets the
+            // nearest it has, `other`, with the text saying what happened.
+            err @ (NetError::AccessDenied(_) | NetError::DatagramTooLarge) => {
+                ErrorCode::Other(err.to_string())
+            }
             NetError::Other(why) => ErrorCode::Other(why),
         }
     }

@@ -4,34 +4,8 @@
 //! Every function here translates types and calls the core; no policy
 //! check and no socket logic lives in this layer (the wasi:sockets glue
 //! only ties wasmtime-wasi's socket resources to the core's socket count).
-//! It plugs into any wasmtime [`Linker`] the way wasmtime-wasi does:
-//!
-//! ```no_run
-//! use moat_host::bindings::{self, MoatCtxView, MoatView};
-//! use moat_host::net::Net;
-//! use moat_host::policy::Policy;
-//! use wasmtime::component::{Linker, ResourceTable};
-//!
-//! struct MyState {
-//!     net: Net,
-//!     table: ResourceTable,
-//! }
-//!
-//! impl MoatView for MyState {
-//!     fn moat(&mut self) -> MoatCtxView<'_> {
-//!         MoatCtxView { net: &self.net, table: &mut self.table }
-//!     }
-//! }
-//!
-//! # fn main() -> wasmtime::Result<()> {
-//! let engine = wasmtime::Engine::default();
-//! let mut linker = Linker::<MyState>::new(&engine);
-//! bindings::add_to_linker(&mut linker)?;
-//! let state = MyState { net: Net::new(Policy::new()), table: ResourceTable::new() };
-//! # let _ = state;
-//! # Ok(())
-//! # }
-//! ```
+//! It is private to moat: [`crate::kit::add_to_linker`] adds it to a
+//! linker, and a store's data reaches it through [`crate::kit::MoatView`].
 
 mod convert;
 mod listen;
@@ -63,8 +37,6 @@ pub mod generated {
         },
     });
 }
-
-pub use generated::moat::net::types::ErrorCode;
 
 /// What the `moat:net` host functions need from a store's data.
 pub struct MoatCtxView<'a> {

@@ -129,7 +129,7 @@ impl<T: Send> HostWithStore<T> for MoatNet {
 async fn finish<T: Send>(
     store: &Accessor<T, MoatNet>,
     socket: Resource<TcpConn>,
-    begun: Result<net::tcp::Upgrade, NetError>,
+    begun: Result<net::Upgrade, NetError>,
 ) -> wasmtime::Result<Result<(), ErrorCode>> {
     let upgrade = match begun {
         Ok(upgrade) => upgrade,

@@ -8,13 +8,13 @@
 //! 1. [`AddressGate::lookup`] refuses, before any DNS query, a name that no
 //!    grant names ([`Policy::check_lookup`](crate::policy::Policy::check_lookup)),
 //!    and records the addresses a granted name resolved to, for the
-//!    answer's lifetime ([`super::names`]).
+//!    answer's lifetime (see [`super::dns`]).
 //! 2. [`AddressGate::judge`] runs before each syscall that uses an
 //!    address. A connect or send is admitted if the grant allows the
 //!    address itself, or a name it was resolved from, on that port; a deny
 //!    entry that matches the address wins either way, and so does one that
 //!    matches any name the address was resolved from
-//!    ([`Gate::check_recorded`]): `--deny-net=tracker.example:8080` holds
+//!    (`Run::check_recorded`): `--deny-net=tracker.example:8080` holds
 //!    for the address tracker.example resolved to, whichever name the
 //!    program looked up last. A bind or listen on the unspecified address
 //!    is never admitted through a name. Binding and
@@ -35,19 +35,13 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use super::answers::Addresses;
 use super::budget::Charge;
+use super::dns::{Addresses, RecordFull};
 use super::error::NetError;
-use super::gate::Gate;
-use super::limits::{MAX_WASI_UDP_RECEIVES, SocketSlot};
-use super::names::{DEFAULT_ANSWER_LIFETIME, RecordFull};
+use super::limits::{DEFAULT_ANSWER_LIFETIME, MAX_NOTICES, MAX_WASI_UDP_RECEIVES, SocketSlot};
+use super::run::{Run, unspecified_destination};
 use crate::policy::{Capability, Denied, Host, LookupDenied};
 use crate::setting::Setting;
-
-/// Distinct denials a run reports through its [`Notices`]; later ones are
-/// logged on `moat::net` only. A program retrying a denied connect in a
-/// loop must not flood the terminal, and the first few name what to fix.
-pub const MAX_NOTICES: usize = 32;
 
 /// What a program does with an address, as the gate judges it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -137,16 +131,16 @@ impl Notices {
 /// One run's gate for address-named sockets; it shares the run's policy,
 /// limits, socket count and lookups with its [`Net`](super::Net).
 pub struct AddressGate {
-    gate: Arc<Gate>,
+    run: Arc<Run>,
     notices: Notices,
     udp_receives: Arc<Semaphore>,
 }
 
 impl AddressGate {
-    pub(crate) fn new(gate: Arc<Gate>, notices: Notices) -> AddressGate {
+    pub(crate) fn new(run: Arc<Run>, notices: Notices) -> AddressGate {
         AddressGate {
             udp_receives: Arc::new(Semaphore::new(MAX_WASI_UDP_RECEIVES as usize)),
-            gate,
+            run,
             notices,
         }
     }
@@ -166,9 +160,7 @@ impl AddressGate {
         let ip = addr.ip().to_canonical();
         if capability == Capability::Connect && ip.is_unspecified() {
             tracing::debug!(target: "moat::net", %addr, "refused: the unspecified address is not a destination");
-            return Err(NetError::InvalidArgument(format!(
-                "{addr} is the unspecified address, not a destination"
-            )));
+            return Err(unspecified_destination(ip));
         }
         let mut denied = match self.judge_host(capability, ip, addr.port()) {
             Ok(()) => return Ok(()),
@@ -190,11 +182,11 @@ impl AddressGate {
     }
 
     fn judge_host(&self, capability: Capability, ip: IpAddr, port: u16) -> Result<(), Denied> {
-        let policy = &self.gate.policy;
+        let policy = &self.run.policy;
         let denied = match policy.check(capability, &Host::ip(ip), port) {
             // A deny entry for a name this address was resolved from holds
             // even where the address itself is granted.
-            Ok(()) => return self.gate.check_recorded(capability, ip, port),
+            Ok(()) => return self.run.check_recorded(capability, ip, port),
             Err(denied) => denied,
         };
         if denied.by_deny_entry() {
@@ -206,9 +198,9 @@ impl AddressGate {
             // it, never a name whose answer says 0.0.0.0 or `::`.
             return Err(denied);
         }
-        self.gate.check_recorded(capability, ip, port)?;
+        self.run.check_recorded(capability, ip, port)?;
         let names = self
-            .gate
+            .run
             .names
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
@@ -247,24 +239,24 @@ impl AddressGate {
             Host::Ip(ip) => return Ok(Arc::new(Addresses::literal(*ip))),
             Host::Name(dns_name) => dns_name.clone(),
         };
-        if let Err(denied) = self.gate.policy.check_lookup(&host) {
+        if let Err(denied) = self.run.policy.check_lookup(&host) {
             tracing::debug!(target: "moat::net", %denied, "lookup denied");
             self.notices.tell(denied.to_string());
             return Err(LookupError::Denied(denied));
         }
-        let _waiting = self.gate.waiting.enter("lookup")?;
-        let answer = self.gate.lookups.answer(&dns_name).await?;
+        let _waiting = self.run.waiting.enter("lookup")?;
+        let answer = self.run.lookups.answer(&dns_name).await?;
         let lifetime = answer.lifetime.unwrap_or(DEFAULT_ANSWER_LIFETIME);
-        let pinned = self.gate.policy.denies_by_name(&host);
+        let pinned = self.run.policy.denies_by_name(&host);
         tracing::debug!(target: "moat::net", name = %host, addresses = ?answer.addresses, ?lifetime, pinned, "resolved and recorded");
-        self.gate
+        self.run
             .names
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .record(&host, &answer.addresses, lifetime, pinned)
             .map_err(|RecordFull| {
-                let max = self.gate.limits.max_recorded_addresses;
-                let setting = Setting::MaxHostMemory.named(self.gate.policy.spelling());
+                let max = self.run.limits.max_recorded_addresses;
+                let setting = Setting::MaxHostMemory.named(self.run.policy.spelling());
                 tracing::debug!(target: "moat::net", name = %host, max, "record full: lookup refused");
                 LookupError::LimitReached(format!(
                     "the run's record of resolved addresses holds {max} pairs for names that \
@@ -277,23 +269,23 @@ impl AddressGate {
 
     /// Pays `bytes` for `what` from the run's host memory.
     pub(crate) fn charge(&self, bytes: usize, what: &str) -> Result<Charge, NetError> {
-        self.gate.budget.charge(bytes, what)
+        self.run.budget.charge(bytes, what)
     }
 
     /// A place in the run's socket count, shared with moat:net sockets.
     pub(crate) fn socket_slot(&self) -> Result<SocketSlot, NetError> {
-        self.gate.slots.try_take()
+        self.run.slots.try_take()
     }
 
     /// Whether the run's socket count has a place free now.
     pub(crate) fn has_socket_room(&self) -> bool {
-        self.gate.slots.has_room()
+        self.run.slots.has_room()
     }
 
     /// A place for one waiting UDP receive: one of the run's waiting calls
     /// and one of its [`MAX_WASI_UDP_RECEIVES`] receive buffers.
     pub(crate) fn udp_receive_turn(&self) -> Result<UdpReceiveTurn, NetError> {
-        let waiting = self.gate.waiting.enter("UDP receive")?;
+        let waiting = self.run.waiting.enter("UDP receive")?;
         let buffer = Arc::clone(&self.udp_receives)
             .try_acquire_owned()
             .map_err(|_| {
@@ -303,7 +295,7 @@ impl AddressGate {
                 ))
             })?;
         let memory = self
-            .gate
+            .run
             .budget
             .charge(WASI_UDP_RECEIVE_BUFFER, "a wasi UDP receive's buffer")?;
         Ok(UdpReceiveTurn {
@@ -333,7 +325,7 @@ mod tests {
 
     fn gate_for(policy: crate::policy::Policy) -> AddressGate {
         AddressGate::new(
-            Arc::new(Gate::new(policy, crate::net::Limits::default(), None)),
+            Arc::new(Run::new(policy, crate::net::Limits::default(), None)),
             Notices::default(),
         )
     }
@@ -369,7 +361,7 @@ mod tests {
             matches!(connect(443), Err(NetError::Denied(_))),
             "not looked up yet"
         );
-        gate.gate
+        gate.run
             .names
             .lock()
             .unwrap()
@@ -422,8 +414,8 @@ mod tests {
 
     fn record(gate: &AddressGate, name: &str, ip: IpAddr) {
         let name = Host::parse(name).unwrap();
-        let pinned = gate.gate.policy.denies_by_name(&name);
-        gate.gate
+        let pinned = gate.run.policy.denies_by_name(&name);
+        gate.run
             .names
             .lock()
             .unwrap()

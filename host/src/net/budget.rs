@@ -25,15 +25,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use super::error::NetError;
 use crate::setting::{Setting, Spelling};
 
-/// Host memory a run's guest may make the host keep, all kinds together
-/// (see the module docs): 64 MiB, the size of a guest's own memory that
-/// the budget is meant to keep from being multiplied. A program with a
-/// thousand connections whose peers stall holds its 64 KiB send backlogs
-/// in it, and a handful of TLS configurations and DNS answers are a few
-/// KiB each. An embedder or a server with more stalled peers raises it
-/// (`--max-host-memory`).
-pub const DEFAULT_MAX_HOST_MEMORY: usize = 64 << 20;
-
 /// One run's account of host memory.
 #[derive(Debug)]
 pub(crate) struct Budget {

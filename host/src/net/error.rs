@@ -2,11 +2,16 @@
 
 use std::io;
 
+use rustix::io::Errno;
+
 use crate::policy::{Denied, HostError};
 
 /// Everything a socket operation can fail with. Each case maps to one case
 /// of the WIT variant `moat:net/types.error-code`, so a guest can match on
-/// it; the embedding API sees the same cases.
+/// it; the embedding API sees the same cases. The cases moat:net 0.2.0 has
+/// no case for ([`AccessDenied`](Self::AccessDenied),
+/// [`DatagramTooLarge`](Self::DatagramTooLarge)) reach a guest as `other`,
+/// with their text.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum NetError {
     /// The policy does not grant the call; nothing was created (and, unless
@@ -61,6 +66,15 @@ pub enum NetError {
     /// the flag that raises it.
     #[error("limit reached: {0}")]
     LimitReached(String),
+    /// The operating system refused the call (EACCES, EPERM: a privileged
+    /// port, broadcast without SO_BROADCAST, a firewall rule); moat's
+    /// policy allowed it.
+    #[error("access denied by the operating system: {0}")]
+    AccessDenied(String),
+    /// The datagram is longer than the protocol or the path allows
+    /// (EMSGSIZE).
+    #[error("datagram too large: longer than the protocol or the path allows")]
+    DatagramTooLarge,
     /// Anything else the operating system reported.
     #[error("{0}")]
     Other(String),
@@ -79,8 +93,19 @@ impl From<HostError> for NetError {
 }
 
 impl From<io::Error> for NetError {
+    /// By the operating system's error number first, where it says more
+    /// than the [`io::ErrorKind`] (by kind, EACCES, EPERM and EMSGSIZE
+    /// would all be [`NetError::Other`]); by the kind for the rest.
     fn from(err: io::Error) -> NetError {
         use io::ErrorKind as K;
+        const EACCES: i32 = Errno::ACCESS.raw_os_error();
+        const EPERM: i32 = Errno::PERM.raw_os_error();
+        const EMSGSIZE: i32 = Errno::MSGSIZE.raw_os_error();
+        match err.raw_os_error() {
+            Some(EACCES | EPERM) => return NetError::AccessDenied(err.to_string()),
+            Some(EMSGSIZE) => return NetError::DatagramTooLarge,
+            _ => {}
+        }
         match err.kind() {
             K::ConnectionRefused => NetError::ConnectionRefused,
             K::ConnectionReset | K::ConnectionAborted | K::BrokenPipe | K::NotConnected => {
@@ -109,13 +134,28 @@ mod tests {
         assert_eq!(from(libc_errno::EADDRINUSE), NetError::AddressInUse);
         assert_eq!(from(libc_errno::ETIMEDOUT), NetError::TimedOut);
         assert_eq!(from(libc_errno::EHOSTUNREACH), NetError::Unreachable);
-        assert!(matches!(from(libc_errno::EACCES), NetError::Other(_)));
+        assert!(matches!(
+            from(libc_errno::EACCES),
+            NetError::AccessDenied(why) if why.contains("os error 13")
+        ));
+        assert!(matches!(
+            from(libc_errno::EPERM),
+            NetError::AccessDenied(why) if why.contains("os error 1)")
+        ));
+        assert_eq!(from(libc_errno::EMSGSIZE), NetError::DatagramTooLarge);
+        // An error with no number maps by its kind.
+        assert_eq!(
+            NetError::from(io::Error::new(io::ErrorKind::ConnectionRefused, "made up")),
+            NetError::ConnectionRefused
+        );
     }
 
     /// Linux errno values (stable ABI), so the test needs no libc crate.
     mod libc_errno {
-        pub const EPIPE: i32 = 32;
+        pub const EPERM: i32 = 1;
         pub const EACCES: i32 = 13;
+        pub const EPIPE: i32 = 32;
+        pub const EMSGSIZE: i32 = 90;
         pub const EADDRINUSE: i32 = 98;
         pub const ECONNRESET: i32 = 104;
         pub const ETIMEDOUT: i32 = 110;

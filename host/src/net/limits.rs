@@ -1,8 +1,8 @@
-//! What a run may hold: the bounds on everything a guest can make the host
-//! keep (sockets, lookups, handshakes, connections per listener), and the
-//! slots that count sockets against them.
+//! The bounds of a run: every constant that caps what a guest (or its
+//! peers) can make the host hold or wait for, the [`Limits`] an embedder
+//! sets, and the slots that count sockets against them.
 //!
-//! A socket's [`SocketSlot`] lives as long as its file descriptor: in the
+//! A socket's `SocketSlot` lives as long as its file descriptor: in the
 //! socket's core, which a drain task keeps alive after the guest dropped
 //! the socket. So a socket closed with bytes still queued (lingering) counts
 //! until it is really gone, and a guest cannot dodge the cap by dropping
@@ -15,10 +15,10 @@ use std::time::Duration;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-pub use super::budget::DEFAULT_MAX_HOST_MEMORY;
 use super::error::NetError;
-use super::tcp::CLOSE_LINGER;
 use crate::setting::{Setting, Spelling};
+
+// Sockets, waiting calls and host memory.
 
 /// Sockets and listeners a run may hold at once, counting closed sockets
 /// still writing out their last bytes. A client with a connection pool
@@ -35,6 +35,25 @@ pub const DEFAULT_MAX_SOCKETS: u32 = 1024;
 /// guest parking calls on purpose comes near this.
 pub const DEFAULT_MAX_WAITING_CALLS: u32 = 4096;
 
+/// UDP receives a wasi:sockets 0.3 program may have waiting at once.
+/// wasmtime-wasi holds a 64 KiB buffer for each while it waits, so this
+/// bounds those buffers at 16 MiB; a program waits on one receive per
+/// socket it serves. A receive past it fails at once with
+/// `other("... --max-waiting-calls ...")`; the waiting-call bound applies
+/// too.
+pub const MAX_WASI_UDP_RECEIVES: u32 = 256;
+
+/// Host memory a run's guest may make the host keep, all kinds together
+/// (see [`Limits::max_host_memory`]): 64 MiB, the size of a guest's own
+/// memory that the budget is meant to keep from being multiplied. A
+/// program with a thousand connections whose peers stall holds its 64 KiB
+/// send backlogs in it, and a handful of TLS configurations and DNS
+/// answers are a few KiB each. An embedder or a server with more stalled
+/// peers raises it (`--max-host-memory`).
+pub const DEFAULT_MAX_HOST_MEMORY: usize = 64 << 20;
+
+// Name lookups, their answers, and the names recorded for stock programs.
+
 /// Name lookups a run has in flight at once; more wait for a turn (within
 /// their timeout). Lookups are asynchronous (no thread each), so this bounds
 /// the DNS traffic a guest can cause, not threads; 16 is more than a
@@ -46,27 +65,144 @@ pub const DEFAULT_MAX_LOOKUPS: u32 = 16;
 /// fit inside it.
 pub const DEFAULT_LOOKUP_TIMEOUT: Duration = Duration::from_secs(15);
 
-/// The longest any TLS handshake may take, client or server, whatever the
-/// guest asks for: a handshake holds a socket and session state, and a
-/// peer that stalls one must not hold them for long. Ten seconds is far
-/// beyond a handshake on any working network (a few round trips).
-pub const MAX_TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Most names whose answers a run keeps. A name is at most 253 bytes and
+/// an answer a few addresses, so a full cache of common answers is under
+/// half a MiB; answers are paid from the run's host memory all the same
+/// (a name can have thousands of addresses). A guest that talks to more
+/// names than this at once has the earliest-expiring answers dropped (and
+/// looked up again when next used).
+pub const MAX_KEPT_ANSWERS: usize = 1024;
+
+/// Most addresses of one answer the run keeps and uses, in the resolver's
+/// order. A DNS answer over UDP (1,232 bytes with EDNS) holds about 75 A
+/// records, and a name's record set rarely a dozen; a name with thousands
+/// (possible over TCP) would make every lookup of it cost the host in
+/// proportion (copied, recorded address by address), so the rest is cut.
+pub const MAX_ANSWER_ADDRESSES: usize = 256;
+
+/// The shortest time a recorded (address, name) pair is kept, whatever its
+/// answer's DNS lifetime (TTL). Answers with a TTL of 0 to a few seconds
+/// are common behind CDNs, and a program connects after its lookup
+/// returns, not within the TTL: a minute covers a slow connect and its
+/// retries.
+pub const MIN_ANSWER_LIFETIME: Duration = Duration::from_secs(60);
+
+/// How long a stock program's answer is recorded when the resolver does
+/// not say (a custom [`Resolver`](super::Resolver) that gives no
+/// lifetime): five minutes, a common TTL.
+pub const DEFAULT_ANSWER_LIFETIME: Duration = Duration::from_secs(300);
+
+/// The longest time an answer is kept or recorded. A day is the longest
+/// TTL most resolvers honour (hickory caps at one day too).
+pub const MAX_ANSWER_LIFETIME: Duration = Duration::from_secs(24 * 3600);
 
 /// (address, name) pairs a run remembers from its wasi:sockets name
 /// lookups, so that a connect to an address can be judged as a connect to
-/// the name it came from (see [`super::names`]). A pair costs about 64
-/// bytes, so 4096 is 256 KiB; a program that looks up a few hundred names
-/// with a few addresses each stays under it. When full, the answers closest
-/// to expiry are forgotten (their addresses are judged as addresses).
+/// the name it came from (see [`AddressGate`](super::AddressGate)). A pair
+/// costs about 64 bytes, so 4096 is 256 KiB; a program that looks up a few
+/// hundred names with a few addresses each stays under it. When full, the
+/// answers closest to expiry are forgotten (their addresses are judged as
+/// addresses).
 pub const DEFAULT_MAX_RECORDED_ADDRESSES: usize = 4096;
 
-/// UDP receives a wasi:sockets 0.3 program may have waiting at once.
-/// wasmtime-wasi holds a 64 KiB buffer for each while it waits, so this
-/// bounds those buffers at 16 MiB; a program waits on one receive per
-/// socket it serves. A receive past it fails at once with
-/// `other("... --max-waiting-calls ...")`; the waiting-call bound applies
-/// too.
-pub const MAX_WASI_UDP_RECEIVES: u32 = 256;
+/// Distinct denials a run reports through its
+/// [`Notices`](super::Notices); later ones are logged on `moat::net` only.
+/// A program retrying a denied connect in a loop must not flood the
+/// terminal, and the first few name what to fix.
+pub const MAX_NOTICES: usize = 32;
+
+// TCP: sending, closing, accepting.
+
+/// Most bytes a socket holds in the host when the kernel will not take a
+/// write. One SDK read chunk (64 KiB), so a guest echoing what it reads
+/// completes each write even into a full socket; a guest that writes more
+/// waits for this much to drain, which bounds a stalled socket's cost at
+/// 64 KiB (10,000 stalled sockets: 640 MiB) and nothing for an idle one:
+/// the buffer is allocated when needed and freed once drained.
+pub const SEND_BACKLOG_LIMIT: usize = 64 * 1024;
+
+/// How long one socket the guest closed, while its run goes on, may still
+/// write out its queued bytes to a peer that does not read, before they are
+/// dropped and the connection reset (the default of
+/// [`Limits::close_linger`]). Linux's own FIN timeout for an orphaned
+/// socket (60 s) would be too generous here: 30 s bounds what a peer that
+/// never reads can hold. Until then the socket still counts against the
+/// run's socket cap. It is longer than [`DEFAULT_LINGER`] because nothing
+/// waits for it: the guest has gone on, and only the socket's slot and
+/// backlog are held.
+pub const DEFAULT_CLOSE_LINGER: Duration = Duration::from_secs(30);
+
+/// How long a finished run waits for its sockets to write out the bytes
+/// they still hold before closing them anyway (the default of
+/// `MoatConfig::linger`, given to [`Net::finish`](super::Net::finish)). A
+/// guest that wrote a reply and exited expects it delivered, as a
+/// process's kernel buffer would be; a peer that stopped reading must not
+/// hold the host forever. It is shorter than [`DEFAULT_CLOSE_LINGER`]
+/// because here the host itself waits (the run does not return until its
+/// sockets are closed); a socket still lingering from a close gets at most
+/// this much more.
+pub const DEFAULT_LINGER: Duration = Duration::from_secs(10);
+
+/// Connections a listener has accepted that the guest has not taken yet.
+/// Eight: enough to absorb a burst while the guest's accept loop turns
+/// round; beyond it the accept task stops accepting and clients wait in the
+/// kernel's backlog, so the guest's own loop is the backpressure.
+pub const ACCEPT_QUEUE: usize = 8;
+
+// TLS.
+
+/// How long one TLS handshake may take when the guest names no bound of
+/// its own (a client handshake always; a server's without
+/// `handshake_timeout`): a client that opens a connection and never
+/// finishes its handshake must not hold a slot (or, on connect, the guest)
+/// for longer than this. Ten seconds is far beyond a handshake on any
+/// working network (a few round trips). Never more than the run's cap
+/// ([`Limits::tls_handshake_timeout`]).
+pub const DEFAULT_TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The run's cap on any TLS handshake, client or server, whatever the
+/// guest asks for (the default of [`Limits::tls_handshake_timeout`],
+/// `--tls-handshake-timeout`): a handshake holds a socket and session
+/// state, and a peer that stalls one must not hold them for long. The same
+/// ten seconds as [`DEFAULT_TLS_HANDSHAKE_TIMEOUT`], so that by default a
+/// guest can ask for no longer than it gets without asking; an operator
+/// raising the cap (a slow link) lets a guest's longer bound through and
+/// leaves that default as it is.
+pub const DEFAULT_MAX_TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// TLS handshakes a listener runs at once. Each costs a socket and a few
+/// KiB of session state; past this many, the listener stops accepting until
+/// one finishes (or times out), so a flood of slow clients cannot grow it.
+pub const MAX_HANDSHAKES: usize = 256;
+
+/// The largest PEM input a guest may pass (a certificate chain, a key, a
+/// set of roots), in bytes: 512 KiB, twice Mozilla's whole root bundle in
+/// PEM (about 220 KB). Real chains and keys are a few KiB.
+pub const MAX_PEM_BYTES: usize = 512 << 10;
+
+/// Most certificates in a guest's certificate chain: a leaf and its
+/// intermediates, rarely more than four; ten leaves room for cross-signed
+/// paths.
+pub const MAX_CHAIN_CERTIFICATES: usize = 10;
+
+/// Most roots a guest may add for one connection or listener: Mozilla's
+/// set is about 150; 512 holds any bundle a program ships.
+pub const MAX_GUEST_ROOTS: usize = 512;
+
+/// Most TLS configurations of one kind (client or server) a run holds at
+/// once. A client uses one per distinct set of options (most programs:
+/// one); a server one per certificate it serves. 1024 matches the default
+/// socket cap, so one per listener fits; the host memory they cost is
+/// bounded by the run's budget, this only bounds the bookkeeping.
+pub const MAX_TLS_CONFIGS: usize = 1024;
+
+// UDP.
+
+/// Receive buffers a UDP socket keeps between receives: enough for a few
+/// receives in flight at once without allocating; a burst of more takes
+/// more, and the surplus is freed, not kept (4 × 64 KiB is the most an idle
+/// socket holds).
+pub const POOL_KEEP: usize = 4;
 
 /// The bounds of one run. The defaults are what a normal program never
 /// meets and a hostile one does; `None` means unbounded (the embedder's
@@ -85,25 +221,25 @@ pub struct Limits {
     pub max_lookups: u32,
     /// One lookup's time ([`DEFAULT_LOOKUP_TIMEOUT`]).
     pub lookup_timeout: Duration,
-    /// Cap on any TLS handshake's time ([`MAX_TLS_HANDSHAKE_TIMEOUT`]).
+    /// Cap on any TLS handshake's time ([`DEFAULT_MAX_TLS_HANDSHAKE_TIMEOUT`]).
     pub tls_handshake_timeout: Duration,
     /// Connections one listener has open at once, for listeners whose
     /// guest sets no cap of its own (`None`: only the socket cap).
     pub max_connections: Option<u32>,
     /// Connections one listener has open at once from one peer, for
     /// listeners whose guest sets no cap of its own. A peer is an IPv4
-    /// address or an IPv6 /64 ([`peer_of`]): one IPv6 client is usually
+    /// address or an IPv6 /64 (`peer_of`): one IPv6 client is usually
     /// given a whole /64, so counting each /128 would give it 2^64 shares.
     pub max_connections_per_peer: Option<u32>,
     /// How long a socket the guest closed may go on writing out its queued
     /// bytes before they are dropped and the connection reset
-    /// ([`CLOSE_LINGER`]).
+    /// ([`DEFAULT_CLOSE_LINGER`]).
     pub close_linger: Duration,
     /// (address, name) pairs remembered from wasi:sockets name lookups
     /// ([`DEFAULT_MAX_RECORDED_ADDRESSES`]).
     pub max_recorded_addresses: usize,
     /// Host memory the run's guest may make the host keep, every kind
-    /// together ([`DEFAULT_MAX_HOST_MEMORY`]; see [`super::budget`]).
+    /// together ([`DEFAULT_MAX_HOST_MEMORY`]; see `net/budget.rs`).
     pub max_host_memory: Option<usize>,
 }
 
@@ -114,10 +250,10 @@ impl Default for Limits {
             max_waiting_calls: DEFAULT_MAX_WAITING_CALLS,
             max_lookups: DEFAULT_MAX_LOOKUPS,
             lookup_timeout: DEFAULT_LOOKUP_TIMEOUT,
-            tls_handshake_timeout: MAX_TLS_HANDSHAKE_TIMEOUT,
+            tls_handshake_timeout: DEFAULT_MAX_TLS_HANDSHAKE_TIMEOUT,
             max_connections: None,
             max_connections_per_peer: None,
-            close_linger: CLOSE_LINGER,
+            close_linger: DEFAULT_CLOSE_LINGER,
             max_recorded_addresses: DEFAULT_MAX_RECORDED_ADDRESSES,
             max_host_memory: Some(DEFAULT_MAX_HOST_MEMORY),
         }
@@ -220,7 +356,7 @@ pub(crate) fn peer_of(ip: IpAddr) -> IpAddr {
     }
 }
 
-/// Open connections per peer ([`peer_of`]), shared by a listener's
+/// Open connections per peer (`peer_of`), shared by a listener's
 /// connections.
 type PeerCounts = Arc<Mutex<HashMap<IpAddr, u32>>>;
 

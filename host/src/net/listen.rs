@@ -24,19 +24,14 @@ use tokio::sync::{Mutex, mpsc};
 use tokio::task::JoinHandle;
 
 use super::error::NetError;
-use super::gate::Gate;
-use super::limits::{ConnectionCaps, SocketSlot};
-use super::resolve::buffer_size;
+use super::io::Io;
+use super::limits::{ACCEPT_QUEUE, ConnectionCaps, MAX_HANDSHAKES, SocketSlot};
+use super::options::buffer_size;
+use super::run::Run;
 use super::tasks::Tasks;
 use super::tcp::TcpConn;
-use super::tcp::io::Io;
 use super::tls::{ServerTls, handshake_server};
 use crate::policy::Capability;
-
-/// Connections accepted but not yet taken by the guest. Eight: enough to absorb a burst while the guest's accept loop turns round;
-/// beyond it the accept task stops accepting and clients wait in the
-/// kernel's backlog, so the guest's own loop is the backpressure.
-pub const ACCEPT_QUEUE: usize = 8;
 
 /// First delay after a failed accept: short enough that a transient error
 /// (a connection aborted before accept) costs nothing noticeable.
@@ -50,16 +45,11 @@ pub const ACCEPT_RETRY_MAX: Duration = Duration::from_secs(1);
 /// server default (the kernel caps it at net.core.somaxconn).
 pub const DEFAULT_BACKLOG: u32 = 1024;
 
-/// TLS handshakes a listener runs at once. Each costs a socket and a few
-/// KiB of session state; past this many, the listener stops accepting until
-/// one finishes (or times out), so a flood of slow clients cannot grow it.
-pub const MAX_HANDSHAKES: usize = 256;
-
 /// Options for [`crate::net::Net::listen`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ListenOptions {
     /// The kernel's queue of connections not yet accepted
-    /// ([`DEFAULT_BACKLOG`] when `None`).
+    /// (`DEFAULT_BACKLOG`, 1024, when `None`).
     pub backlog: Option<u32>,
     /// SO_SNDBUF for accepted connections, in bytes.
     pub send_buffer_size: Option<u64>,
@@ -98,20 +88,20 @@ struct QueueInner {
     receiver: Mutex<mpsc::Receiver<Accepted>>,
     closed: AtomicBool,
     tasks: Tasks,
-    gate: Arc<Gate>,
+    run: Arc<Run>,
 }
 
 /// Checks the policy, then binds, listens and starts the accept task. See
 /// [`crate::net::Net::listen`].
 pub(crate) async fn listen(
-    gate: &Arc<Gate>,
+    run: &Arc<Run>,
     tasks: &Tasks,
     host: &str,
     port: u16,
     options: &ListenOptions,
     tls: Option<ServerTls>,
 ) -> Result<TcpListener, NetError> {
-    let target = gate.admit(Capability::Listen, host, port)?;
+    let target = run.admit(Capability::Listen, host, port)?;
     for (name, cap) in [
         ("max-connections", options.max_connections),
         ("max-connections-per-peer", options.max_connections_per_peer),
@@ -123,10 +113,10 @@ pub(crate) async fn listen(
         }
     }
     let caps = ConnectionCaps::new(
-        options.max_connections.or(gate.limits.max_connections),
+        options.max_connections.or(run.limits.max_connections),
         options
             .max_connections_per_peer
-            .or(gate.limits.max_connections_per_peer),
+            .or(run.limits.max_connections_per_peer),
     );
     let backlog = options.backlog.unwrap_or(DEFAULT_BACKLOG);
     if backlog == 0 {
@@ -137,14 +127,14 @@ pub(crate) async fn listen(
     let send_buffer = options.send_buffer_size.map(buffer_size).transpose()?;
     let receive_buffer = options.receive_buffer_size.map(buffer_size).transpose()?;
 
-    let slot = gate.slots.try_take()?;
+    let slot = run.slots.try_take()?;
     let mut last = None;
-    for addr in gate.addresses(Capability::Listen, &target, port).await? {
-        let dual_stack = gate.dual_stack_allowed(addr);
+    for addr in run.addresses(Capability::Listen, &target, port).await? {
+        let dual_stack = run.dual_stack_allowed(addr);
         match bind(addr, dual_stack, backlog, send_buffer, receive_buffer) {
             Ok(listener) => {
                 let accepting = Accepting {
-                    gate: Arc::clone(gate),
+                    run: Arc::clone(run),
                     caps,
                 };
                 return Ok(TcpListener::start(listener, tasks, tls, accepting, slot));
@@ -185,7 +175,7 @@ fn bind(
 /// What an accept loop needs to admit a connection: the run's socket
 /// count, and the listener's caps.
 struct Accepting {
-    gate: Arc<Gate>,
+    run: Arc<Run>,
     caps: ConnectionCaps,
 }
 
@@ -193,7 +183,7 @@ impl Accepting {
     /// A slot for the next connection: waits while the run holds its
     /// maximum of sockets or the listener its maximum of connections.
     async fn slot(&self) -> SocketSlot {
-        let mut slot = self.gate.slots.take().await;
+        let mut slot = self.run.slots.take().await;
         self.caps.reserve(&mut slot).await;
         slot
     }
@@ -228,7 +218,7 @@ impl TcpListener {
             .local_addr()
             .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
         tracing::debug!(target: "moat::net", %local, tls = tls.is_some(), "listening");
-        let gate = Arc::clone(&accepting.gate);
+        let run = Arc::clone(&accepting.run);
         let (sender, receiver) = mpsc::channel(ACCEPT_QUEUE);
         let task = match tls {
             None => tasks.spawn(accept_loop(listener, sender, accepting, slot)),
@@ -241,7 +231,7 @@ impl TcpListener {
                     receiver: Mutex::new(receiver),
                     closed: AtomicBool::new(false),
                     tasks: tasks.clone(),
-                    gate,
+                    run,
                 }),
             },
             task: Some(task),
@@ -302,7 +292,7 @@ impl AcceptQueue {
     /// # Errors
     /// [`NetError::LimitReached`] when the run has its maximum waiting.
     pub(crate) fn enter_waiting(&self) -> Result<tokio::sync::OwnedSemaphorePermit, NetError> {
-        self.inner.gate.waiting.enter("accept")
+        self.inner.run.waiting.enter("accept")
     }
 
     /// The next accepted connection, or `None` once the listener is closed.

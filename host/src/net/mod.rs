@@ -2,44 +2,61 @@
 //!
 //! [`Net`] is one run's network: its [`Policy`] and the host tasks its
 //! sockets spawn. Everything here is plain tokio, so it is tested with plain
-//! tokio; the WIT glue in [`crate::bindings`] is a thin layer over it.
+//! tokio; the WIT glue (`host/src/bindings`, private) is a thin layer over it.
 //!
-//! - [`tcp`]: a connected socket, its reader and its writer.
-//! - [`listen`]: a listener and its accept task.
-//! - [`udp`]: datagram sockets (no task, no queue but the kernel's).
-//! - [`address_gate`]: the policy for programs that name peers by address
-//!   (wasi:sockets), and the record of the names they looked up ([`names`]).
-//! - [`error`]: [`NetError`], the WIT `error-code` as a Rust enum.
+//! - `tcp`: a connected socket, its reader and its writer.
+//! - `listen`: a listener and its accept task.
+//! - `udp`: datagram sockets (no task, no queue but the kernel's).
+//! - `tls`: TLS configurations, trust and handshakes, over the transport
+//!   TCP and TLS share (`io`).
+//! - `dns`: name lookups, the answers kept, and the names recorded for
+//!   stock programs.
+//! - `address_gate`: the policy for programs that name peers by address
+//!   (wasi:sockets).
+//! - [`limits`]: every bound of a run, and the slots that count sockets.
+//! - `error`: [`NetError`], the WIT `error-code` as a Rust enum.
+//!
+//! A run's shared state and the checks every call passes are in `run`
+//! (private); the host tasks in `tasks`; the host-memory budget in
+//! `budget`; the checks of socket option values in `options`.
 
-pub mod address_gate;
-pub mod answers;
+mod address_gate;
 pub(crate) mod budget;
-pub mod error;
-mod gate;
-pub mod limits;
-pub mod listen;
-pub mod names;
-pub mod resolve;
+mod dns;
+mod error;
+mod io;
+pub(crate) mod limits;
+mod listen;
+mod options;
+mod run;
 mod tasks;
-pub mod tcp;
-pub mod tls;
-pub mod udp;
+mod tcp;
+mod tls;
+mod udp;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 pub use address_gate::{AddressGate, AddressUse, LookupError, Notices};
+pub use dns::{Addresses, Answer, AnswerLookup, Lookup, Resolver, SystemResolver};
 pub use error::NetError;
-pub use limits::Limits;
+pub use limits::{
+    ACCEPT_QUEUE, DEFAULT_ANSWER_LIFETIME, DEFAULT_CLOSE_LINGER, DEFAULT_LOOKUP_TIMEOUT,
+    DEFAULT_MAX_HOST_MEMORY, DEFAULT_MAX_LOOKUPS, DEFAULT_MAX_RECORDED_ADDRESSES,
+    DEFAULT_MAX_SOCKETS, DEFAULT_MAX_TLS_HANDSHAKE_TIMEOUT, DEFAULT_MAX_WAITING_CALLS,
+    DEFAULT_TLS_HANDSHAKE_TIMEOUT, Limits, MAX_ANSWER_ADDRESSES, MAX_ANSWER_LIFETIME,
+    MAX_CHAIN_CERTIFICATES, MAX_GUEST_ROOTS, MAX_HANDSHAKES, MAX_KEPT_ANSWERS, MAX_NOTICES,
+    MAX_PEM_BYTES, MAX_TLS_CONFIGS, MAX_WASI_UDP_RECEIVES, MIN_ANSWER_LIFETIME, POOL_KEEP,
+    SEND_BACKLOG_LIMIT,
+};
 pub use listen::{AcceptQueue, ListenOptions, TcpListener};
-pub use resolve::{Answer, Resolver, SystemResolver};
 pub use tasks::PendingWrites;
-pub use tcp::{ConnectOptions, Keepalive, Outcome, Reader, TcpConn, Writer};
+pub use tcp::{ConnectOptions, Keepalive, Outcome, Reader, TcpConn, Upgrade, Upgraded, Writer};
 pub use tls::{TlsClientOptions, TlsContext, TlsIdentity, TlsServerOptions, TlsTrust};
-pub use udp::{BindOptions, Datagram, MulticastInterface, UdpSocket};
+pub use udp::{BindOptions, Datagram, MulticastInterface, RECEIVE_BUFFER, UdpSocket};
 
 use crate::policy::Policy;
-use gate::Gate;
+use run::Run;
 use tasks::Tasks;
 
 /// The network of one guest run: what it may do, what it may hold, and the
@@ -48,7 +65,7 @@ use tasks::Tasks;
 /// Cloning is cheap and shares all of it.
 #[derive(Clone)]
 pub struct Net {
-    gate: Arc<Gate>,
+    run: Arc<Run>,
     tasks: Tasks,
     tls: Arc<TlsContext>,
 }
@@ -62,11 +79,11 @@ impl Net {
     /// A network governed by `policy` that counts its sockets with queued
     /// bytes on `pending` (the host shares one gauge between runs).
     pub fn with_pending_writes(policy: Policy, pending: Arc<PendingWrites>) -> Net {
-        let gate = Arc::new(Gate::new(policy, Limits::default(), None));
+        let run = Arc::new(Run::new(policy, Limits::default(), None));
         let tasks = Tasks::new(pending);
-        tasks.set_budget(Arc::clone(&gate.budget));
+        tasks.set_budget(Arc::clone(&run.budget));
         Net {
-            gate,
+            run,
             tasks,
             tls: Arc::default(),
         }
@@ -77,8 +94,8 @@ impl Net {
     /// opened under).
     pub fn with_limits(mut self, limits: Limits) -> Net {
         self.tasks.set_close_linger(limits.close_linger);
-        self.gate = Arc::new(self.gate.rebuilt(Some(limits), None));
-        self.tasks.set_budget(Arc::clone(&self.gate.budget));
+        self.run = Arc::new(self.run.rebuilt(Some(limits), None));
+        self.tasks.set_budget(Arc::clone(&self.run.budget));
         self
     }
 
@@ -86,27 +103,27 @@ impl Net {
     /// sharing its policy, limits, socket count and lookups; denials are
     /// reported to `notices`.
     pub fn address_gate(&self, notices: Notices) -> AddressGate {
-        AddressGate::new(Arc::clone(&self.gate), notices)
+        AddressGate::new(Arc::clone(&self.run), notices)
     }
 
     /// This network resolving names with `resolver` instead of the
     /// [`SystemResolver`]. The lookup limits and the deny rules apply to
     /// its answers as to the system's.
     pub fn with_resolver(mut self, resolver: Arc<dyn Resolver>) -> Net {
-        self.gate = Arc::new(self.gate.rebuilt(None, Some(resolver)));
-        self.tasks.set_budget(Arc::clone(&self.gate.budget));
+        self.run = Arc::new(self.run.rebuilt(None, Some(resolver)));
+        self.tasks.set_budget(Arc::clone(&self.run.budget));
         self
     }
 
     /// The limits every socket of this network counts against.
     pub fn limits(&self) -> &Limits {
-        &self.gate.limits
+        &self.run.limits
     }
 
     /// Host memory this network's guest makes the host keep now, in bytes
     /// (what [`Limits::max_host_memory`] bounds).
     pub fn host_memory_used(&self) -> usize {
-        self.gate.budget.used()
+        self.run.budget.used()
     }
 
     /// This network with `trust` as the roots TLS clients trust (the
@@ -118,7 +135,7 @@ impl Net {
 
     /// The policy every call is checked against.
     pub fn policy(&self) -> &Policy {
-        &self.gate.policy
+        &self.run.policy
     }
 
     /// Opens a TCP connection to `host`:`port`, `host` as the guest wrote it.
@@ -139,7 +156,7 @@ impl Net {
         port: u16,
         options: &ConnectOptions,
     ) -> Result<TcpConn, NetError> {
-        let (stream, _, slot) = tcp::connect_stream(&self.gate, host, port, options).await?;
+        let (stream, _, slot) = tcp::connect_stream(&self.run, host, port, options).await?;
         Ok(TcpConn::new(stream, self.tasks.clone(), slot))
     }
 
@@ -160,7 +177,7 @@ impl Net {
         port: u16,
         options: &ListenOptions,
     ) -> Result<TcpListener, NetError> {
-        listen::listen(&self.gate, &self.tasks, host, port, options, None).await
+        listen::listen(&self.run, &self.tasks, host, port, options, None).await
     }
 
     /// Opens a TLS connection to `host`:`port`: the TCP connect (checked
@@ -170,7 +187,7 @@ impl Net {
     /// written (SNI too; an IP literal sends no SNI and is checked against
     /// the certificate's IP addresses). `options.timeout` bounds connect and
     /// handshake together (the handshake alone is bounded by
-    /// [`tls::DEFAULT_HANDSHAKE_TIMEOUT`] otherwise).
+    /// [`limits::DEFAULT_TLS_HANDSHAKE_TIMEOUT`] otherwise).
     ///
     /// # Errors
     /// [`connect`](Self::connect)'s, and [`NetError::CertificateUntrusted`],
@@ -186,11 +203,11 @@ impl Net {
     ) -> Result<TcpConn, NetError> {
         let attempt = async {
             // The policy first: a denied connect builds no configuration.
-            self.gate
+            self.run
                 .admit(crate::policy::Capability::Connect, host, port)?;
-            let config = self.tls.client_config(tls, &self.gate.budget)?;
+            let config = self.tls.client_config(tls, &self.run.budget)?;
             let (stream, target, slot) = tcp::connect_stream(
-                &self.gate,
+                &self.run,
                 host,
                 port,
                 &ConnectOptions {
@@ -205,11 +222,11 @@ impl Net {
                 Vec::new(),
                 name,
                 config,
-                tls::DEFAULT_HANDSHAKE_TIMEOUT.min(self.gate.limits.tls_handshake_timeout),
+                limits::DEFAULT_TLS_HANDSHAKE_TIMEOUT.min(self.run.limits.tls_handshake_timeout),
             )
             .await?;
             Ok(TcpConn::with_io(
-                tcp::io::Io::tls(session),
+                io::Io::tls(session),
                 self.tasks.clone(),
                 slot,
             ))
@@ -237,11 +254,11 @@ impl Net {
         tls: &TlsServerOptions,
     ) -> Result<TcpListener, NetError> {
         // The policy first: a denied listen builds no configuration.
-        self.gate
+        self.run
             .admit(crate::policy::Capability::Listen, host, port)?;
-        let config = self.tls.server_config(tls, &self.gate.budget)?;
-        let server = tls::ServerTls::new(config, tls, self.gate.limits.tls_handshake_timeout);
-        listen::listen(&self.gate, &self.tasks, host, port, options, Some(server)).await
+        let config = self.tls.server_config(tls, &self.run.budget)?;
+        let server = tls::ServerTls::new(config, tls, self.run.limits.tls_handshake_timeout);
+        listen::listen(&self.run, &self.tasks, host, port, options, Some(server)).await
     }
 
     /// Starts a client-side STARTTLS upgrade of `conn`, verifying the server
@@ -257,10 +274,11 @@ impl Net {
         server_name: &str,
         already_read: Vec<u8>,
         tls: &TlsClientOptions,
-    ) -> Result<tcp::Upgrade, NetError> {
+    ) -> Result<Upgrade, NetError> {
         let name = tls::server_name(&crate::policy::Host::parse(server_name)?)?;
-        let config = self.tls.client_config(tls, &self.gate.budget)?;
-        let limit = tls::DEFAULT_HANDSHAKE_TIMEOUT.min(self.gate.limits.tls_handshake_timeout);
+        let config = self.tls.client_config(tls, &self.run.budget)?;
+        let limit =
+            limits::DEFAULT_TLS_HANDSHAKE_TIMEOUT.min(self.run.limits.tls_handshake_timeout);
         let side = tcp::upgrade::Side::Client {
             name,
             config,
@@ -280,9 +298,9 @@ impl Net {
         conn: &mut TcpConn,
         already_read: Vec<u8>,
         tls: &TlsServerOptions,
-    ) -> Result<tcp::Upgrade, NetError> {
-        let config = self.tls.server_config(tls, &self.gate.budget)?;
-        let server = tls::ServerTls::new(config, tls, self.gate.limits.tls_handshake_timeout);
+    ) -> Result<Upgrade, NetError> {
+        let config = self.tls.server_config(tls, &self.run.budget)?;
+        let server = tls::ServerTls::new(config, tls, self.run.limits.tls_handshake_timeout);
         conn.upgrade(tcp::upgrade::Side::Server(server), already_read)
     }
 
@@ -300,7 +318,7 @@ impl Net {
         port: u16,
         options: &BindOptions,
     ) -> Result<UdpSocket, NetError> {
-        udp::bind(&self.gate, host, port, options).await
+        udp::bind(&self.run, host, port, options).await
     }
 
     /// Ends the run's network: waits up to `linger` for sockets to write

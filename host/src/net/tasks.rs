@@ -12,7 +12,7 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::Duration;
 
 use super::budget::Budget;
-use super::tcp::CLOSE_LINGER;
+use super::limits::DEFAULT_CLOSE_LINGER;
 
 fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
@@ -52,7 +52,7 @@ impl Tasks {
             tracker: TaskTracker::new(),
             stop: CancellationToken::new(),
             pending,
-            close_linger_ms: AtomicU64::new(millis(CLOSE_LINGER)),
+            close_linger_ms: AtomicU64::new(millis(DEFAULT_CLOSE_LINGER)),
             budget: Mutex::new(Budget::new(None)),
         }))
     }

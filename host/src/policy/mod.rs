@@ -93,9 +93,22 @@ impl Capability {
     /// The name of the setting that denies within this capability, as
     /// `spelling` writes it (`--deny-net`, `MOAT_DENY_NET`).
     pub fn deny_setting(self, spelling: Spelling) -> &'static str {
+        self.deny().named(spelling)
+    }
+
+    /// The setting that grants this capability.
+    fn grant(self) -> Setting {
         match self {
-            Capability::Connect => Setting::DenyNet.named(spelling),
-            Capability::Listen => Setting::DenyListen.named(spelling),
+            Capability::Connect => Setting::AllowNet,
+            Capability::Listen => Setting::AllowListen,
+        }
+    }
+
+    /// The setting that denies within this capability.
+    fn deny(self) -> Setting {
+        match self {
+            Capability::Connect => Setting::DenyNet,
+            Capability::Listen => Setting::DenyListen,
         }
     }
 
@@ -107,7 +120,7 @@ impl Capability {
     }
 }
 
-pub use crate::setting::Spelling;
+use crate::setting::Spelling;
 
 /// What one capability allows.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -241,16 +254,18 @@ impl fmt::Display for Denied {
         match reason {
             DenyReason::NotGranted => write!(
                 f,
-                "{verb} {host}:{port} denied: needs {}={host}:{port}",
-                capability.grant_setting(*spelling)
+                "{verb} {host}:{port} denied: needs {}",
+                capability
+                    .grant()
+                    .written(*spelling, &format!("{host}:{port}"))
             ),
             DenyReason::DeniedBy {
                 entry,
                 address,
                 carried,
             } => {
-                let setting = capability.deny_setting(*spelling);
-                write!(f, "{verb} {host}:{port} denied by {setting}={entry}")?;
+                let by = capability.deny().written(*spelling, entry);
+                write!(f, "{verb} {host}:{port} denied by {by}")?;
                 match (address, carried) {
                     (None, None) => Ok(()),
                     (None, Some(v4)) => write!(f, " (it carries {v4})"),
@@ -298,7 +313,10 @@ impl fmt::Display for LookupDenied {
         match &self.reason {
             DenyReason::NotGranted => write!(
                 f,
-                "lookup of {name} denied: no {net} or {listen} entry names it ({net}={name} would)"
+                "lookup of {name} denied: no {net} or {listen} entry names it ({} would)",
+                Capability::Connect
+                    .grant()
+                    .written(self.spelling, &name.to_string())
             ),
             DenyReason::DeniedBy { entry, .. } => {
                 write!(f, "lookup of {name} denied by {entry}")
@@ -493,11 +511,7 @@ impl Policy {
                 None => return Ok(()),
                 Some(entry) => {
                     refusal = DenyReason::DeniedBy {
-                        entry: format!(
-                            "{}={}",
-                            capability.deny_setting(self.spelling),
-                            entry.as_written()
-                        ),
+                        entry: capability.deny().written(self.spelling, entry.as_written()),
                         address: None,
                         carried: None,
                     }
@@ -699,6 +713,28 @@ mod tests {
         assert_eq!(
             d.to_string(),
             "lookup of db.example denied: no MOAT_ALLOW_NET or MOAT_ALLOW_LISTEN entry names it (MOAT_ALLOW_NET=db.example would)"
+        );
+    }
+
+    #[test]
+    fn an_embedders_denial_names_the_call_that_would_allow_it() {
+        let p = Policy::new()
+            .deny_connect("private")
+            .unwrap()
+            .spelled(Spelling::Embedding);
+        let d = p
+            .check(Capability::Listen, &host("0.0.0.0"), 80)
+            .unwrap_err();
+        assert_eq!(
+            d.to_string(),
+            "listen on 0.0.0.0:80 denied: needs Policy::allow_listen(\"0.0.0.0:80\")"
+        );
+        let d = p
+            .check(Capability::Connect, &host("10.0.0.1"), 80)
+            .unwrap_err();
+        assert_eq!(
+            d.to_string(),
+            "connect to 10.0.0.1:80 denied by Policy::deny_connect(\"private\")"
         );
     }
 

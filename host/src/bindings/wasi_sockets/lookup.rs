@@ -14,9 +14,8 @@ use wasmtime_wasi::p3::bindings::sockets::ip_name_lookup::ErrorCode as P3ErrorCo
 use wasmtime_wasi::p3::bindings::sockets::types::IpAddress as P3IpAddress;
 
 use super::WasiNetView;
-use crate::net::answers::Addresses;
 use crate::net::budget::Charge;
-use crate::net::{AddressGate, LookupError};
+use crate::net::{AddressGate, Addresses, LookupError};
 
 /// The 0.2 interface moat defines (older 0.2 imports resolve to it).
 const P2_INTERFACE: &str = "wasi:sockets/ip-name-lookup@0.2.12";

@@ -16,51 +16,9 @@
 //! - wasi 0.3 TCP streams that keep their socket's place in the count for
 //!   as long as they hold its descriptor ([`streams`]).
 //!
-//! An embedder puts wasi:sockets under a policy on a linker and a
-//! [`WasiCtxBuilder`] of its own (examples/embed does it all, with moat:net
-//! beside it, the [`EpochTicker`](crate::EpochTicker) that lets a
-//! computing guest's writes drain, the memory
-//! [`Limiter`](crate::bounds::Limiter) and the closing
-//! [`Net::finish`](crate::net::Net::finish)):
-//!
-//! ```no_run
-//! use moat_host::bindings::wasi_sockets::{self, WasiNet, WasiNetView};
-//! use moat_host::net::{Net, Notices};
-//! use moat_host::policy::Policy;
-//! use wasmtime::component::{Linker, ResourceTable};
-//! use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
-//!
-//! struct MyState {
-//!     wasi: WasiCtx,
-//!     wasi_net: WasiNet,
-//!     table: ResourceTable,
-//! }
-//!
-//! impl WasiView for MyState {
-//!     fn ctx(&mut self) -> WasiCtxView<'_> {
-//!         WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
-//!     }
-//! }
-//!
-//! impl WasiNetView for MyState {
-//!     fn wasi_net(&mut self) -> &mut WasiNet {
-//!         &mut self.wasi_net
-//!     }
-//! }
-//!
-//! # fn main() -> wasmtime::Result<()> {
-//! # let engine = wasmtime::Engine::default();
-//! let mut linker = Linker::<MyState>::new(&engine);
-//! wasi_sockets::add_to_linker(&mut linker)?;
-//! let net = Net::new(Policy::new().allow_connect("api.example.com:443")?);
-//! let wasi_net = WasiNet::new(&net, Notices::new(|line| eprintln!("moat: {line}")));
-//! let mut builder = WasiCtxBuilder::new();
-//! wasi_net.configure(&mut builder);
-//! let state = MyState { wasi: builder.build(), wasi_net, table: ResourceTable::new() };
-//! # let _ = state;
-//! # Ok(())
-//! # }
-//! ```
+//! An embedder gets it through the kit ([`crate::kit`]): its context
+//! builder calls [`WasiNet::configure`] on the embedder's
+//! `WasiCtxBuilder`, and its `add_to_linker` calls this module's.
 
 pub mod count;
 pub mod lookup;

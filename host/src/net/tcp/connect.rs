@@ -8,9 +8,9 @@ use tokio::net::{TcpSocket, TcpStream};
 
 use super::Keepalive;
 use crate::net::error::NetError;
-use crate::net::gate::Gate;
 use crate::net::limits::SocketSlot;
-use crate::net::resolve::buffer_size;
+use crate::net::options::buffer_size;
+use crate::net::run::Run;
 use crate::policy::{Capability, Host};
 
 /// Options for [`crate::net::Net::connect`]. The default is what the
@@ -39,7 +39,7 @@ pub struct ConnectOptions {
 /// Dropping the future (or its timeout firing) drops the socket being
 /// connected, which closes it: no attempt outlives its caller.
 pub(crate) async fn connect_stream(
-    gate: &Gate,
+    run: &Run,
     host: &str,
     port: u16,
     options: &ConnectOptions,
@@ -50,14 +50,14 @@ pub(crate) async fn connect_stream(
             "port 0 cannot be connected to".into(),
         ));
     }
-    let target = gate.admit_host(Capability::Connect, target, port)?;
+    let target = run.admit_host(Capability::Connect, target, port)?;
     // Validate before any syscall, so a bad option fails the same way
     // whatever the network does.
     let send_buffer = options.send_buffer_size.map(buffer_size).transpose()?;
     let receive_buffer = options.receive_buffer_size.map(buffer_size).transpose()?;
-    let slot = gate.slots.try_take()?;
+    let slot = run.slots.try_take()?;
     let attempt = async {
-        let addrs = gate.addresses(Capability::Connect, &target, port).await?;
+        let addrs = run.addresses(Capability::Connect, &target, port).await?;
         let mut last = None;
         for addr in addrs {
             match connect_one(addr, options, send_buffer, receive_buffer).await {

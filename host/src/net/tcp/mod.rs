@@ -18,9 +18,10 @@
 //!   ahead, so nothing can be lost: a cancelled read never consumed a byte.
 //! * **Writing** ([`Writer`]) goes straight from guest memory into the
 //!   kernel while the kernel takes it. When the kernel is full, up to
-//!   [`SEND_BACKLOG_LIMIT`] bytes are copied into a host buffer and the
-//!   guest's write completes; a drain task outside the store, spawned only
-//!   for this, writes them out, also while the guest computes. Until the
+//!   [`SEND_BACKLOG_LIMIT`](crate::net::limits::SEND_BACKLOG_LIMIT) bytes
+//!   are copied into a host buffer and the guest's write completes; a
+//!   drain task outside the store, spawned only for this, writes them out,
+//!   also while the guest computes. Until the
 //!   buffer is empty, further writes wait: the backpressure reaches the
 //!   guest, and through it the peer's window.
 //!
@@ -43,7 +44,6 @@
 //! the socket with nothing lost.
 
 mod connect;
-pub(crate) mod io;
 mod receive;
 mod send;
 pub(crate) mod upgrade;
@@ -61,13 +61,14 @@ use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 
 use super::error::NetError;
+use super::io::Io;
 use super::limits::SocketSlot;
 use super::tasks::Tasks;
 
 pub use connect::ConnectOptions;
 pub(crate) use connect::connect_stream;
 pub use receive::Reader;
-pub use send::{CLOSE_LINGER, SEND_BACKLOG_LIMIT, Writer};
+pub use send::Writer;
 pub use upgrade::{Upgrade, Upgraded};
 
 /// TCP keep-alive settings; `None` fields keep the system default.
@@ -117,7 +118,7 @@ enum Stage {
 /// any drain have let go, the socket closes even if a guest still holds a
 /// stream.
 pub(crate) struct Core {
-    io: io::Io,
+    io: Io,
     state: Mutex<State>,
     /// Set once the owning [`TcpConn`] is dropped.
     closed: AtomicBool,
@@ -146,10 +147,10 @@ struct State {
 
 impl TcpConn {
     pub(crate) fn new(stream: TcpStream, tasks: Tasks, slot: SocketSlot) -> TcpConn {
-        TcpConn::with_io(io::Io::Plain(stream), tasks, slot)
+        TcpConn::with_io(Io::Plain(stream), tasks, slot)
     }
 
-    pub(crate) fn with_io(io: io::Io, tasks: Tasks, slot: SocketSlot) -> TcpConn {
+    pub(crate) fn with_io(io: Io, tasks: Tasks, slot: SocketSlot) -> TcpConn {
         TcpConn {
             stage: Stage::Open(Core::new(io, tasks, slot)),
             accepted_from: None,
@@ -226,7 +227,7 @@ impl TcpConn {
     /// Whether the connection is TLS.
     pub fn is_tls(&self) -> bool {
         self.open()
-            .is_some_and(|core| matches!(core.io, io::Io::Tls(_)))
+            .is_some_and(|core| matches!(core.io, Io::Tls(_)))
     }
 
     /// The application protocol TLS negotiated with ALPN, if any.
@@ -246,7 +247,7 @@ impl Drop for TcpConn {
 }
 
 impl Core {
-    fn new(io: io::Io, tasks: Tasks, slot: SocketSlot) -> Arc<Core> {
+    fn new(io: Io, tasks: Tasks, slot: SocketSlot) -> Arc<Core> {
         Arc::new(Core {
             io,
             state: Mutex::default(),

@@ -11,9 +11,9 @@ use std::pin::Pin;
 use tokio::io::{AsyncRead, ReadBuf};
 use tokio::net::TcpStream;
 
-use super::io::{Io, lock};
 use super::{Core, Outcome, TcpConn};
 use crate::net::error::NetError;
+use crate::net::io::{Io, TlsStream, lock};
 
 /// The read side's bookkeeping inside the socket.
 #[derive(Default)]
@@ -151,7 +151,7 @@ impl Reader {
         &mut self,
         cx: &mut Context<'_>,
         core: &Core,
-        tls: &std::sync::Mutex<super::io::TlsStream>,
+        tls: &std::sync::Mutex<TlsStream>,
         buf: &mut [u8],
     ) -> Poll<Result<usize, NetError>> {
         core.reader_waker.register(cx.waker());

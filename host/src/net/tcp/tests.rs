@@ -370,7 +370,7 @@ async fn options_reach_the_socket() {
         ..ConnectOptions::default()
     };
     let (_net, conn, _peer) = pair_with(options).await;
-    let Some(io::Io::Plain(stream)) = conn.open().map(|core| &core.io) else {
+    let Some(Io::Plain(stream)) = conn.open().map(|core| &core.io) else {
         panic!("a plaintext socket");
     };
     let sock = socket2::SockRef::from(stream);

@@ -26,9 +26,9 @@ use rustls::pki_types::ServerName;
 use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
 
-use super::io::Io;
 use super::{Core, Stage, TcpConn, send};
 use crate::net::error::NetError;
+use crate::net::io::Io;
 use crate::net::limits::SocketSlot;
 use crate::net::tasks::Tasks;
 use crate::net::tls::{ServerTls, handshake_client, handshake_server};

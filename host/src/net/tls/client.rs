@@ -10,7 +10,7 @@ use tokio_rustls::TlsConnector;
 
 use super::{TlsTrust, add_roots, error, provider, versions_error};
 use crate::net::error::NetError;
-use crate::net::tcp::io::{Prefixed, TlsStream};
+use crate::net::io::{Prefixed, TlsStream};
 use crate::policy::Host;
 
 /// A client configuration over `trust` plus the guest's `roots`, with

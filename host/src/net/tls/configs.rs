@@ -15,13 +15,7 @@ use sha2::{Digest, Sha256};
 
 use crate::net::budget::{Budget, Charge};
 use crate::net::error::NetError;
-
-/// Most configurations of one kind (client or server) a run holds at once.
-/// A client uses one per distinct set of options (most programs: one); a
-/// server one per certificate it serves. 1024 matches the default socket
-/// cap, so one per listener fits; the host memory they cost is bounded by
-/// the run's budget, this only bounds the bookkeeping.
-pub const MAX_TLS_CONFIGS: usize = 1024;
+use crate::net::limits::MAX_TLS_CONFIGS;
 
 /// The digest of a configuration's content.
 pub(crate) type Key = [u8; 32];

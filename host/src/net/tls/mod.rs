@@ -30,27 +30,9 @@ use super::budget::Budget;
 use super::error::NetError;
 use configs::{Configs, KeyBuilder};
 
+pub use super::limits::{MAX_CHAIN_CERTIFICATES, MAX_GUEST_ROOTS, MAX_PEM_BYTES};
 pub(crate) use client::{handshake_client, server_name};
 pub(crate) use server::{ServerTls, handshake_server};
-
-/// How long a TLS handshake may take before the connection is dropped: a
-/// client that opens a connection and never finishes its handshake must
-/// not hold a slot (or, on connect, the guest) for longer than this.
-pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// The largest PEM input a guest may pass (a certificate chain, a key, a
-/// set of roots), in bytes: 512 KiB, twice Mozilla's whole root bundle in
-/// PEM (about 220 KB). Real chains and keys are a few KiB.
-pub const MAX_PEM_BYTES: usize = 512 << 10;
-
-/// Most certificates in a guest's certificate chain: a leaf and its
-/// intermediates, rarely more than four; ten leaves room for cross-signed
-/// paths.
-pub const MAX_CHAIN_CERTIFICATES: usize = 10;
-
-/// Most roots a guest may add for one connection or listener: Mozilla's
-/// set is about 150; 512 holds any bundle a program ships.
-pub const MAX_GUEST_ROOTS: usize = 512;
 
 /// What a client configuration costs in host memory beyond its
 /// certificates and keys (rustls's configuration, its session cache and
@@ -167,14 +149,16 @@ pub struct TlsServerOptions {
     pub alpn: Vec<Vec<u8>>,
     /// Require client certificates signed by these PEM roots.
     pub client_roots_pem: Option<Vec<u8>>,
-    /// Bound on each handshake ([`DEFAULT_HANDSHAKE_TIMEOUT`] if `None`);
+    /// Bound on each handshake
+    /// ([`DEFAULT_TLS_HANDSHAKE_TIMEOUT`](super::limits::DEFAULT_TLS_HANDSHAKE_TIMEOUT)
+    /// if `None`);
     /// never more than the run's cap
     /// ([`Limits::tls_handshake_timeout`](crate::net::Limits)).
     pub handshake_timeout: Option<Duration>,
 }
 
 /// A run's TLS state: its trust and the configurations its guest's
-/// options made ([`configs`]).
+/// options made (`configs.rs`).
 pub struct TlsContext {
     trust: TlsTrust,
     clients: Configs<rustls::ClientConfig>,

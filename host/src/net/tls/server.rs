@@ -10,11 +10,10 @@ use tokio_rustls::TlsAcceptor;
 
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
-use super::{
-    DEFAULT_HANDSHAKE_TIMEOUT, TlsServerOptions, add_roots, error, provider, versions_error,
-};
+use super::{TlsServerOptions, add_roots, error, provider, versions_error};
 use crate::net::error::NetError;
-use crate::net::tcp::io::{Prefixed, TlsStream};
+use crate::net::io::{Prefixed, TlsStream};
+use crate::net::limits::DEFAULT_TLS_HANDSHAKE_TIMEOUT;
 
 /// A server configuration, parsed and checked once (at listen, or at an
 /// upgrade): a certificate or key that cannot be used fails there, not at
@@ -37,7 +36,7 @@ impl ServerTls {
             acceptor: TlsAcceptor::from(config),
             limit: options
                 .handshake_timeout
-                .unwrap_or(DEFAULT_HANDSHAKE_TIMEOUT)
+                .unwrap_or(DEFAULT_TLS_HANDSHAKE_TIMEOUT)
                 .min(cap),
         }
     }

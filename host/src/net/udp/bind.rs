@@ -7,7 +7,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 
 use super::UdpSocket;
 use crate::net::error::NetError;
-use crate::net::gate::Gate;
+use crate::net::run::Run;
 use crate::policy::Capability;
 
 /// Options set at the bind, and only there: SO_REUSEPORT and SO_REUSEADDR
@@ -17,7 +17,7 @@ use crate::policy::Capability;
 /// another socket with the same flag holds, and then takes the unicast
 /// datagrams meant for it (all of them, measured: the newer or more
 /// specific socket wins). So a socket with either flag binds only a port
-/// that no socket holds at that moment ([`claim_unshared`]): the flags let
+/// that no socket holds at that moment (`claim_unshared`): the flags let
 /// later sockets (whose owners chose to share) join it, never let the
 /// guest join a port someone else holds. Two sockets of one guest cannot
 /// share a port either.
@@ -42,20 +42,20 @@ pub struct BindOptions {
 
 /// Checks the listen grant, then binds. See [`crate::net::Net::bind_udp`].
 pub(crate) async fn bind(
-    gate: &Arc<Gate>,
+    run: &Arc<Run>,
     host: &str,
     port: u16,
     options: &BindOptions,
 ) -> Result<UdpSocket, NetError> {
-    let target = gate.admit(Capability::Listen, host, port)?;
-    let slot = gate.slots.try_take()?;
+    let target = run.admit(Capability::Listen, host, port)?;
+    let slot = run.slots.try_take()?;
     let mut last = None;
-    for addr in gate.addresses(Capability::Listen, &target, port).await? {
-        match bind_one(addr, gate.dual_stack_allowed(addr), options) {
+    for addr in run.addresses(Capability::Listen, &target, port).await? {
+        match bind_one(addr, run.dual_stack_allowed(addr), options) {
             Ok(socket) => {
                 let socket = tokio::net::UdpSocket::from_std(socket.into())?;
                 tracing::debug!(target: "moat::net", local = ?socket.local_addr().ok(), "udp socket bound");
-                return Ok(UdpSocket::new(socket, Arc::clone(gate), slot));
+                return Ok(UdpSocket::new(socket, Arc::clone(run), slot));
             }
             Err(e) => last = Some(e),
         }

@@ -12,7 +12,8 @@
 //!
 //! A waiting receive holds no buffer: it borrows one from the socket's pool
 //! only for the read itself, which does not wait. So however many receives
-//! a guest parks, the host holds at most [`POOL_KEEP`] buffers per socket
+//! a guest parks, the host holds at most
+//! [`POOL_KEEP`](crate::net::limits::POOL_KEEP) buffers per socket
 //! between reads.
 //!
 //! The one piece of machinery is closing. A parked receive holds the socket
@@ -33,13 +34,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::sync::Notify;
 
 use super::error::NetError;
-use super::gate::Gate;
 use super::limits::SocketSlot;
+use super::run::Run;
 use crate::policy::{Capability, Host};
 
 pub use bind::BindOptions;
 pub(crate) use bind::bind;
-pub use pool::{POOL_KEEP, RECEIVE_BUFFER};
+pub use pool::RECEIVE_BUFFER;
 
 /// The largest UDP payload IPv4 can carry: 65,535 − 20 (IP header) − 8
 /// (UDP header).
@@ -78,7 +79,7 @@ pub struct UdpSocket {
 struct Shared {
     socket: tokio::net::UdpSocket,
     local: SocketAddr,
-    gate: Arc<Gate>,
+    run: Arc<Run>,
     _slot: SocketSlot,
     closed: AtomicBool,
     close_bell: Notify,
@@ -86,16 +87,16 @@ struct Shared {
 }
 
 impl UdpSocket {
-    fn new(socket: tokio::net::UdpSocket, gate: Arc<Gate>, slot: SocketSlot) -> UdpSocket {
+    fn new(socket: tokio::net::UdpSocket, run: Arc<Run>, slot: SocketSlot) -> UdpSocket {
         let local = socket
             .local_addr()
             .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
-        let pool = pool::Pool::new(Arc::clone(&gate.budget));
+        let pool = pool::Pool::new(Arc::clone(&run.budget));
         UdpSocket {
             shared: Arc::new(Shared {
                 socket,
                 local,
-                gate,
+                run,
                 _slot: slot,
                 closed: AtomicBool::new(false),
                 close_bell: Notify::new(),
@@ -173,7 +174,7 @@ impl UdpSocket {
     }
 
     async fn receive_one(&self) -> Result<Datagram, NetError> {
-        let _waiting = self.shared.gate.waiting.enter("udp receive")?;
+        let _waiting = self.shared.run.waiting.enter("udp receive")?;
         // Register for the close bell before looking at the flag.
         let mut closing = pin!(self.shared.close_bell.notified());
         closing.as_mut().enable();
@@ -216,10 +217,10 @@ impl UdpSocket {
         if to.port() == 0 {
             return Err(NetError::InvalidArgument("port 0 cannot be sent to".into()));
         }
-        let host =
-            self.shared
-                .gate
-                .admit_host(Capability::Connect, Host::ip(to.ip()), to.port())?;
+        let host = self
+            .shared
+            .run
+            .admit_host(Capability::Connect, Host::ip(to.ip()), to.port())?;
         let to = match host.as_ip() {
             Some(ip) => self.for_family(SocketAddr::new(ip, to.port()))?,
             None => return Err(NetError::InvalidArgument("not an address".into())),
@@ -270,12 +271,12 @@ impl UdpSocket {
         if port == 0 {
             return Err(NetError::InvalidArgument("port 0 cannot be sent to".into()));
         }
-        let gate = &self.shared.gate;
-        let target = gate.admit_host(Capability::Connect, target, port)?;
+        let run = &self.shared.run;
+        let target = run.admit_host(Capability::Connect, target, port)?;
         let addrs = match target {
             // The common case needs no allocation.
             Host::Ip(ip) => return self.for_family(SocketAddr::new(ip, port)),
-            Host::Name(_) => gate.addresses(Capability::Connect, &target, port).await?,
+            Host::Name(_) => run.addresses(Capability::Connect, &target, port).await?,
         };
         addrs
             .into_iter()
@@ -321,7 +322,7 @@ impl UdpSocket {
     ) -> Result<(), NetError> {
         self.check_open()?;
         if group.is_multicast() {
-            self.shared.gate.admit_host(
+            self.shared.run.admit_host(
                 Capability::Listen,
                 Host::ip(group),
                 self.shared.local.port(),

@@ -13,16 +13,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 use super::MAX_DATAGRAM_V4;
 use crate::net::budget::{Budget, Charge};
 use crate::net::error::NetError;
+use crate::net::limits::POOL_KEEP;
 
 /// The receive buffer: one byte longer than the largest datagram IPv4 can
 /// carry, so that a datagram filling it is one that did not fit (reported
 /// as truncated) rather than one that happened to be that long.
 pub const RECEIVE_BUFFER: usize = MAX_DATAGRAM_V4 + 1;
-
-/// Buffers a socket keeps between receives: enough for a few receives in
-/// flight at once without allocating; a burst of more takes more, and the
-/// surplus is freed, not kept (4 × 64 KiB is the most an idle socket holds).
-pub const POOL_KEEP: usize = 4;
 
 pub(super) struct Pool {
     kept: Mutex<Vec<Buffer>>,

@@ -6,6 +6,7 @@ use tokio::net::UdpSocket as Peer;
 
 use super::*;
 use crate::net::Net;
+use crate::net::limits::POOL_KEEP;
 use crate::policy::Policy;
 
 async fn bound(net: &Net, host: &str) -> UdpSocket {

@@ -10,30 +10,14 @@ mod tls;
 use std::future::Future;
 use std::sync::{Arc, Weak};
 use std::task::{Context, Poll};
-use std::time::Duration;
 
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use super::io::Io;
 use super::{Core, Outcome, State, TcpConn};
 use crate::net::error::NetError;
+use crate::net::io::Io;
 use plain::Backlog;
-
-/// Most bytes a socket holds in the host when the kernel will not take a
-/// write. One SDK read chunk (64 KiB), so a guest echoing what it reads
-/// completes each write even into a full socket; a guest that writes more
-/// waits for this much to drain, which bounds a stalled socket's cost at
-/// 64 KiB (10,000 stalled sockets: 640 MiB) and nothing for an idle one:
-/// the buffer is allocated when needed and freed once drained.
-pub const SEND_BACKLOG_LIMIT: usize = 64 * 1024;
-
-/// How long a closed socket's drain may still wait for a peer that does not
-/// read before the queued bytes are dropped and the connection reset. As
-/// long as Linux's own FIN timeout for an orphaned socket (60 s) would be
-/// too generous here: 30 s bounds what a peer that never reads can hold.
-/// Until then the socket still counts against the run's socket cap.
-pub const CLOSE_LINGER: Duration = Duration::from_secs(30);
 
 /// The write side's bookkeeping inside the socket.
 #[derive(Default)]
@@ -177,9 +161,10 @@ fn begin_shutdown(
 impl Writer {
     /// Writes from `buf`: `Ok(n)` once `n > 0` bytes are accepted, either
     /// written to the kernel or (when it is full) queued in the host, up to
-    /// [`SEND_BACKLOG_LIMIT`]. While queued bytes remain, this waits. An
-    /// empty `buf` is a readiness check. An error ends the writer; the
-    /// socket's [`Outcome`] carries it too.
+    /// [`SEND_BACKLOG_LIMIT`](crate::net::limits::SEND_BACKLOG_LIMIT).
+    /// While queued bytes remain, this waits. An empty `buf` is a readiness
+    /// check. An error ends the writer; the socket's [`Outcome`] carries it
+    /// too.
     ///
     /// # Cancel safety
     /// A `Pending` write has accepted nothing; abandoning it loses nothing.
@@ -238,7 +223,8 @@ impl Drop for Writer {
 }
 
 /// Called when the owning [`TcpConn`] is dropped: an open writer ends as if
-/// dropped, and a drain still running gets [`CLOSE_LINGER`] to finish.
+/// dropped, and a drain still running gets its close linger
+/// ([`Limits::close_linger`](crate::net::Limits::close_linger)) to finish.
 /// Past it the queued bytes are dropped and the connection is reset, not
 /// closed with a FIN: the peer must not take a cut stream for a whole one.
 pub(super) fn on_close(core: &Arc<Core>) {

@@ -11,9 +11,10 @@ use std::time::Duration;
 use socket2::SockRef;
 use tokio::net::TcpStream;
 
-use super::{Core, Phase, SEND_BACKLOG_LIMIT, State, end_sending, finish};
+use super::{Core, Phase, State, end_sending, finish};
 use crate::net::budget::Charge;
 use crate::net::error::NetError;
+use crate::net::limits::SEND_BACKLOG_LIMIT;
 use crate::net::tasks::BusyGuard;
 
 /// Bytes waiting for the kernel, written out from a cursor (never moved),

@@ -12,8 +12,8 @@ use tokio::io::AsyncWrite;
 
 use super::{Core, Phase, State, finish};
 use crate::net::error::NetError;
+use crate::net::io::{Io, TlsStream, lock};
 use crate::net::tasks::BusyGuard;
-use crate::net::tcp::io::{Io, TlsStream, lock};
 use crate::net::tls;
 
 /// Encrypts from `buf` and writes what the socket takes; what it does not

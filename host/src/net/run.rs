@@ -1,37 +1,40 @@
-//! The gate every socket call passes before its first syscall: the policy
-//! on the host as written, the run's limits, and the policy again on every
-//! address a name resolved to.
+//! One run's shared network state ([`Run`]: its policy, limits, socket
+//! slots, waiting calls, lookups, recorded names and host-memory budget),
+//! and the checks every socket call passes before its first syscall: the
+//! policy on the host as written, the run's limits, and the policy again on
+//! every address a name resolved to.
 //!
 //! [`crate::policy`] decides; this file is where the socket core asks it,
 //! for all of TCP, listeners and UDP:
 //!
-//! 1. [`Gate::admit`] parses the guest's host and checks the grant and the
+//! 1. [`Run::admit`] parses the guest's host and checks the grant and the
 //!    deny entries on it as written. Nothing has been resolved or opened.
-//! 2. [`Gate::addresses`] resolves a name (bounded lookups) and keeps only
+//! 2. [`Run::addresses`] resolves a name (bounded lookups) and keeps only
 //!    the addresses no deny entry matches, judged on the addresses that
 //!    will be used: there is no second lookup that could answer
 //!    differently. If none is left, the call fails with the first denial.
 //!    A name-based listen never binds the unspecified address, whatever
 //!    the name's answer says: only an entry that writes `0.0.0.0` or `::`
 //!    grants every interface.
-//! 3. [`Gate::check_recorded`] holds deny entries that name names to the
+//! 3. [`Run::check_recorded`] holds deny entries that name names to the
 //!    addresses the run's own lookups recorded for those names
-//!    ([`super::names`]), for every address used, however it was written.
-//! 4. [`Gate::dual_stack_allowed`] decides whether a socket bound to `::`
+//!    ([`ResolvedNames`]), for every address used, however it was written.
+//! 4. [`Run::dual_stack_allowed`] decides whether a socket bound to `::`
 //!    may take IPv4 too.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use super::budget::Budget;
+use super::dns::{Lookups, ResolvedNames, Resolver, SystemResolver};
 use super::error::NetError;
 use super::limits::{Limits, SocketSlots, WaitingCalls};
-use super::names::ResolvedNames;
-use super::resolve::{Lookups, Resolver, SystemResolver};
 use crate::policy::{Capability, Denied, Host, Policy};
 
-/// A run's policy, limits and lookups.
-pub(crate) struct Gate {
+/// What one run's sockets share: its policy, limits, socket slots, waiting
+/// calls, lookups, the names its lookups recorded and its host memory;
+/// with the checks every socket call passes as methods.
+pub(crate) struct Run {
     pub(crate) policy: Policy,
     pub(crate) limits: Limits,
     pub(crate) slots: SocketSlots,
@@ -44,12 +47,12 @@ pub(crate) struct Gate {
     pub(crate) budget: Arc<Budget>,
 }
 
-impl Gate {
-    pub(crate) fn new(policy: Policy, limits: Limits, resolver: Option<Arc<dyn Resolver>>) -> Gate {
+impl Run {
+    pub(crate) fn new(policy: Policy, limits: Limits, resolver: Option<Arc<dyn Resolver>>) -> Run {
         let resolver = resolver.unwrap_or_else(|| Arc::new(SystemResolver::new()));
         let spelling = policy.spelling();
         let budget = Budget::spelled(limits.max_host_memory, spelling);
-        Gate {
+        Run {
             lookups: Lookups::new(
                 resolver,
                 limits.max_lookups,
@@ -65,14 +68,14 @@ impl Gate {
         }
     }
 
-    /// This gate with other limits or another resolver (a fresh socket
-    /// count: call before any socket exists).
+    /// This run's state with other limits or another resolver (a fresh
+    /// socket count: call before any socket exists).
     pub(crate) fn rebuilt(
         &self,
         limits: Option<Limits>,
         resolver: Option<Arc<dyn Resolver>>,
-    ) -> Gate {
-        Gate::new(
+    ) -> Run {
+        Run::new(
             self.policy.clone(),
             limits.unwrap_or_else(|| self.limits.clone()),
             Some(resolver.unwrap_or_else(|| self.lookups.resolver())),
@@ -109,7 +112,7 @@ impl Gate {
         if capability == Capability::Connect
             && let Some(ip) = target.as_ip().filter(IpAddr::is_unspecified)
         {
-            return Err(unspecified(ip));
+            return Err(unspecified_destination(ip));
         }
         if let Err(denied) = self.policy.check(capability, &target, port) {
             tracing::debug!(target: "moat::net", %denied, "denied");
@@ -188,7 +191,7 @@ impl Gate {
             if addr.ip().is_unspecified() {
                 tracing::debug!(target: "moat::net", host = %target, %addr, "skipping an unspecified address");
                 first_refusal.get_or_insert_with(|| match capability {
-                    Capability::Connect => unspecified(addr.ip()),
+                    Capability::Connect => unspecified_destination(addr.ip()),
                     Capability::Listen => unspecified_listen(target, addr.ip()),
                 });
                 continue;
@@ -212,7 +215,7 @@ impl Gate {
     }
 }
 
-impl Gate {
+impl Run {
     /// Whether a socket bound to `addr` may also take IPv4 (dual stack). On
     /// Linux a socket on `::` takes IPv4 on every interface too, as if
     /// bound to `0.0.0.0` as well; so it does only when the listen grant
@@ -237,7 +240,11 @@ fn unspecified_listen(name: &Host, ip: IpAddr) -> NetError {
     ))
 }
 
-fn unspecified(ip: IpAddr) -> NetError {
+/// The refusal of the unspecified address (`0.0.0.0`, `::`) as a
+/// destination (a connect, a send), however the guest reached it: written
+/// as an IP literal, given as a socket address, or as a name's answer.
+/// Linux would take it for this machine, which is not what it says.
+pub(crate) fn unspecified_destination(ip: IpAddr) -> NetError {
     NetError::InvalidArgument(format!(
         "{} is the unspecified address, not a destination (for this machine write {})",
         Host::ip(ip),

@@ -2,76 +2,63 @@
 //!
 //! The file is TOML with flat keys spelled exactly as the flags of `moat run`
 //! without the leading `--` (`allow-net`, `max-memory`, ...). This module only
-//! checks shapes, types and ranges, and remembers the line of every setting and
-//! of every list entry, so that whoever validates the entries afterwards (the
-//! grant syntax has its own parser elsewhere) can point at the same line.
+//! checks the TOML shapes (a list where a list belongs, an integer or a string
+//! where a bound does) and remembers the line of every setting and of every
+//! list entry; the values are read by [`super::Settings::set`], as every
+//! source's are, and its errors point at the same line.
 //!
 //! The document is read with `toml::de::DeTable`, which keeps byte spans for
 //! every key and value; spans are turned into 1-based line numbers here.
 
-use std::fmt;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use toml::Spanned;
 use toml::de::{DeArray, DeInteger, DeTable, DeValue};
 
-/// The keys a policy file may hold, in the order `moat run --help` lists the flags.
-/// Each is a [`crate::setting::Setting`]'s key.
+use super::{Origin, SettingError, Value};
+use crate::setting::{Kind, Setting};
+
+/// The keys a policy file may hold, in the order `moat run --help` lists
+/// the flags. Each is a [`Setting`]'s key.
 pub const KEYS: [&str; 14] = crate::setting::KEYS;
 
-/// One setting's value and the 1-based line it was written on.
+/// One setting as a policy file wrote it: the value in the form the
+/// setting's kind takes, and its line. A list is one statement per entry,
+/// each at its own line.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct At<T> {
-    /// The value as parsed.
-    pub value: T,
-    /// The 1-based line of the key (for a setting) or of the entry (for a list entry).
+pub struct Statement {
+    /// Which setting.
+    pub setting: Setting,
+    /// The 1-based line of the key, or of the list entry.
     pub line: usize,
+    written: Written,
 }
 
-/// A grant as written: `true` (everything), `false` (nothing) or a list of entries.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum GrantSpec {
-    /// `true`: every address is granted.
-    Everything,
-    /// `false`: no address is granted.
-    Nothing,
-    /// A non-empty list of entries, each with its own line; the entries are not parsed here.
-    Entries(Vec<At<String>>),
+enum Written {
+    Text(String),
+    Integer(i128),
 }
 
-/// The settings of a policy file; a key that the file leaves out is `None`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+impl Statement {
+    /// The value, as [`crate::settings::Settings::set`] takes it.
+    pub fn value(&self) -> Value<'_> {
+        match &self.written {
+            Written::Text(text) => Value::Text(text),
+            Written::Integer(n) => Value::Integer(*n),
+        }
+    }
+}
+
+/// A policy file, read: its statements in file order. Only the TOML
+/// shapes are checked here (a list where a list belongs, an integer where
+/// a count does); the values are read by [`crate::settings::Settings::set`],
+/// as every source's are.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PolicyFile {
-    /// `allow-net`: what the guest may connect to.
-    pub allow_net: Option<At<GrantSpec>>,
-    /// `allow-listen`: where the guest may listen.
-    pub allow_listen: Option<At<GrantSpec>>,
-    /// `deny-net`: exceptions to `allow-net`; may be empty.
-    pub deny_net: Option<At<Vec<At<String>>>>,
-    /// `deny-listen`: exceptions to `allow-listen`; may be empty.
-    pub deny_listen: Option<At<Vec<At<String>>>>,
-    /// `max-sockets`: at least 1.
-    pub max_sockets: Option<At<u32>>,
-    /// `max-waiting-calls`: UDP receives, accepts and lookups waiting at once.
-    pub max_waiting_calls: Option<At<u32>>,
-    /// `max-memory` in bytes: at least 1.
-    pub max_memory: Option<At<u64>>,
-    /// `max-host-memory` in bytes: at least 1.
-    pub max_host_memory: Option<At<u64>>,
-    /// `timeout`: longer than zero.
-    pub timeout: Option<At<Duration>>,
-    /// `max-lookups`: at least 1.
-    pub max_lookups: Option<At<u32>>,
-    /// `lookup-timeout`: longer than zero.
-    pub lookup_timeout: Option<At<Duration>>,
-    /// `tls-handshake-timeout`: longer than zero.
-    pub tls_handshake_timeout: Option<At<Duration>>,
-    /// `max-connections` (per listener): at least 1.
-    pub max_connections: Option<At<u32>>,
-    /// `max-connections-per-peer`: at least 1.
-    pub max_connections_per_peer: Option<At<u32>>,
+    path: PathBuf,
+    statements: Vec<Statement>,
 }
 
 /// Why a policy file could not be used.
@@ -86,48 +73,15 @@ pub enum PolicyFileError {
         #[source]
         source: std::io::Error,
     },
-    /// Syntax errors, unknown keys, wrong types, bad values: always with file,
-    /// line (1-based) and key when there is one.
-    #[error("{}:{line}: {}{reason}", .path.display(), KeyPrefix(.key.as_deref()))]
-    Invalid {
-        /// The file as named by the caller.
-        path: PathBuf,
-        /// The 1-based line of the problem.
-        line: usize,
-        /// The key concerned; `None` for TOML syntax errors.
-        key: Option<String>,
-        /// What is wrong and, where it helps, what to write instead.
-        reason: String,
-    },
-}
-
-impl PolicyFileError {
-    /// A [`PolicyFileError::Invalid`] for `key` on `line`, for callers that
-    /// validate entries afterwards and need the same error shape.
-    pub fn at(path: &Path, line: usize, key: &str, reason: impl Into<String>) -> PolicyFileError {
-        PolicyFileError::Invalid {
-            path: path.to_path_buf(),
-            line,
-            key: Some(key.to_owned()),
-            reason: reason.into(),
-        }
-    }
-}
-
-/// Writes `key: ` before the reason when there is a key, nothing otherwise.
-struct KeyPrefix<'a>(Option<&'a str>);
-
-impl fmt::Display for KeyPrefix<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.0 {
-            Some(key) => write!(f, "{key}: "),
-            None => Ok(()),
-        }
-    }
+    /// Syntax errors, unknown keys, wrong types, bad values: always with
+    /// file, line (1-based) and key when there is one
+    /// ([`Origin::PolicyFile`]).
+    #[error(transparent)]
+    Invalid(#[from] SettingError),
 }
 
 impl PolicyFile {
-    /// Parses the text of a policy file; `path` is only used in errors.
+    /// Parses the text of a policy file; `path` is what its errors name.
     ///
     /// The first problem in file order is reported.
     pub fn parse(text: &str, path: &Path) -> Result<PolicyFile, PolicyFileError> {
@@ -139,43 +93,40 @@ impl PolicyFile {
         let mut settings: Vec<_> = table.get_ref().iter().collect();
         settings.sort_by_key(|(key, _)| key.span().start);
 
-        let mut file = PolicyFile::default();
+        let mut statements = Vec::new();
         for (key, value) in settings {
             let name: &str = key.get_ref();
             let line = doc.line(key.span().start);
-            match name {
-                "allow-net" => file.allow_net = Some(at_line(grant(&doc, name, value)?, line)),
-                "allow-listen" => {
-                    file.allow_listen = Some(at_line(grant(&doc, name, value)?, line))
-                }
-                "deny-net" => file.deny_net = Some(at_line(deny(&doc, name, value)?, line)),
-                "deny-listen" => file.deny_listen = Some(at_line(deny(&doc, name, value)?, line)),
-                "max-sockets" => file.max_sockets = Some(at_line(count(&doc, name, value)?, line)),
-                "max-waiting-calls" => {
-                    file.max_waiting_calls = Some(at_line(count(&doc, name, value)?, line));
-                }
-                "max-memory" => file.max_memory = Some(at_line(size(&doc, name, value)?, line)),
-                "max-host-memory" => {
-                    file.max_host_memory = Some(at_line(size(&doc, name, value)?, line));
-                }
-                "timeout" => file.timeout = Some(at_line(duration(&doc, name, value)?, line)),
-                "max-lookups" => file.max_lookups = Some(at_line(count(&doc, name, value)?, line)),
-                "lookup-timeout" => {
-                    file.lookup_timeout = Some(at_line(duration(&doc, name, value)?, line));
-                }
-                "tls-handshake-timeout" => {
-                    file.tls_handshake_timeout = Some(at_line(duration(&doc, name, value)?, line));
-                }
-                "max-connections" => {
-                    file.max_connections = Some(at_line(count(&doc, name, value)?, line));
-                }
-                "max-connections-per-peer" => {
-                    file.max_connections_per_peer = Some(at_line(count(&doc, name, value)?, line));
-                }
-                _ => return Err(doc.error(key.span(), name, unknown_key(name, value.get_ref()))),
+            let Some(setting) = Setting::from_key(name) else {
+                return Err(doc.error(key.span(), name, unknown_key(name, value.get_ref())));
+            };
+            let one = |written: Written| Statement {
+                setting,
+                line,
+                written,
+            };
+            match setting.kind() {
+                Kind::Grant => statements.extend(grant(&doc, setting, value)?),
+                Kind::Deny => statements.extend(deny(&doc, setting, value)?),
+                Kind::Count => statements.push(one(count(&doc, name, value)?)),
+                Kind::Size => statements.push(one(integer_or_text(
+                    &doc,
+                    name,
+                    value,
+                    "a size such as \"512MiB\" or an integer number of bytes",
+                )?)),
+                Kind::Duration => statements.push(one(integer_or_text(
+                    &doc,
+                    name,
+                    value,
+                    "a duration such as \"30s\" or an integer number of seconds",
+                )?)),
             }
         }
-        Ok(file)
+        Ok(PolicyFile {
+            path: path.to_owned(),
+            statements,
+        })
     }
 
     /// Reads and parses.
@@ -186,11 +137,16 @@ impl PolicyFile {
         })?;
         PolicyFile::parse(&text, path)
     }
-}
 
-/// Pairs a value with its line (a closure cannot be generic over the value's type).
-fn at_line<T>(value: T, line: usize) -> At<T> {
-    At { value, line }
+    /// The file as its errors name it.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Its statements, in file order.
+    pub fn statements(&self) -> &[Statement] {
+        &self.statements
+    }
 }
 
 /// The text being parsed and its name, to turn spans into errors.
@@ -210,19 +166,32 @@ impl Doc<'_> {
         newlines + 1
     }
 
+    fn origin(&self, offset: usize) -> Origin {
+        Origin::PolicyFile {
+            path: self.path.to_path_buf(),
+            line: self.line(offset),
+        }
+    }
+
     fn error(&self, span: Range<usize>, key: &str, reason: impl Into<String>) -> PolicyFileError {
-        PolicyFileError::at(self.path, self.line(span.start), key, reason)
+        PolicyFileError::Invalid(SettingError {
+            origin: self.origin(span.start),
+            key: Some(key.to_owned()),
+            value: None,
+            reason: reason.into(),
+            cause: None,
+        })
     }
 
     fn syntax(&self, e: &toml::de::Error) -> PolicyFileError {
         // toml's errors carry a span in practice; line 1 is the fallback when one does not.
-        let line = e.span().map_or(1, |span| self.line(span.start));
-        PolicyFileError::Invalid {
-            path: self.path.to_path_buf(),
-            line,
+        PolicyFileError::Invalid(SettingError {
+            origin: self.origin(e.span().map_or(0, |span| span.start)),
             key: None,
+            value: None,
             reason: format!("invalid TOML: {}", e.message().trim_end()),
-        }
+            cause: None,
+        })
     }
 }
 
@@ -290,21 +259,26 @@ fn found(value: &DeValue<'_>) -> &'static str {
     }
 }
 
-/// `allow-net` / `allow-listen`: `true`, `false` or a non-empty list of strings.
+/// `allow-net` / `allow-listen`: `true` (everything), `false` or an empty
+/// list (nothing), or a list of strings, one statement per entry.
 fn grant(
     doc: &Doc<'_>,
-    key: &str,
+    setting: Setting,
     value: &Spanned<DeValue<'_>>,
-) -> Result<GrantSpec, PolicyFileError> {
+) -> Result<Vec<Statement>, PolicyFileError> {
+    let key = setting.key();
+    let whole = |text: &str| {
+        vec![Statement {
+            setting,
+            line: doc.line(value.span().start),
+            written: Written::Text(text.to_owned()),
+        }]
+    };
     match value.get_ref() {
-        DeValue::Boolean(true) => Ok(GrantSpec::Everything),
-        DeValue::Boolean(false) => Ok(GrantSpec::Nothing),
-        DeValue::Array(items) if items.is_empty() => Err(doc.error(
-            value.span(),
-            key,
-            "an empty list allows nothing: write `false`, or leave the key out",
-        )),
-        DeValue::Array(items) => Ok(GrantSpec::Entries(entries(doc, key, items)?)),
+        DeValue::Boolean(true) => Ok(whole("*")),
+        DeValue::Boolean(false) => Ok(whole("")),
+        DeValue::Array(items) if items.is_empty() => Ok(whole("")),
+        DeValue::Array(items) => entries(doc, setting, items),
         DeValue::String(s) => Err(doc.error(
             value.span(),
             key,
@@ -324,11 +298,12 @@ fn grant(
 /// `deny-net` / `deny-listen`: a list of strings, possibly empty.
 fn deny(
     doc: &Doc<'_>,
-    key: &str,
+    setting: Setting,
     value: &Spanned<DeValue<'_>>,
-) -> Result<Vec<At<String>>, PolicyFileError> {
+) -> Result<Vec<Statement>, PolicyFileError> {
+    let key = setting.key();
     match value.get_ref() {
-        DeValue::Array(items) => entries(doc, key, items),
+        DeValue::Array(items) => entries(doc, setting, items),
         DeValue::String(s) => Err(doc.error(
             value.span(),
             key,
@@ -345,12 +320,14 @@ fn deny(
     }
 }
 
-/// The entries of a grant or deny list: one non-blank string each, with its own line.
+/// The entries of a grant or deny list: one non-blank string each, a
+/// statement each at its own line.
 fn entries(
     doc: &Doc<'_>,
-    key: &str,
+    setting: Setting,
     items: &DeArray<'_>,
-) -> Result<Vec<At<String>>, PolicyFileError> {
+) -> Result<Vec<Statement>, PolicyFileError> {
+    let key = setting.key();
     items
         .iter()
         .map(|item| {
@@ -376,43 +353,33 @@ fn entries(
                     "one entry per string; split `a,b` into two strings",
                 ));
             }
-            Ok(At {
-                value: s.to_string(),
+            Ok(Statement {
+                setting,
                 line: doc.line(item.span().start),
+                written: Written::Text(s.to_string()),
             })
         })
         .collect()
 }
 
-/// A TOML integer at full precision; `None` when it does not fit an `i128`.
-fn integer(int: &DeInteger<'_>) -> Option<i128> {
-    i128::from_str_radix(int.as_str(), int.radix()).ok()
+/// A TOML integer at full precision, saturated to `i128`'s range (the
+/// bound's check then says "too large" or "at least 1").
+fn integer(int: &DeInteger<'_>) -> i128 {
+    i128::from_str_radix(int.as_str(), int.radix()).unwrap_or(if int.as_str().starts_with('-') {
+        i128::MIN
+    } else {
+        i128::MAX
+    })
 }
 
-/// Checks a TOML integer against `1..=max`; `what` names the unit in messages.
-fn positive(int: &DeInteger<'_>, max: u64, what: &str) -> Result<u64, String> {
-    let too_large = || format!("too large: at most {max}");
-    match integer(int) {
-        Some(n) if n < 1 => Err(format!("must be at least 1{what}, found {n}")),
-        Some(n) => u64::try_from(n)
-            .ok()
-            .filter(|&n| n <= max)
-            .ok_or_else(too_large),
-        None if int.as_str().starts_with('-') => Err(format!("must be at least 1{what}")),
-        None => Err(too_large()),
-    }
-}
-
-/// `max-*` counts: an integer in `1..=u32::MAX`.
-fn count(doc: &Doc<'_>, key: &str, value: &Spanned<DeValue<'_>>) -> Result<u32, PolicyFileError> {
+/// `max-*` counts: an integer.
+fn count(
+    doc: &Doc<'_>,
+    key: &str,
+    value: &Spanned<DeValue<'_>>,
+) -> Result<Written, PolicyFileError> {
     let reason = match value.get_ref() {
-        DeValue::Integer(int) => match positive(int, u64::from(u32::MAX), "") {
-            // `positive` bounded it by u32::MAX, so the conversion holds.
-            Ok(n) => {
-                return u32::try_from(n).map_err(|_| doc.error(value.span(), key, "too large"));
-            }
-            Err(reason) => reason,
-        },
+        DeValue::Integer(int) => return Ok(Written::Integer(integer(int))),
         DeValue::String(s) if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) => {
             format!("expected a whole number, found a string: write {s} without quotes")
         }
@@ -421,156 +388,52 @@ fn count(doc: &Doc<'_>, key: &str, value: &Spanned<DeValue<'_>>) -> Result<u32, 
     Err(doc.error(value.span(), key, reason))
 }
 
-/// `max-memory` and `max-host-memory`: integer bytes, or a string such as "512MiB".
-fn size(doc: &Doc<'_>, key: &str, value: &Spanned<DeValue<'_>>) -> Result<u64, PolicyFileError> {
-    let parsed = match value.get_ref() {
-        DeValue::Integer(int) => positive(int, u64::MAX, " byte"),
-        DeValue::String(s) => parse_size(s),
-        other => Err(format!(
-            "expected a size such as \"512MiB\" or an integer number of bytes, found {}",
-            found(other)
-        )),
-    };
-    parsed.map_err(|reason| doc.error(value.span(), key, reason))
-}
-
-/// `timeout` and friends: integer seconds, or a string such as "500ms" or "30s".
-fn duration(
+/// A size (integer bytes, or a string such as "512MiB") or a duration
+/// (integer seconds, or a string such as "30s"): `expected` says which,
+/// for the message.
+fn integer_or_text(
     doc: &Doc<'_>,
     key: &str,
     value: &Spanned<DeValue<'_>>,
-) -> Result<Duration, PolicyFileError> {
-    let parsed = match value.get_ref() {
-        DeValue::Integer(int) => positive(int, u64::MAX, " second").map(Duration::from_secs),
-        DeValue::String(s) => parse_duration(s),
-        other => Err(format!(
-            "expected a duration such as \"30s\" or an integer number of seconds, found {}",
-            found(other)
+    expected: &str,
+) -> Result<Written, PolicyFileError> {
+    match value.get_ref() {
+        DeValue::Integer(int) => Ok(Written::Integer(integer(int))),
+        DeValue::String(s) => Ok(Written::Text(s.to_string())),
+        other => Err(doc.error(
+            value.span(),
+            key,
+            format!("expected {expected}, found {}", found(other)),
         )),
-    };
-    parsed.map_err(|reason| doc.error(value.span(), key, reason))
-}
-
-/// Splits "<digits><unit>" (one space allowed between) into the number and the unit.
-fn number_and_unit<'s>(s: &'s str, example: &str) -> Result<(u64, &'s str), String> {
-    let s = s.trim();
-    if s.starts_with('-') {
-        return Err(format!("must not be negative, found {s:?}"));
     }
-    let digits_end = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (digits, rest) = s.split_at(digits_end);
-    if digits.is_empty() {
-        return Err(format!(
-            "expected a number followed by a unit, such as {example:?}, found {s:?}"
-        ));
-    }
-    if rest.starts_with('.') {
-        return Err(format!(
-            "{s:?}: whole numbers only; for a fraction use a smaller unit"
-        ));
-    }
-    let number = digits
-        .parse::<u64>()
-        .map_err(|_| format!("{s:?}: the number is too large"))?;
-    Ok((number, rest.trim_start()))
-}
-
-/// Parses a size string: a whole number and exactly one of B, KiB, MiB, GiB.
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    const UNITS: &str = "B, KiB, MiB or GiB";
-    let (number, unit) = number_and_unit(s, "512MiB")?;
-    let multiplier: u64 = match unit {
-        "B" => 1,
-        "KiB" => 1 << 10,
-        "MiB" => 1 << 20,
-        "GiB" => 1 << 30,
-        "" => {
-            return Err(format!(
-                "{s:?} has no unit: add one of {UNITS}, or write the bytes as an integer without quotes"
-            ));
-        }
-        _ => return Err(size_unit_hint(s, unit, UNITS)),
-    };
-    let bytes = number
-        .checked_mul(multiplier)
-        .ok_or_else(|| format!("{s:?} is too large: at most {} bytes", u64::MAX))?;
-    if bytes == 0 {
-        return Err(format!("must be at least 1 byte, found {s:?}"));
-    }
-    Ok(bytes)
-}
-
-/// Explains a size unit that is not accepted, pointing at the binary unit meant.
-fn size_unit_hint(s: &str, unit: &str, units: &str) -> String {
-    let binary = match unit.to_ascii_lowercase().as_str() {
-        "b" | "byte" | "bytes" => Some("B"),
-        "k" | "kb" | "kib" => Some("KiB"),
-        "m" | "mb" | "mib" => Some("MiB"),
-        "g" | "gb" | "gib" => Some("GiB"),
-        _ => None,
-    };
-    match binary {
-        // Decimal (KB = 1000) and binary (KiB = 1024) readings of `KB` differ;
-        // only the unambiguous binary spelling is accepted.
-        Some(binary) => format!("{s:?}: unit `{unit}` is not accepted: write `{binary}`"),
-        None => format!("{s:?}: unknown unit `{unit}`: expected {units}"),
-    }
-}
-
-/// Parses a duration string: a whole number and exactly one of ms, s, m, h.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    const UNITS: &str = "ms, s, m or h";
-    let (number, unit) = number_and_unit(s, "30s")?;
-    let too_large = || format!("{s:?} is too long");
-    let duration = match unit {
-        "ms" => Duration::from_millis(number),
-        "s" => Duration::from_secs(number),
-        "m" => Duration::from_secs(number.checked_mul(60).ok_or_else(too_large)?),
-        "h" => Duration::from_secs(number.checked_mul(3600).ok_or_else(too_large)?),
-        "" => {
-            return Err(format!(
-                "{s:?} has no unit: add one of {UNITS}, or write seconds as an integer without quotes"
-            ));
-        }
-        _ => return Err(duration_unit_hint(s, unit, UNITS)),
-    };
-    if duration.is_zero() {
-        return Err(format!("must be longer than 0, found {s:?}"));
-    }
-    Ok(duration)
-}
-
-/// Explains a duration unit that is not accepted, pointing at the accepted spelling.
-fn duration_unit_hint(s: &str, unit: &str, units: &str) -> String {
-    let advice = match unit.to_ascii_lowercase().as_str() {
-        "ms" | "msec" | "msecs" | "millis" | "millisecond" | "milliseconds" => "write `ms`",
-        "s" | "sec" | "secs" | "second" | "seconds" => "write `s`",
-        "m" | "min" | "mins" | "minute" | "minutes" => "write `m`",
-        "h" | "hr" | "hrs" | "hour" | "hours" => "write `h`",
-        "d" | "day" | "days" => "write hours, e.g. \"24h\" for a day",
-        "us" | "µs" | "ns" => "the smallest unit is `ms`",
-        _ => return format!("{s:?}: unknown unit `{unit}`: expected {units}"),
-    };
-    format!("{s:?}: unit `{unit}` is not accepted: {advice}")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    use crate::policy::{Capability, Grant, Host};
+    use crate::settings::{Bounds, Settings};
+    use std::time::Duration;
+
     fn parse(text: &str) -> Result<PolicyFile, PolicyFileError> {
         PolicyFile::parse(text, Path::new("moat.toml"))
     }
 
+    /// The settings of `text`, read as `moat run --policy` reads them.
+    fn settings(text: &str) -> Result<Settings, PolicyFileError> {
+        Ok(Settings::from_file(&parse(text)?)?)
+    }
+
     /// The (line, key, reason) of an `Invalid` error; fails the test on anything else.
     fn invalid(text: &str) -> (usize, Option<String>, String) {
-        match parse(text) {
-            Err(PolicyFileError::Invalid {
-                line,
+        match settings(text) {
+            Err(PolicyFileError::Invalid(SettingError {
+                origin: Origin::PolicyFile { path, line },
                 key,
                 reason,
-                path,
-            }) => {
+                ..
+            })) => {
                 assert_eq!(path, Path::new("moat.toml"));
                 (line, key, reason)
             }
@@ -587,27 +450,34 @@ mod tests {
         assert!(reason.contains(needle), "{reason:?} lacks {needle:?}");
     }
 
-    fn entry(value: &str, line: usize) -> At<String> {
-        At {
-            value: value.to_owned(),
-            line,
-        }
+    /// (setting, line) of every statement of `text`.
+    fn lines(text: &str) -> Vec<(Setting, usize)> {
+        parse(text)
+            .unwrap()
+            .statements()
+            .iter()
+            .map(|s| (s.setting, s.line))
+            .collect()
     }
 
     fn max_memory(value: &str) -> Result<u64, (usize, Option<String>, String)> {
         let text = format!("max-memory = {value}\n");
-        match parse(&text) {
-            Ok(file) => Ok(file.max_memory.map(|at| at.value).unwrap_or_default()),
+        match settings(&text) {
+            Ok(s) => Ok(s.bounds.max_memory.unwrap_or_default()),
             Err(_) => Err(invalid(&text)),
         }
     }
 
     fn timeout(value: &str) -> Result<Duration, (usize, Option<String>, String)> {
         let text = format!("timeout = {value}\n");
-        match parse(&text) {
-            Ok(file) => Ok(file.timeout.map(|at| at.value).unwrap_or_default()),
+        match settings(&text) {
+            Ok(s) => Ok(s.bounds.timeout.unwrap_or_default()),
             Err(_) => Err(invalid(&text)),
         }
+    }
+
+    fn host(s: &str) -> Host {
+        Host::parse(s).expect("a valid host")
     }
 
     const FULL: &str = r#"# what the guest may reach and where it may listen
@@ -633,115 +503,95 @@ max-host-memory = "128MiB"
 
     #[test]
     fn full_file() {
-        let file = parse(FULL).unwrap();
-        let expected = PolicyFile {
-            allow_net: Some(At {
-                value: GrantSpec::Entries(vec![
-                    entry("example.com:443", 3),
-                    entry("10.0.0.0/8", 4),
-                ]),
-                line: 2,
-            }),
-            allow_listen: Some(At {
-                value: GrantSpec::Entries(vec![entry("127.0.0.1:8000-8100", 6)]),
-                line: 6,
-            }),
-            deny_net: Some(At {
-                value: vec![entry("private", 7), entry("metadata", 7)],
-                line: 7,
-            }),
-            deny_listen: Some(At {
-                value: vec![entry("[::1]:22", 8)],
-                line: 8,
-            }),
-            max_sockets: Some(At {
-                value: 256,
-                line: 10,
-            }),
-            max_memory: Some(At {
-                value: 512 << 20,
-                line: 11,
-            }),
-            max_host_memory: Some(At {
-                value: 128 << 20,
-                line: 19,
-            }),
-            timeout: Some(At {
-                value: Duration::from_secs(30),
-                line: 12,
-            }),
-            max_lookups: Some(At {
-                value: 16,
-                line: 13,
-            }),
-            lookup_timeout: Some(At {
-                value: Duration::from_secs(10),
-                line: 14,
-            }),
-            tls_handshake_timeout: Some(At {
-                value: Duration::from_secs(5),
-                line: 15,
-            }),
-            max_connections: Some(At {
-                value: 512,
-                line: 16,
-            }),
-            max_connections_per_peer: Some(At {
-                value: 64,
-                line: 17,
-            }),
-            max_waiting_calls: Some(At {
-                value: 100,
-                line: 18,
-            }),
-        };
-        assert_eq!(file, expected);
+        let s = settings(FULL).unwrap();
+        assert_eq!(
+            s.bounds,
+            Bounds {
+                max_sockets: Some(256),
+                max_waiting_calls: Some(100),
+                max_memory: Some(512 << 20),
+                max_host_memory: Some(128 << 20),
+                timeout: Some(Duration::from_secs(30)),
+                max_lookups: Some(16),
+                lookup_timeout: Some(Duration::from_secs(10)),
+                tls_handshake_timeout: Some(Duration::from_secs(5)),
+                max_connections: Some(512),
+                max_connections_per_peer: Some(64),
+            }
+        );
+        let p = &s.policy;
+        assert!(
+            p.check(Capability::Connect, &host("example.com"), 443)
+                .is_ok()
+        );
+        // Granted by 10.0.0.0/8, denied by `private`.
+        assert!(p.check(Capability::Connect, &host("10.1.2.3"), 80).is_err());
+        assert!(
+            p.check(Capability::Connect, &host("example.org"), 443)
+                .is_err()
+        );
+        assert!(
+            p.check(Capability::Listen, &host("127.0.0.1"), 8050)
+                .is_ok()
+        );
+        assert!(p.check(Capability::Listen, &host("::1"), 22).is_err());
+        assert_eq!(
+            lines(FULL),
+            [
+                (Setting::AllowNet, 3),
+                (Setting::AllowNet, 4),
+                (Setting::AllowListen, 6),
+                (Setting::DenyNet, 7),
+                (Setting::DenyNet, 7),
+                (Setting::DenyListen, 8),
+                (Setting::MaxSockets, 10),
+                (Setting::MaxMemory, 11),
+                (Setting::Timeout, 12),
+                (Setting::MaxLookups, 13),
+                (Setting::LookupTimeout, 14),
+                (Setting::TlsHandshakeTimeout, 15),
+                (Setting::MaxConnections, 16),
+                (Setting::MaxConnectionsPerPeer, 17),
+                (Setting::MaxWaitingCalls, 18),
+                (Setting::MaxHostMemory, 19),
+            ]
+        );
     }
 
     #[test]
     fn comment_only_and_empty_files_set_nothing() {
-        assert_eq!(
-            parse("# nothing here\n\n  # at all\n").unwrap(),
-            PolicyFile::default()
+        assert!(
+            parse("# nothing here\n\n  # at all\n")
+                .unwrap()
+                .statements()
+                .is_empty()
         );
-        assert_eq!(parse("").unwrap(), PolicyFile::default());
+        assert!(parse("").unwrap().statements().is_empty());
+        assert_eq!(settings("").unwrap(), Settings::new());
     }
 
     #[test]
     fn grants_true_and_false() {
-        let file = parse("allow-net = true\nallow-listen = false\n").unwrap();
+        let s = settings("allow-net = true\nallow-listen = false\n").unwrap();
+        assert_eq!(s.policy.grant(Capability::Connect), &Grant::Everything);
+        assert_eq!(s.policy.grant(Capability::Listen), &Grant::Nothing);
         assert_eq!(
-            file.allow_net,
-            Some(At {
-                value: GrantSpec::Everything,
-                line: 1
-            })
-        );
-        assert_eq!(
-            file.allow_listen,
-            Some(At {
-                value: GrantSpec::Nothing,
-                line: 2
-            })
+            lines("allow-net = true\nallow-listen = false\n"),
+            [(Setting::AllowNet, 1), (Setting::AllowListen, 2)]
         );
     }
 
     #[test]
     fn empty_deny_list_is_fine() {
-        let file = parse("deny-net = []\n").unwrap();
-        assert_eq!(
-            file.deny_net,
-            Some(At {
-                value: vec![],
-                line: 1
-            })
-        );
+        assert!(parse("deny-net = []\n").unwrap().statements().is_empty());
+        assert_eq!(settings("deny-net = []\n").unwrap(), Settings::new());
     }
 
     #[test]
     fn crlf_line_endings_count_lines() {
-        let file = parse("# c\r\n\r\nmax-sockets = 3\r\n").unwrap();
-        assert_eq!(file.max_sockets, Some(At { value: 3, line: 3 }));
+        let text = "# c\r\n\r\nmax-sockets = 3\r\n";
+        assert_eq!(lines(text), [(Setting::MaxSockets, 3)]);
+        assert_eq!(settings(text).unwrap().bounds.max_sockets, Some(3));
     }
 
     #[test]
@@ -849,14 +699,15 @@ max-host-memory = "128MiB"
     }
 
     #[test]
-    fn empty_allow_list_is_an_error() {
-        assert_invalid(
-            "\nallow-net = []\n",
-            2,
-            "allow-net",
-            "an empty list allows nothing: write `false`, or leave the key out",
+    fn an_empty_allow_list_grants_nothing_as_false_does() {
+        let s = settings("\nallow-net = []\nallow-listen = [ ]\n").unwrap();
+        assert_eq!(s, Settings::new());
+        assert_eq!(s.policy.grant(Capability::Connect), &Grant::Nothing);
+        assert_eq!(
+            lines("\nallow-net = []\n"),
+            [(Setting::AllowNet, 2)],
+            "the statement is kept, at its line"
         );
-        assert_invalid("allow-listen = [ ]\n", 1, "allow-listen", "an empty list");
     }
 
     #[test]
@@ -880,11 +731,11 @@ max-host-memory = "128MiB"
             "max-connections-per-peer",
             "too large",
         );
-        let file = parse("max-sockets = 4294967295\nmax-lookups = 0x10\nmax-connections = 1_000\n")
+        let s = settings("max-sockets = 4294967295\nmax-lookups = 0x10\nmax-connections = 1_000\n")
             .unwrap();
-        assert_eq!(file.max_sockets.map(|at| at.value), Some(u32::MAX));
-        assert_eq!(file.max_lookups.map(|at| at.value), Some(16));
-        assert_eq!(file.max_connections.map(|at| at.value), Some(1000));
+        assert_eq!(s.bounds.max_sockets, Some(u32::MAX));
+        assert_eq!(s.bounds.max_lookups, Some(16));
+        assert_eq!(s.bounds.max_connections, Some(1000));
     }
 
     #[test]
@@ -950,7 +801,7 @@ max-host-memory = "128MiB"
         assert!(reason("\"5us\"").contains("the smallest unit is `ms`"));
         assert!(reason("\"1.5s\"").contains("whole numbers only"));
         assert!(reason("\"18446744073709551615h\"").contains("too long"));
-        assert!(reason("\"\"").contains("expected a number followed by a unit"));
+        assert!(reason("\"\"").contains("needs a value"));
     }
 
     #[test]
@@ -971,8 +822,21 @@ max-host-memory = "128MiB"
 
     #[test]
     fn display_and_at() {
-        let error = PolicyFileError::at(Path::new("p.toml"), 4, "allow-net", "bad entry");
+        let error = SettingError {
+            origin: Origin::PolicyFile {
+                path: PathBuf::from("p.toml"),
+                line: 4,
+            },
+            key: Some("allow-net".to_owned()),
+            value: Some("x".to_owned()),
+            reason: "bad entry".to_owned(),
+            cause: None,
+        };
         assert_eq!(error.to_string(), "p.toml:4: allow-net: bad entry");
+        let entry = settings("\n\nallow-net = [\n  \"a:1\",\n  \"300.1.1.1:80\",\n]\n")
+            .unwrap_err()
+            .to_string();
+        assert!(entry.starts_with("moat.toml:5: allow-net: "), "{entry}");
         let (_, _, _) = invalid("x = [\n");
         let syntax = parse("x = [\n").unwrap_err().to_string();
         assert!(syntax.starts_with("moat.toml:"), "{syntax}");
@@ -986,6 +850,12 @@ max-host-memory = "128MiB"
 
     #[test]
     fn read_reports_missing_file_and_parses_existing_one() {
+        let lines_of = |file: &PolicyFile| -> Vec<(Setting, usize)> {
+            file.statements()
+                .iter()
+                .map(|s| (s.setting, s.line))
+                .collect()
+        };
         let missing = Path::new("/nonexistent/moat-policy-test.toml");
         let error = PolicyFile::read(missing).unwrap_err();
         assert!(matches!(error, PolicyFileError::Read { .. }), "{error:?}");
@@ -1001,6 +871,6 @@ max-host-memory = "128MiB"
         std::fs::write(&path, "max-sockets = 2\n").unwrap();
         let file = PolicyFile::read(&path);
         std::fs::remove_dir_all(&dir).unwrap();
-        assert_eq!(file.unwrap().max_sockets, Some(At { value: 2, line: 1 }));
+        assert_eq!(lines_of(&file.unwrap()), [(Setting::MaxSockets, 1)]);
     }
 }

@@ -1,10 +1,10 @@
-//! Turning a checked [`Host`] into socket addresses: name lookups, bounded.
+//! The resolver: the [`Resolver`] trait through which moat looks names up
+//! itself (an embedder can give its own), and the default, [`SystemResolver`].
 //!
-//! moat resolves names itself, through a [`Resolver`] an embedder can
-//! replace. The default, [`SystemResolver`], reads the system's
-//! configuration (`/etc/resolv.conf` and `/etc/hosts`) and asks the name
-//! servers over the network, asynchronously: a lookup is a future, not a
-//! thread, so abandoning it (a connect timed out or dropped) ends it.
+//! [`SystemResolver`] reads the system's configuration (`/etc/resolv.conf`
+//! and `/etc/hosts`) and asks the name servers over the network,
+//! asynchronously: a lookup is a future, not a thread, so abandoning it (a
+//! connect timed out or dropped) ends it.
 //!
 //! A name is looked up as the absolute name the policy judged: the
 //! resolver's search list and `domain` are never applied, so an allowed
@@ -12,21 +12,15 @@
 
 use std::future::Future;
 use std::io;
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::time::Duration;
 
 use hickory_resolver::TokioResolver;
 use hickory_resolver::config::{ResolverConfig, ResolverOpts};
 use hickory_resolver::net::runtime::TokioRuntimeProvider;
 use hickory_resolver::proto::rr::Name;
-use tokio::sync::{OnceCell, Semaphore};
-
-use super::answers::{Addresses, Answers, MAX_ANSWER_ADDRESSES, Shared};
-use super::budget::Budget;
-use super::error::NetError;
-use crate::policy::Host;
+use tokio::sync::OnceCell;
 
 /// The future a [`Resolver`] returns.
 pub type Lookup<'a> = Pin<Box<dyn Future<Output = io::Result<Vec<IpAddr>>> + Send + 'a>>;
@@ -97,7 +91,7 @@ impl SystemResolver {
 /// A resolver for `config`'s name servers that looks every name up as
 /// absolute: no domain, no search list, whatever `config` says; and that
 /// keeps no answers of its own. The run keeps answers itself
-/// ([`super::answers`]), paid from its host memory; hickory's cache would
+/// ([`Answers`](super::answers::Answers)), paid from its host memory; hickory's cache would
 /// hold up to 8,192 whole responses per run outside that budget (a name
 /// with thousands of records is a response of hundreds of KiB).
 fn absolute_only(config: ResolverConfig, options: ResolverOpts) -> Result<TokioResolver, String> {
@@ -137,136 +131,10 @@ impl Resolver for SystemResolver {
     }
 }
 
-/// A run's lookups: its resolver, how many may run at once, how long each
-/// may take, and the answers kept for their lifetime.
-#[derive(Clone)]
-pub(crate) struct Lookups {
-    resolver: Arc<dyn Resolver>,
-    turns: Arc<Semaphore>,
-    timeout: Duration,
-    answers: Arc<Answers>,
-    budget: Arc<Budget>,
-}
-
-impl Lookups {
-    pub(crate) fn new(
-        resolver: Arc<dyn Resolver>,
-        max: u32,
-        timeout: Duration,
-        budget: Arc<Budget>,
-    ) -> Lookups {
-        Lookups {
-            resolver,
-            turns: Arc::new(Semaphore::new(max.max(1) as usize)),
-            timeout,
-            answers: Arc::default(),
-            budget,
-        }
-    }
-
-    pub(crate) fn resolver(&self) -> Arc<dyn Resolver> {
-        Arc::clone(&self.resolver)
-    }
-
-    /// The addresses for `host`:`port`, in the resolver's order. An IP
-    /// literal is used as is (it is canonical already).
-    ///
-    /// # Errors
-    /// [`NetError::NameNotResolved`] if the name has no address or the
-    /// resolver failed; [`NetError::TimedOut`] past the lookup timeout.
-    pub(crate) async fn resolve(
-        &self,
-        host: &Host,
-        port: u16,
-    ) -> Result<Vec<SocketAddr>, NetError> {
-        let name = match host {
-            Host::Ip(ip) => return Ok(vec![SocketAddr::new(*ip, port)]),
-            Host::Name(name) => name,
-        };
-        let addrs: Vec<SocketAddr> = self
-            .answer(name)
-            .await?
-            .addresses
-            .iter()
-            .map(|&ip| SocketAddr::new(ip, port))
-            .collect();
-        tracing::debug!(target: "moat::net", %name, ?addrs, "resolved");
-        Ok(addrs)
-    }
-
-    /// The answer for the DNS name `name` (checked already), its addresses
-    /// canonical (an IPv4-mapped address is the IPv4 address it carries):
-    /// the run's kept answer while it lasts, else a lookup. Its addresses
-    /// are held once, paid from the run's host memory, and shared by every
-    /// reader.
-    ///
-    /// # Errors
-    /// [`NetError::NameNotResolved`] if the name has no address or the
-    /// resolver failed; [`NetError::TimedOut`] past the lookup timeout;
-    /// [`NetError::LimitReached`] if the run's host memory cannot hold the
-    /// answer.
-    pub(crate) async fn answer(&self, name: &str) -> Result<Shared, NetError> {
-        if let Some(answer) = self.answers.get(name) {
-            return Ok(answer);
-        }
-        let lookup = async {
-            let _turn = self.turns.acquire().await;
-            self.resolver.lookup_answer(name).await
-        };
-        let mut answer = match tokio::time::timeout(self.timeout, lookup).await {
-            Ok(answer) => answer.map_err(|e| NetError::NameNotResolved(format!("{name}: {e}")))?,
-            Err(_) => {
-                tracing::debug!(target: "moat::net", %name, timeout = ?self.timeout, "lookup timed out");
-                return Err(NetError::TimedOut);
-            }
-        };
-        if answer.addresses.is_empty() {
-            return Err(NetError::NameNotResolved(format!("{name}: no addresses")));
-        }
-        for ip in &mut answer.addresses {
-            *ip = ip.to_canonical();
-        }
-        if answer.addresses.len() > MAX_ANSWER_ADDRESSES {
-            tracing::debug!(target: "moat::net", %name, addresses = answer.addresses.len(), kept = MAX_ANSWER_ADDRESSES, "answer cut to its first addresses");
-            answer.addresses.truncate(MAX_ANSWER_ADDRESSES);
-        }
-        let addresses = match Addresses::charged(answer.addresses.clone(), &self.budget) {
-            Ok(addresses) => addresses,
-            Err(_) => {
-                // The kept answers are a saving, not a need: give their
-                // memory back and try once more.
-                self.answers.clear();
-                Addresses::charged(answer.addresses, &self.budget)?
-            }
-        };
-        let shared = Shared {
-            addresses: Arc::new(addresses),
-            lifetime: answer.lifetime,
-        };
-        self.answers.keep(name, &shared);
-        Ok(shared)
-    }
-}
-
-/// A kernel buffer size as `setsockopt` takes it.
-///
-/// # Errors
-/// [`NetError::InvalidArgument`] for 0 or more than `i32::MAX`.
-pub(crate) fn buffer_size(bytes: u64) -> Result<u32, NetError> {
-    u32::try_from(bytes)
-        .ok()
-        .filter(|&n| n > 0 && n <= i32::MAX as u32)
-        .ok_or_else(|| {
-            NetError::InvalidArgument(format!(
-                "buffer size {bytes} is out of range (1 to {})",
-                i32::MAX
-            ))
-        })
-}
-
 #[cfg(test)]
 mod tests {
-    use std::sync::Mutex;
+    use std::net::SocketAddr;
+    use std::sync::{Arc, Mutex};
 
     use hickory_resolver::config::{ConnectionConfig, NameServerConfig};
 

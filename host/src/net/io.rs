@@ -1,4 +1,8 @@
 //! What a socket's bytes go through: the TCP stream itself, or TLS over it.
+//!
+//! [`Io`] is the transport of a connection ([`super::tcp`]); [`TlsStream`]
+//! and [`Prefixed`] are what the handshakes ([`super::tls`]) produce and
+//! read from.
 
 use std::io;
 use std::net::SocketAddr;

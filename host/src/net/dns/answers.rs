@@ -14,24 +14,9 @@ use std::ops::Deref;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use super::budget::{Budget, Charge};
-use super::error::NetError;
-use super::names::MAX_ANSWER_LIFETIME;
-
-/// Most names whose answers a run keeps. A name is at most 253 bytes and
-/// an answer a few addresses, so a full cache of common answers is under
-/// half a MiB; answers are paid from the run's host memory all the same
-/// (a name can have thousands of addresses). A guest that talks to more
-/// names than this at once has the earliest-expiring answers dropped (and
-/// looked up again when next used).
-pub const MAX_KEPT_ANSWERS: usize = 1024;
-
-/// Most addresses of one answer the run keeps and uses, in the resolver's
-/// order. A DNS answer over UDP (1,232 bytes with EDNS) holds about 75 A
-/// records, and a name's record set rarely a dozen; a name with thousands
-/// (possible over TCP) would make every lookup of it cost the host in
-/// proportion (copied, recorded address by address), so the rest is cut.
-pub const MAX_ANSWER_ADDRESSES: usize = 256;
+use crate::net::budget::{Budget, Charge};
+use crate::net::error::NetError;
+use crate::net::limits::{MAX_ANSWER_LIFETIME, MAX_KEPT_ANSWERS};
 
 /// Host memory one answer costs beyond its addresses: its header, its
 /// place in the cache and the name there.

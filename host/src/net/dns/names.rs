@@ -4,7 +4,7 @@
 //! address. The policy judges names as written, so the host remembers, for
 //! the answers' lifetime, that an address was "resolved from NAME"; a later
 //! connect to that address is judged as a connect to NAME. The record is
-//! bounded ([`Limits::max_recorded_addresses`](super::Limits)): when it is
+//! bounded ([`Limits::max_recorded_addresses`](crate::net::Limits)): when it is
 //! full, expired answers go first, then the answers closest to expiry. An
 //! address whose answer is gone is judged as an address again, so the bound
 //! can only deny, never admit.
@@ -21,23 +21,9 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::budget::{Budget, Charge};
+use crate::net::budget::{Budget, Charge};
+use crate::net::limits::{MAX_ANSWER_LIFETIME, MIN_ANSWER_LIFETIME};
 use crate::policy::Host;
-
-/// The shortest time an answer is kept, whatever its DNS lifetime (TTL).
-/// Answers with a TTL of 0 to a few seconds are common behind CDNs, and a
-/// program connects after its lookup returns, not within the TTL: a
-/// minute covers a slow connect and its retries.
-pub const MIN_ANSWER_LIFETIME: Duration = Duration::from_secs(60);
-
-/// How long an answer is kept when the resolver does not say (a custom
-/// [`Resolver`](super::Resolver) that gives no lifetime): five minutes, a
-/// common TTL.
-pub const DEFAULT_ANSWER_LIFETIME: Duration = Duration::from_secs(300);
-
-/// The longest time an answer is kept. A day is the longest TTL most
-/// resolvers honour (hickory caps at one day too).
-pub const MAX_ANSWER_LIFETIME: Duration = Duration::from_secs(24 * 3600);
 
 /// Host memory one recorded pair costs beyond its name's bytes: the entry,
 /// its place in the address map and in the two expiry indexes.

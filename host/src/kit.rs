@@ -1,0 +1,333 @@
+//! The embedding kit: moat's wasi:sockets under the policy, moat:net, the
+//! run's bounds, the epoch ticker and a clean finish, for a wasmtime
+//! engine, `Linker` and `Store` of an embedder's own. Three steps, as
+//! wasmtime-wasi's:
+//!
+//! 1. a builder: [`MoatCtx::builder`] makes the run's context and sets the
+//!    embedder's `WasiCtxBuilder` up to route its sockets through moat;
+//! 2. a view trait: [`MoatView`], beside `wasmtime_wasi::WasiView`, for the
+//!    store's data;
+//! 3. [`add_to_linker`]: WASI 0.2 and 0.3 with moat's sockets and name
+//!    lookups, and moat:net.
+//!
+//! Before them, once per engine: [`configure`] the engine's `Config` and
+//! start an [`EpochTicker`]; after them, per store: [`prepare`] it, run the
+//! guest ([`call_run`], which picks `wasi:cli/run` 0.3 or 0.2), drop the
+//! store and await [`MoatCtx::finish`]. [`crate::Moat::run`] is built on
+//! this kit.
+//!
+//! ```no_run
+//! use moat_host::kit::{self, MoatCtx, MoatCtxView, MoatView};
+//! use moat_host::policy::Policy;
+//! use moat_host::EpochTicker;
+//! use wasmtime::component::{Component, Linker, ResourceTable};
+//! use wasmtime::{Config, Engine, Store};
+//! use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+//!
+//! struct Host {
+//!     wasi: WasiCtx,
+//!     moat: MoatCtx,
+//!     table: ResourceTable,
+//! }
+//!
+//! impl WasiView for Host {
+//!     fn ctx(&mut self) -> WasiCtxView<'_> {
+//!         WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+//!     }
+//! }
+//!
+//! impl MoatView for Host {
+//!     fn moat(&mut self) -> MoatCtxView<'_> {
+//!         MoatCtxView { ctx: &mut self.moat, table: &mut self.table }
+//!     }
+//! }
+//!
+//! # async fn demo() -> wasmtime::Result<()> {
+//! let engine = Engine::new(kit::configure(&mut Config::new()))?;
+//! let ticker = EpochTicker::for_engine(&engine)?;
+//! let mut linker = Linker::<Host>::new(&engine);
+//! kit::add_to_linker(&mut linker)?;
+//! let component = Component::from_file(&engine, "std-fetch.wasm")?;
+//!
+//! let mut wasi = WasiCtxBuilder::new();
+//! wasi.args(&["std-fetch", "example.com", "/"]).inherit_stdout();
+//! let policy = Policy::new().allow_connect("example.com:80")?;
+//! let moat = MoatCtx::builder(policy).build(&ticker, &mut wasi);
+//! let table = ResourceTable::new();
+//! let mut store = Store::new(&engine, Host { wasi: wasi.build(), moat, table });
+//! kit::prepare(&mut store);
+//! let ran = kit::call_run(&mut store, &component, &linker).await;
+//! let finish = store.data().moat.finish();
+//! drop(store);
+//! finish.await;
+//! println!("exit {}", ran?);
+//! # Ok(())
+//! # }
+//! ```
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use wasmtime::component::{Component, Linker, ResourceTable};
+use wasmtime::{Config, Store};
+use wasmtime_wasi::{I32Exit, WasiCtxBuilder, WasiView};
+
+use crate::bindings::wasi_sockets::{self, WasiNet, WasiNetView};
+use crate::bindings::{self, MoatCtxView as NetCtxView, MoatView as NetView};
+use crate::bounds::{DEFAULT_MAX_MEMORY, Limiter, MemoryLimitReached, TimeLimitReached};
+use crate::net::limits::DEFAULT_LINGER;
+use crate::net::{Limits, Net, Notices, Resolver, TlsTrust};
+use crate::policy::Policy;
+use crate::ticker::EpochTicker;
+
+/// Sets what moat's guests need of an engine: the component model's async
+/// (moat:net and WASI 0.3 are async) and epoch interruption (the ticker
+/// makes a computing guest yield while its socket writes drain).
+pub fn configure(config: &mut Config) -> &mut Config {
+    config.wasm_component_model_async(true);
+    config.epoch_interruption(true);
+    config
+}
+
+/// One run's moat state: its network under the policy, its wasi:sockets
+/// layer and its memory limiter.
+pub struct MoatCtx {
+    pub(crate) net: Net,
+    pub(crate) wasi_net: WasiNet,
+    pub(crate) limiter: Limiter,
+    linger: Duration,
+}
+
+/// Makes a [`MoatCtx`]: the policy, then whatever the run sets besides
+/// the defaults.
+#[must_use]
+pub struct MoatCtxBuilder {
+    policy: Policy,
+    limits: Limits,
+    resolver: Option<Arc<dyn Resolver>>,
+    tls_trust: Option<TlsTrust>,
+    notices: Option<Notices>,
+    max_memory: u64,
+    linger: Duration,
+}
+
+impl MoatCtx {
+    /// A builder for a run under `policy`, every bound at its default.
+    pub fn builder(policy: Policy) -> MoatCtxBuilder {
+        MoatCtxBuilder {
+            policy,
+            limits: Limits::default(),
+            resolver: None,
+            tls_trust: None,
+            notices: None,
+            max_memory: DEFAULT_MAX_MEMORY,
+            linger: DEFAULT_LINGER,
+        }
+    }
+
+    /// The run's network.
+    pub fn net(&self) -> &Net {
+        &self.net
+    }
+
+    /// Ends the run's network, once the store is dropped: its sockets get
+    /// the linger to write out what they still hold, then every socket and
+    /// host task of the run is closed.
+    pub fn finish(&self) -> impl Future<Output = ()> + Send + 'static {
+        let net = self.net.clone();
+        let linger = self.linger;
+        async move { net.finish(linger).await }
+    }
+}
+
+impl MoatCtxBuilder {
+    /// The run's socket, lookup and host-memory bounds.
+    pub fn limits(mut self, limits: Limits) -> MoatCtxBuilder {
+        self.limits = limits;
+        self
+    }
+
+    /// Resolves names with `resolver` (for tests, or a resolver of your
+    /// own); the deny lists judge its answers too.
+    pub fn resolver(mut self, resolver: Arc<dyn Resolver>) -> MoatCtxBuilder {
+        self.resolver = Some(resolver);
+        self
+    }
+
+    /// The roots the guest's TLS connections trust.
+    pub fn tls_trust(mut self, trust: TlsTrust) -> MoatCtxBuilder {
+        self.tls_trust = Some(trust);
+        self
+    }
+
+    /// Where the denial lines of stock wasi:sockets guests go (default:
+    /// the host's stderr).
+    pub fn notices(mut self, notices: Notices) -> MoatCtxBuilder {
+        self.notices = Some(notices);
+        self
+    }
+
+    /// The guest's linear memory bound, in bytes.
+    pub fn max_memory(mut self, bytes: u64) -> MoatCtxBuilder {
+        self.max_memory = bytes;
+        self
+    }
+
+    /// How long [`MoatCtx::finish`] lets the sockets flush.
+    pub fn linger(mut self, linger: Duration) -> MoatCtxBuilder {
+        self.linger = linger;
+        self
+    }
+
+    /// The context of one store on `ticker`'s engine; sets `wasi` up so
+    /// that the guest's wasi:sockets calls are held to the policy and its
+    /// name lookups go through moat.
+    pub fn build(self, ticker: &EpochTicker, wasi: &mut WasiCtxBuilder) -> MoatCtx {
+        let spelling = self.policy.spelling();
+        let mut net = Net::with_pending_writes(self.policy, Arc::clone(ticker.pending_writes()))
+            .with_limits(self.limits);
+        if let Some(resolver) = self.resolver {
+            net = net.with_resolver(resolver);
+        }
+        if let Some(trust) = self.tls_trust {
+            net = net.with_tls_trust(trust);
+        }
+        let notices = self
+            .notices
+            .unwrap_or_else(|| Notices::new(|line| eprintln!("moat: {line}")));
+        let wasi_net = WasiNet::new(&net, notices);
+        wasi_net.configure(wasi);
+        MoatCtx {
+            net,
+            wasi_net,
+            limiter: Limiter::spelled(self.max_memory, spelling),
+            linger: self.linger,
+        }
+    }
+}
+
+/// A store's [`MoatCtx`] and its resource table.
+pub struct MoatCtxView<'a> {
+    /// The run's moat state.
+    pub ctx: &'a mut MoatCtx,
+    /// The table its sockets and listeners live in (the one
+    /// `wasmtime_wasi::WasiView` gives).
+    pub table: &'a mut ResourceTable,
+}
+
+/// The store data of a run with moat: implement it beside
+/// `wasmtime_wasi::WasiView`.
+pub trait MoatView: WasiView {
+    /// The run's moat state and the store's resource table.
+    fn moat(&mut self) -> MoatCtxView<'_>;
+}
+
+impl<T: MoatView> WasiNetView for T {
+    fn wasi_net(&mut self) -> &mut WasiNet {
+        let MoatCtxView { ctx, .. } = MoatView::moat(self);
+        &mut ctx.wasi_net
+    }
+}
+
+impl<T: MoatView> NetView for T {
+    fn moat(&mut self) -> NetCtxView<'_> {
+        let MoatCtxView { ctx, table } = MoatView::moat(self);
+        NetCtxView {
+            net: &ctx.net,
+            table,
+        }
+    }
+}
+
+/// Adds WASI 0.2 and 0.3, with wasi:sockets and name lookups under the
+/// policy, and moat:net, to `linker`. Use it instead of wasmtime-wasi's
+/// `add_to_linker` functions.
+///
+/// # Errors
+/// wasmtime's, if the linker already holds a conflicting definition.
+pub fn add_to_linker<T: MoatView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
+    wasi_sockets::add_to_linker(linker)?;
+    bindings::add_to_linker(linker)
+}
+
+/// Sets a store up for a run: the memory limiter, and a yield at every
+/// epoch tick (ticks only come while a socket has bytes queued).
+pub fn prepare<T: MoatView + 'static>(store: &mut Store<T>) {
+    store.limiter(|data| {
+        let MoatCtxView { ctx, .. } = MoatView::moat(data);
+        &mut ctx.limiter
+    });
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_async_yield_and_update(1);
+}
+
+/// How a guest's run ended, other than with an exit status.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The component cannot be instantiated (a missing import).
+    #[error("cannot start the guest: {0:#}")]
+    Instantiate(#[source] wasmtime::Error),
+    /// The guest reached its memory limit.
+    #[error(transparent)]
+    MemoryLimit(MemoryLimitReached),
+    /// The guest ran past its time.
+    #[error(transparent)]
+    TimeLimit(TimeLimitReached),
+    /// The guest trapped.
+    #[error("the guest trapped: {0:?}")]
+    Trap(#[source] wasmtime::Error),
+}
+
+/// Instantiates `component` and calls its `wasi:cli/run`: 0.3's (an SDK
+/// guest, whose calls may await moat's) when it exports it, else 0.2's.
+/// Returns the exit status: 0, 1 when `run` returns an error, or the code
+/// the guest exited with.
+///
+/// # Errors
+/// [`RunError`].
+pub async fn call_run<T: MoatView + 'static>(
+    store: &mut Store<T>,
+    component: &Component,
+    linker: &Linker<T>,
+) -> Result<i32, RunError> {
+    let result = if exports_async_run(component, store.engine()) {
+        let command =
+            wasmtime_wasi::p3::bindings::Command::instantiate_async(&mut *store, component, linker)
+                .await
+                .map_err(RunError::Instantiate)?;
+        store
+            .run_concurrent(async move |access| command.wasi_cli_run().call_run(access).await)
+            .await
+            .and_then(|ran| ran)
+    } else {
+        let command =
+            wasmtime_wasi::p2::bindings::Command::instantiate_async(&mut *store, component, linker)
+                .await
+                .map_err(RunError::Instantiate)?;
+        command.wasi_cli_run().call_run(&mut *store).await
+    };
+    match result {
+        Ok(Ok(())) => Ok(0),
+        Ok(Err(())) => Ok(1),
+        Err(e) => {
+            if let Some(exit) = e.downcast_ref::<I32Exit>() {
+                Ok(exit.0)
+            } else if let Some(reached) = e.downcast_ref::<MemoryLimitReached>() {
+                Err(RunError::MemoryLimit(reached.clone()))
+            } else if let Some(reached) = e.downcast_ref::<TimeLimitReached>() {
+                Err(RunError::TimeLimit(reached.clone()))
+            } else {
+                Err(RunError::Trap(e))
+            }
+        }
+    }
+}
+
+/// Whether `component` exports `wasi:cli/run@0.3.0`.
+pub fn exports_async_run(component: &Component, engine: &wasmtime::Engine) -> bool {
+    component
+        .component_type()
+        .exports(engine)
+        .any(|(name, _)| name == "wasi:cli/run@0.3.0")
+}

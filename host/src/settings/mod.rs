@@ -1,0 +1,523 @@
+//! A run's grants, deny lists and bounds as people state them: on `moat
+//! run`'s command line, in a policy file, in a container's environment
+//! (the containerd shim), and how statements from two places add up.
+//!
+//! Every source goes through [`Settings::set`]: one setting of the table
+//! ([`Setting`]), a value as the source wrote it, and where it was written
+//! ([`Origin`]), so that a bad value is one [`SettingError`] that names
+//! the setting as that source spells it (`--max-sockets=0`,
+//! `MOAT_MAX_SOCKETS=0`, `moat.toml:3: max-sockets`).
+//!
+//! **An empty value sets nothing**, from every source: `--allow-net=`,
+//! `allow-net = []` and `MOAT_ALLOW_NET=` grant nothing (so a pod spec's
+//! empty grant stands for "nothing" over what an image would grant), an
+//! empty deny list denies nothing, and a bound needs a value.
+//!
+//! Adding [`Settings`] together widens grants to what either allows, keeps
+//! every deny entry of both, and lets the later one's bounds win.
+
+mod policy_file;
+mod values;
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::net::Limits;
+use crate::options::RunOptions;
+use crate::policy::{Capability, DenyList, Grant, Policy, PolicyError};
+pub use crate::setting::{Kind, Setting, Spelling};
+pub use policy_file::{KEYS, PolicyFile, PolicyFileError, Statement};
+pub use values::{Value, parse_duration, parse_size};
+
+/// The bounds a person set; `None` leaves the default (or an earlier
+/// statement's value).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Bounds {
+    /// `max-sockets`.
+    pub max_sockets: Option<u32>,
+    /// `max-waiting-calls`.
+    pub max_waiting_calls: Option<u32>,
+    /// `max-memory`, in bytes.
+    pub max_memory: Option<u64>,
+    /// `max-host-memory`, in bytes.
+    pub max_host_memory: Option<u64>,
+    /// `timeout`.
+    pub timeout: Option<Duration>,
+    /// `max-lookups`.
+    pub max_lookups: Option<u32>,
+    /// `lookup-timeout`.
+    pub lookup_timeout: Option<Duration>,
+    /// `tls-handshake-timeout`.
+    pub tls_handshake_timeout: Option<Duration>,
+    /// `max-connections` (per listener).
+    pub max_connections: Option<u32>,
+    /// `max-connections-per-peer` (per listener).
+    pub max_connections_per_peer: Option<u32>,
+}
+
+impl Bounds {
+    /// These bounds, with `later`'s values where it sets one.
+    pub fn overridden_by(self, later: Bounds) -> Bounds {
+        Bounds {
+            max_sockets: later.max_sockets.or(self.max_sockets),
+            max_waiting_calls: later.max_waiting_calls.or(self.max_waiting_calls),
+            max_memory: later.max_memory.or(self.max_memory),
+            max_host_memory: later.max_host_memory.or(self.max_host_memory),
+            timeout: later.timeout.or(self.timeout),
+            max_lookups: later.max_lookups.or(self.max_lookups),
+            lookup_timeout: later.lookup_timeout.or(self.lookup_timeout),
+            tls_handshake_timeout: later.tls_handshake_timeout.or(self.tls_handshake_timeout),
+            max_connections: later.max_connections.or(self.max_connections),
+            max_connections_per_peer: later
+                .max_connections_per_peer
+                .or(self.max_connections_per_peer),
+        }
+    }
+
+    /// The network limits these bounds give, defaults where unset.
+    pub fn limits(&self) -> Limits {
+        let defaults = Limits::default();
+        Limits {
+            max_sockets: self.max_sockets.or(defaults.max_sockets),
+            max_waiting_calls: self.max_waiting_calls.unwrap_or(defaults.max_waiting_calls),
+            max_lookups: self.max_lookups.unwrap_or(defaults.max_lookups),
+            lookup_timeout: self.lookup_timeout.unwrap_or(defaults.lookup_timeout),
+            tls_handshake_timeout: self
+                .tls_handshake_timeout
+                .unwrap_or(defaults.tls_handshake_timeout),
+            max_connections: self.max_connections,
+            max_connections_per_peer: self.max_connections_per_peer,
+            max_host_memory: self
+                .max_host_memory
+                .map(|bytes| usize::try_from(bytes).unwrap_or(usize::MAX))
+                .or(defaults.max_host_memory),
+            ..defaults
+        }
+    }
+}
+
+/// One place's grants, deny lists and bounds.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Settings {
+    /// What the guest may reach and where it may listen.
+    pub policy: Policy,
+    /// The bounds set.
+    pub bounds: Bounds,
+}
+
+/// Where a setting was written: what a message about it names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    /// A flag of `moat run` (`--max-sockets=0`).
+    Flag,
+    /// A policy file, at a 1-based line (`moat.toml:3: max-sockets`).
+    PolicyFile {
+        /// The file as its reader named it.
+        path: PathBuf,
+        /// The line of the key, or of the list entry.
+        line: usize,
+    },
+    /// A container's environment under the containerd shim
+    /// (`MOAT_MAX_SOCKETS=0`).
+    Environment,
+}
+
+impl Origin {
+    /// How settings from here are spelled in messages.
+    pub fn spelling(&self) -> Spelling {
+        match self {
+            Origin::Environment => Spelling::Environment,
+            Origin::Flag | Origin::PolicyFile { .. } => Spelling::Flags,
+        }
+    }
+}
+
+/// A setting that cannot be used: where it was written, which one, the
+/// value as written and why.
+#[derive(Debug)]
+pub struct SettingError {
+    /// Where it was written.
+    pub origin: Origin,
+    /// The key as written (a policy file's unknown key is not a
+    /// [`Setting`]); `None` for a policy file's TOML syntax error.
+    pub key: Option<String>,
+    /// The value as written, when there is one to show.
+    pub value: Option<String>,
+    /// What is wrong and, where it helps, what to write instead.
+    pub reason: String,
+    /// The policy parser's error, for a bad grant or deny entry.
+    pub cause: Option<Box<PolicyError>>,
+}
+
+impl std::error::Error for SettingError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.cause
+            .as_deref()
+            .map(|cause| cause as &(dyn std::error::Error + 'static))
+    }
+}
+
+impl fmt::Display for SettingError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let SettingError {
+            origin,
+            key,
+            value,
+            reason,
+            ..
+        } = self;
+        let named = key.as_deref().map(|key| match Setting::from_key(key) {
+            Some(setting) => setting.named(origin.spelling()).to_owned(),
+            None => key.to_owned(),
+        });
+        match (origin, named, value) {
+            (Origin::PolicyFile { path, line }, Some(_), _) => {
+                write!(
+                    f,
+                    "{}:{line}: {}: {reason}",
+                    path.display(),
+                    key.as_deref().unwrap_or_default()
+                )
+            }
+            (Origin::PolicyFile { path, line }, None, _) => {
+                write!(f, "{}:{line}: {reason}", path.display())
+            }
+            (_, Some(named), Some(value)) => write!(f, "{named}={value}: {reason}"),
+            (_, Some(named), None) => write!(f, "{named}: {reason}"),
+            (_, None, _) => write!(f, "{reason}"),
+        }
+    }
+}
+
+impl Settings {
+    /// Nothing granted, nothing denied, no bounds set.
+    pub fn new() -> Settings {
+        Settings::default()
+    }
+
+    /// Applies one setting, written at `origin`: for grants and deny
+    /// lists, comma-separated entries that add to what is there (`*`
+    /// grants everything; an empty value adds nothing); for a bound, a
+    /// number, a size (`64MiB`) or a duration (`30s`), or a policy file's
+    /// integer, that replaces it. The one reading of every source.
+    ///
+    /// # Errors
+    /// [`SettingError`] naming `setting` as `origin` spells it; a refused
+    /// setting changes nothing.
+    pub fn set<'v>(
+        &mut self,
+        origin: &Origin,
+        setting: Setting,
+        value: impl Into<Value<'v>>,
+    ) -> Result<(), SettingError> {
+        let value = value.into();
+        let error = |reason: String, cause: Option<Box<PolicyError>>| SettingError {
+            origin: origin.clone(),
+            key: Some(setting.key().to_owned()),
+            value: Some(match value {
+                Value::Text(text) => text.to_owned(),
+                Value::Integer(n) => n.to_string(),
+            }),
+            reason,
+            cause,
+        };
+        let bad = |reason: String| error(reason, None);
+        let list = |value: Value<'_>| match value {
+            Value::Text(text) => Ok(text.trim().to_owned()),
+            Value::Integer(_) => Err(bad("expected a list of entries, found a number".to_owned())),
+        };
+        let b = &mut self.bounds;
+        match setting {
+            Setting::AllowNet | Setting::AllowListen => {
+                let capability = if setting == Setting::AllowNet {
+                    Capability::Connect
+                } else {
+                    Capability::Listen
+                };
+                let text = list(value)?;
+                let added = match text.as_str() {
+                    "*" => Grant::Everything,
+                    "" => Grant::Nothing,
+                    entries => entries
+                        .parse()
+                        .map_err(|e: PolicyError| error(e.to_string(), Some(Box::new(e))))?,
+                };
+                let granted = self.policy.grant(capability).clone().union(added);
+                self.policy = std::mem::take(&mut self.policy).with_grant(capability, granted);
+            }
+            Setting::DenyNet | Setting::DenyListen => {
+                let capability = if setting == Setting::DenyNet {
+                    Capability::Connect
+                } else {
+                    Capability::Listen
+                };
+                let text = list(value)?;
+                if !text.is_empty() {
+                    let denied: DenyList = text
+                        .parse()
+                        .map_err(|e: PolicyError| error(e.to_string(), Some(Box::new(e))))?;
+                    self.policy = std::mem::take(&mut self.policy).with_denied(capability, denied);
+                }
+            }
+            Setting::MaxSockets => b.max_sockets = Some(values::count(value).map_err(bad)?),
+            Setting::MaxWaitingCalls => {
+                b.max_waiting_calls = Some(values::count(value).map_err(bad)?);
+            }
+            Setting::MaxMemory => b.max_memory = Some(values::size(value).map_err(bad)?),
+            Setting::MaxHostMemory => b.max_host_memory = Some(values::size(value).map_err(bad)?),
+            Setting::Timeout => b.timeout = Some(values::duration(value).map_err(bad)?),
+            Setting::MaxLookups => b.max_lookups = Some(values::count(value).map_err(bad)?),
+            Setting::LookupTimeout => {
+                b.lookup_timeout = Some(values::duration(value).map_err(bad)?);
+            }
+            Setting::TlsHandshakeTimeout => {
+                b.tls_handshake_timeout = Some(values::duration(value).map_err(bad)?);
+            }
+            Setting::MaxConnections => b.max_connections = Some(values::count(value).map_err(bad)?),
+            Setting::MaxConnectionsPerPeer => {
+                b.max_connections_per_peer = Some(values::count(value).map_err(bad)?);
+            }
+        }
+        Ok(())
+    }
+
+    /// The settings of a parsed policy file, each statement applied at its
+    /// line.
+    ///
+    /// # Errors
+    /// The first statement that cannot be used, in file order.
+    pub fn from_file(file: &PolicyFile) -> Result<Settings, SettingError> {
+        let mut settings = Settings::new();
+        for statement in file.statements() {
+            let origin = Origin::PolicyFile {
+                path: file.path().to_owned(),
+                line: statement.line,
+            };
+            settings.set(&origin, statement.setting, statement.value())?;
+        }
+        Ok(settings)
+    }
+
+    /// These settings and `later`'s together: grants widened to what either
+    /// allows, every deny entry of both kept, `later`'s bounds winning.
+    pub fn and(self, later: Settings) -> Settings {
+        let mut policy = self.policy;
+        for capability in [Capability::Connect, Capability::Listen] {
+            let granted = policy
+                .grant(capability)
+                .clone()
+                .union(later.policy.grant(capability).clone());
+            policy = policy
+                .with_grant(capability, granted)
+                .with_denied(capability, later.policy.denied(capability).clone());
+        }
+        Settings {
+            policy,
+            bounds: self.bounds.overridden_by(later.bounds),
+        }
+    }
+
+    /// A run under these settings: their policy, limits, memory bound and
+    /// time bound; nothing else set yet.
+    pub fn run_options(&self) -> RunOptions {
+        let mut options = RunOptions::new(self.policy.clone()).limits(self.bounds.limits());
+        if let Some(bytes) = self.bounds.max_memory {
+            options = options.max_memory(bytes);
+        }
+        if let Some(limit) = self.bounds.timeout {
+            options = options.timeout(limit);
+        }
+        options
+    }
+}
+
+/// The default of `setting` as `moat run --help` prints it: the value a
+/// run has when nothing sets it, `None` for grants and deny lists, which
+/// are empty.
+pub fn default_of(setting: Setting) -> Option<String> {
+    let limits = Limits::default();
+    let count = |n: Option<u32>| Some(n.map_or_else(|| "none".to_owned(), |n| n.to_string()));
+    let size = |bytes: u64| Some(size_text(bytes));
+    let duration = |d: Duration| Some(duration_text(d));
+    match setting {
+        Setting::AllowNet | Setting::AllowListen | Setting::DenyNet | Setting::DenyListen => None,
+        Setting::MaxSockets => count(limits.max_sockets),
+        Setting::MaxWaitingCalls => count(Some(limits.max_waiting_calls)),
+        Setting::MaxMemory => size(crate::bounds::DEFAULT_MAX_MEMORY),
+        Setting::MaxHostMemory => limits
+            .max_host_memory
+            .map_or(Some("none".to_owned()), |b| size(b as u64)),
+        Setting::Timeout => Some("none".to_owned()),
+        Setting::MaxLookups => count(Some(limits.max_lookups)),
+        Setting::LookupTimeout => duration(limits.lookup_timeout),
+        Setting::TlsHandshakeTimeout => duration(limits.tls_handshake_timeout),
+        Setting::MaxConnections => count(limits.max_connections),
+        Setting::MaxConnectionsPerPeer => count(limits.max_connections_per_peer),
+    }
+}
+
+/// `bytes` in the largest unit that divides it (`512MiB`).
+fn size_text(bytes: u64) -> String {
+    for (unit, shift) in [("GiB", 30), ("MiB", 20), ("KiB", 10)] {
+        if bytes >= 1 << shift && bytes.is_multiple_of(1 << shift) {
+            return format!("{}{unit}", bytes >> shift);
+        }
+    }
+    format!("{bytes}B")
+}
+
+/// `d` in the largest unit that divides it (`15s`).
+fn duration_text(d: Duration) -> String {
+    let ms = d.as_millis();
+    for (unit, per) in [("h", 3_600_000), ("m", 60_000), ("s", 1000)] {
+        if ms >= per && ms.is_multiple_of(per) {
+            return format!("{}{unit}", ms / per);
+        }
+    }
+    format!("{ms}ms")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::Host;
+
+    fn host(s: &str) -> Host {
+        Host::parse(s).expect("a valid host")
+    }
+
+    #[test]
+    fn a_setting_reads_as_its_flag_does() {
+        let mut s = Settings::new();
+        s.set(&Origin::Flag, Setting::AllowNet, "example.com:443")
+            .unwrap();
+        s.set(&Origin::Flag, Setting::AllowNet, "10.0.0.0/8")
+            .unwrap();
+        s.set(&Origin::Flag, Setting::DenyNet, "10.1.0.0/16")
+            .unwrap();
+        s.set(&Origin::Flag, Setting::MaxMemory, "64MiB").unwrap();
+        s.set(&Origin::Flag, Setting::Timeout, "30s").unwrap();
+        let p = &s.policy;
+        assert!(
+            p.check(Capability::Connect, &host("example.com"), 443)
+                .is_ok()
+        );
+        assert!(p.check(Capability::Connect, &host("10.2.0.1"), 5).is_ok());
+        assert!(p.check(Capability::Connect, &host("10.1.0.1"), 5).is_err());
+        assert!(p.check(Capability::Listen, &host("10.2.0.1"), 5).is_err());
+        assert_eq!(s.bounds.max_memory, Some(64 << 20));
+        assert_eq!(s.bounds.timeout, Some(Duration::from_secs(30)));
+    }
+
+    #[test]
+    fn a_bad_setting_names_its_key_and_value() {
+        let mut s = Settings::new();
+        let e = s
+            .set(&Origin::Flag, Setting::AllowListen, "300.1.1.1:80")
+            .unwrap_err();
+        assert!(
+            e.to_string().starts_with("--allow-listen=300.1.1.1:80: "),
+            "{e}"
+        );
+        assert!(
+            std::error::Error::source(&e).is_some_and(|cause| cause.is::<PolicyError>()),
+            "the policy parser's error is the source"
+        );
+        let e = s
+            .set(&Origin::Environment, Setting::MaxSockets, "0")
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "MOAT_MAX_SOCKETS=0: must be at least 1, found 0"
+        );
+        let file = Origin::PolicyFile {
+            path: PathBuf::from("moat.toml"),
+            line: 3,
+        };
+        let e = s
+            .set(&file, Setting::MaxSockets, Value::Integer(0))
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "moat.toml:3: max-sockets: must be at least 1, found 0"
+        );
+        assert_eq!(s, Settings::new(), "a refused setting changes nothing");
+        s.set(&Origin::Flag, Setting::AllowNet, "").unwrap();
+        s.set(&Origin::Flag, Setting::DenyNet, " ").unwrap();
+        assert_eq!(s, Settings::new(), "an empty list adds nothing");
+    }
+
+    /// One rule for an empty value, from every source: a list sets
+    /// nothing, a bound needs a value; and one reading of each bound.
+    #[test]
+    fn every_source_reads_a_value_one_way() {
+        let file = Origin::PolicyFile {
+            path: PathBuf::from("moat.toml"),
+            line: 1,
+        };
+        for origin in [Origin::Flag, Origin::Environment, file] {
+            let mut s = Settings::new();
+            for setting in Setting::ALL {
+                match setting.kind() {
+                    Kind::Grant | Kind::Deny => s.set(&origin, setting, "").unwrap(),
+                    Kind::Count | Kind::Size | Kind::Duration => {
+                        let e = s.set(&origin, setting, " ").unwrap_err();
+                        assert_eq!(e.reason, "needs a value", "{origin:?} {setting:?}");
+                    }
+                }
+            }
+            assert_eq!(s, Settings::new(), "{origin:?}: nothing set");
+            for (value, reason) in [
+                ("-3", "must be at least 1, found -3"),
+                ("4294967296", "too large: at most 4294967295"),
+                ("ten", "expected a whole number such as 64, found \"ten\""),
+            ] {
+                let e = s.set(&origin, Setting::MaxLookups, value).unwrap_err();
+                assert_eq!(e.reason, reason, "{origin:?}");
+            }
+            s.set(&origin, Setting::MaxMemory, "64MiB").unwrap();
+            s.set(&origin, Setting::LookupTimeout, "2s").unwrap();
+            assert_eq!(s.bounds.max_memory, Some(64 << 20));
+            assert_eq!(s.bounds.lookup_timeout, Some(Duration::from_secs(2)));
+        }
+    }
+
+    #[test]
+    fn defaults_are_the_runs_own() {
+        assert_eq!(default_of(Setting::MaxSockets).as_deref(), Some("1024"));
+        assert_eq!(default_of(Setting::MaxMemory).as_deref(), Some("512MiB"));
+        assert_eq!(default_of(Setting::MaxHostMemory).as_deref(), Some("64MiB"));
+        assert_eq!(default_of(Setting::LookupTimeout).as_deref(), Some("15s"));
+        assert_eq!(default_of(Setting::Timeout).as_deref(), Some("none"));
+        assert_eq!(default_of(Setting::AllowNet), None);
+        assert_eq!(size_text(1536), "1536B");
+        assert_eq!(duration_text(Duration::from_millis(1500)), "1500ms");
+    }
+
+    #[test]
+    fn later_settings_widen_grants_keep_denials_and_win_bounds() {
+        let mut first = Settings::new();
+        first
+            .set(&Origin::Flag, Setting::AllowNet, "a.example:1")
+            .unwrap();
+        first
+            .set(&Origin::Flag, Setting::DenyNet, "b.example")
+            .unwrap();
+        first.set(&Origin::Flag, Setting::MaxSockets, "5").unwrap();
+        first.set(&Origin::Flag, Setting::MaxLookups, "3").unwrap();
+        let mut later = Settings::new();
+        later
+            .set(&Origin::Flag, Setting::AllowNet, "b.example:2,c.example:3")
+            .unwrap();
+        later.set(&Origin::Flag, Setting::MaxSockets, "9").unwrap();
+        let both = first.and(later);
+        let p = &both.policy;
+        assert!(p.check(Capability::Connect, &host("a.example"), 1).is_ok());
+        assert!(p.check(Capability::Connect, &host("c.example"), 3).is_ok());
+        assert!(p.check(Capability::Connect, &host("b.example"), 2).is_err());
+        assert_eq!(both.bounds.max_sockets, Some(9));
+        assert_eq!(both.bounds.max_lookups, Some(3));
+        assert_eq!(both.bounds.limits().max_sockets, Some(9));
+    }
+}
