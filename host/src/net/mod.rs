@@ -13,7 +13,8 @@
 //!   stock programs.
 //! - `address_gate`: the policy for programs that name peers by address
 //!   (wasi:sockets).
-//! - [`limits`]: every bound of a run, and the slots that count sockets.
+//! - `limits`: every bound of a run ([`Limits`] and the constants
+//!   re-exported here), and the slots that count sockets.
 //! - `error`: [`NetError`], the WIT `error-code` as a Rust enum.
 //!
 //! A run's shared state and the checks every call passes are in `run`
