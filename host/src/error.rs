@@ -111,3 +111,15 @@ impl MoatError {
         }
     }
 }
+
+impl From<crate::kit::RunError> for MoatError {
+    fn from(err: crate::kit::RunError) -> MoatError {
+        use crate::kit::RunError;
+        match err {
+            RunError::Instantiate(e) => MoatError::Instantiate(e),
+            RunError::MemoryLimit(reached) => MoatError::MemoryLimit(reached),
+            RunError::TimeLimit(reached) => MoatError::TimeLimit(reached),
+            RunError::Trap(e) => MoatError::Trap(e),
+        }
+    }
+}

@@ -291,7 +291,19 @@ pub async fn call_run<T: MoatView + 'static>(
     component: &Component,
     linker: &Linker<T>,
 ) -> Result<i32, RunError> {
-    let result = if exports_async_run(component, store.engine()) {
+    let async_run = exports_async_run(component, store.engine());
+    run_command(store, component, linker, async_run).await
+}
+
+/// [`call_run`] for a component whose exports were read once, when it was
+/// loaded ([`crate::Guest`]): `async_run` says it exports 0.3's run.
+pub(crate) async fn run_command<T: MoatView + 'static>(
+    store: &mut Store<T>,
+    component: &Component,
+    linker: &Linker<T>,
+    async_run: bool,
+) -> Result<i32, RunError> {
+    let result = if async_run {
         let command =
             wasmtime_wasi::p3::bindings::Command::instantiate_async(&mut *store, component, linker)
                 .await

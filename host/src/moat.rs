@@ -12,7 +12,7 @@ use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use crate::bounds::{Alarm, DEFAULT_MAX_MEMORY, TimeLimitReached, deadline_callback};
 use crate::error::MoatError;
-use crate::kit::{self, MoatCtx, MoatCtxView, MoatView, RunError};
+use crate::kit::{self, MoatCtx, MoatCtxView, MoatView};
 use crate::net::Notices;
 use crate::options::{Exit, Input, MoatConfig, Output, RunOptions};
 use crate::preopen;
@@ -57,7 +57,7 @@ pub struct Moat {
     linker: Linker<RunState>,
     linger: Duration,
     // Dropped last: stops the thread that advances the epoch.
-    _ticker: EpochTicker,
+    ticker: EpochTicker,
 }
 
 impl Moat {
@@ -90,7 +90,7 @@ impl Moat {
             engine,
             linker,
             linger: config.linger,
-            _ticker: ticker,
+            ticker,
         })
     }
 
@@ -240,7 +240,7 @@ impl Moat {
             builder = builder.tls_trust(trust);
         }
         let mut wasi = wasi_ctx(&options)?;
-        let moat = builder.build(&self._ticker, &mut wasi);
+        let moat = builder.build(&self.ticker, &mut wasi);
         let finish = moat.finish();
         let mut store = Store::new(
             self.engine(),
@@ -287,13 +287,10 @@ async fn call_run(
     guest: &Guest,
     linker: &Linker<RunState>,
 ) -> Result<Exit, MoatError> {
-    match kit::call_run(store, &guest.component, linker).await {
-        Ok(code) => Ok(Exit(code)),
-        Err(RunError::Instantiate(e)) => Err(MoatError::Instantiate(e)),
-        Err(RunError::MemoryLimit(reached)) => Err(MoatError::MemoryLimit(reached)),
-        Err(RunError::TimeLimit(reached)) => Err(MoatError::TimeLimit(reached)),
-        Err(RunError::Trap(e)) => Err(MoatError::Trap(e)),
-    }
+    kit::run_command(store, &guest.component, linker, guest.async_run)
+        .await
+        .map(Exit)
+        .map_err(MoatError::from)
 }
 
 /// The data of a guest's store.

@@ -21,7 +21,7 @@ use crate::setting::{Kind, Setting};
 
 /// The keys a policy file may hold, in the order `moat run --help` lists
 /// the flags. Each is a [`Setting`]'s key.
-pub const KEYS: [&str; 14] = crate::setting::KEYS;
+pub const KEYS: [&str; Setting::ALL.len()] = crate::setting::KEYS;
 
 /// One setting as a policy file wrote it: the value in the form the
 /// setting's kind takes, and its line. A list is one statement per entry,
