@@ -77,6 +77,24 @@ pub(crate) enum Command {
     /// Run a component: any wasm32-wasip2 command (moat-sdk or plain
     /// wasi:sockets, as std::net uses), under the grants given
     Run(RunArgs),
+    /// Serve HTTP with a wasi:http 0.2 proxy component (as `wasmtime
+    /// serve`): each request in a fresh instance, the handler's own
+    /// requests and sockets under the grants given
+    Serve(ServeArgs),
+}
+
+/// `moat serve`.
+#[derive(Debug, Args)]
+pub(crate) struct ServeArgs {
+    /// Listen here: an IP address and port. Loopback unless you write
+    /// 0.0.0.0 or [::]; this is the operator's grant, the handler needs no
+    /// --allow-listen for it
+    #[arg(long = "addr", value_name = "IP:PORT", default_value = moat_host::serve::DEFAULT_ADDR)]
+    pub(crate) addr: String,
+
+    /// As `moat run`'s; --timeout is per request.
+    #[command(flatten)]
+    pub(crate) run: RunArgs,
 }
 
 /// `moat run`.
@@ -208,9 +226,27 @@ fn run_after_help() -> String {
     format!("{}\n\n{bounds}\n{EXIT_STATUS}", RUN_EXAMPLES.trim_end())
 }
 
+/// `moat serve --help`'s text after the flags.
+fn serve_after_help() -> String {
+    format!(
+        "Examples:\n  Serve a handler on 127.0.0.1:8080, letting it fetch from one API:\n    \
+         moat serve --allow-net=api.example.com:443 handler.wasm\n  Serve on every \
+         interface, port 80:\n    moat serve --addr=0.0.0.0:80 handler.wasm\n\n\
+         Each request runs in a new instance: nothing a handler keeps in memory is seen \
+         by the next request. --max-memory is per instance, --timeout per request \
+         [default: {}s]. A handler that traps or reaches a bound answers 500; SIGINT \
+         or SIGTERM stops accepting, lets requests in flight finish (up to {}s), and \
+         exits 0.",
+        moat_host::serve::DEFAULT_REQUEST_TIMEOUT.as_secs(),
+        moat_host::serve::SHUTDOWN_GRACE.as_secs()
+    )
+}
+
 /// Parses `moat`'s command line (exits on a bad one, as clap does).
 pub(crate) fn parse() -> Cli {
-    let command = Cli::command().mut_subcommand("run", |run| run.after_help(run_after_help()));
+    let command = Cli::command()
+        .mut_subcommand("run", |run| run.after_help(run_after_help()))
+        .mut_subcommand("serve", |serve| serve.after_help(serve_after_help()));
     let matches = command.get_matches();
     Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
 }

@@ -8,13 +8,14 @@ use moat_host::preopen::Preopen;
 use moat_host::settings::{Origin, PolicyFile, Setting, Settings};
 use moat_host::{CacheDir, Moat, MoatConfig, MoatError, RunOptions, START_FAILED_EXIT};
 
-use crate::args::{Command, RunArgs};
+use crate::args::{Command, RunArgs, ServeArgs};
 
 pub(crate) fn main() -> ExitCode {
     let cli = crate::args::parse();
     init_logging();
     match cli.command {
         Command::Run(args) => run(args),
+        Command::Serve(args) => serve(args),
     }
 }
 
@@ -66,6 +67,67 @@ fn run(args: RunArgs) -> ExitCode {
     }
 }
 
+fn serve(args: ServeArgs) -> ExitCode {
+    let (options, config) = match prepare(&args.run) {
+        Ok(prepared) => prepared,
+        Err(e) => {
+            eprintln!("moat: error: {}", chain(&e));
+            return ExitCode::from(2);
+        }
+    };
+    // Requests run side by side, one per core.
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("moat: error: cannot start the async runtime: {e}");
+            return ExitCode::from(START_FAILED_EXIT);
+        }
+    };
+    let component = args.run.component.clone();
+    let outcome = runtime.block_on(async {
+        let moat = Moat::new(&config)?;
+        let guest = moat.load(&component)?;
+        let server = moat
+            .bind_server(
+                &guest,
+                moat_host::serve::ServeOptions::new(&args.addr, options),
+            )
+            .await?;
+        eprintln!("moat: serving http://{}/", server.local_addr());
+        server.serve(stop_signal()).await
+    });
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("moat: error: {e}");
+            if let Some(hint) = hint(&e, &args.run) {
+                eprintln!("moat: hint: {hint}");
+            }
+            ExitCode::from(e.exit_status())
+        }
+    }
+}
+
+/// Resolves at SIGINT or SIGTERM (never, if neither can be listened for).
+async fn stop_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut interrupt), Ok(mut terminate)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        tracing::warn!("cannot listen for SIGINT and SIGTERM: stop moat serve with SIGKILL");
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = interrupt.recv() => {}
+        _ = terminate.recv() => {}
+    }
+    eprintln!("moat: stopping: finishing the requests in flight");
+}
+
 /// `err` and its causes, as `{:#}` writes them, without a cause whose
 /// text the message before it already ends with (a setting's error says
 /// what its policy parser said, and keeps that error as its source).
@@ -106,7 +168,7 @@ fn hint(err: &MoatError, args: &RunArgs) -> Option<String> {
                 .to_owned(),
         ),
         MoatError::Instantiate(source) if format!("{source:#}").contains("import") => Some(
-            "the guest needs an interface moat does not provide; moat offers moat:net@0.2.0 and WASI 0.2/0.3, wasi:sockets included"
+            "the guest needs an interface moat does not provide; moat offers moat:net@0.2.0 and WASI 0.2/0.3, wasi:sockets and wasi:http included"
                 .to_owned(),
         ),
         _ => None,

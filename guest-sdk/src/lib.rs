@@ -51,7 +51,9 @@
 //! [`TcpStream`] and its halves implement `futures-io`'s `AsyncRead` and
 //! `AsyncWrite`; with the `tokio` feature, tokio's too; with the `hyper`
 //! feature, hyper 1's `rt::Read` and `rt::Write`, so hyper's HTTP/1 client
-//! and server run on them (`examples/hyper-fetch`, `examples/hyper-serve`).
+//! and server run on them (`examples/hyper-fetch`, `examples/hyper-serve`),
+//! and a `hyper::Timer` for hyper's timeouts (a hyper server's
+//! `header_read_timeout` does nothing without one).
 //!
 //! A program whose tasks all wait on one another, and none on the host (a
 //! socket, a timer, stdin), can never run again: it stops with a panic
@@ -62,6 +64,8 @@
 mod addr;
 mod compat;
 mod error;
+#[cfg(feature = "hyper")]
+pub mod hyper;
 pub mod io;
 mod listener;
 mod stream;

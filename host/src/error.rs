@@ -76,6 +76,23 @@ pub enum MoatError {
     /// The run's time limit passed, and the guest was stopped.
     #[error("{0}")]
     TimeLimit(#[source] TimeLimitReached),
+    /// `moat serve` could not listen where it was told to.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address as given (`--addr`).
+        addr: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// `moat serve` was given a component that is not an HTTP handler.
+    #[error("{path} is not an HTTP handler moat serve can run: {reason}")]
+    NotAHandler {
+        /// The component as named.
+        path: std::path::PathBuf,
+        /// What it exports instead.
+        reason: String,
+    },
 }
 
 /// Exit status for a guest that trapped or reached its memory bound: what a

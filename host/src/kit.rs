@@ -8,7 +8,8 @@
 //! 2. a view trait: [`MoatView`], beside `wasmtime_wasi::WasiView`, for the
 //!    store's data;
 //! 3. [`add_to_linker`]: WASI 0.2 and 0.3 with moat's sockets and name
-//!    lookups, and moat:net.
+//!    lookups, wasi:http 0.2 and 0.3 with moat's HTTP client, and
+//!    moat:net.
 //!
 //! Before them, once per engine: [`configure`] the engine's `Config` and
 //! start an [`EpochTicker`]; after them, per store: [`prepare`] it, run the
@@ -73,6 +74,7 @@ use wasmtime::component::{Component, Linker, ResourceTable};
 use wasmtime::{Config, Store};
 use wasmtime_wasi::{I32Exit, WasiCtxBuilder, WasiView};
 
+use crate::bindings::http::{self as wasi_http, HttpState, HttpView};
 use crate::bindings::wasi_sockets::{self, WasiNet, WasiNetView};
 use crate::bindings::{self, MoatCtxView as NetCtxView, MoatView as NetView};
 use crate::bounds::{DEFAULT_MAX_MEMORY, Limiter, MemoryLimitReached, TimeLimitReached};
@@ -96,6 +98,7 @@ pub struct MoatCtx {
     pub(crate) net: Net,
     pub(crate) wasi_net: WasiNet,
     pub(crate) limiter: Limiter,
+    pub(crate) http: HttpState,
     linger: Duration,
 }
 
@@ -184,7 +187,13 @@ impl MoatCtxBuilder {
     /// that the guest's wasi:sockets calls are held to the policy and its
     /// name lookups go through moat.
     pub fn build(self, ticker: &EpochTicker, wasi: &mut WasiCtxBuilder) -> MoatCtx {
-        let spelling = self.policy.spelling();
+        let (net, notices, max_memory, linger) = self.into_net(ticker);
+        MoatCtx::on_net(net, notices, max_memory, linger, wasi)
+    }
+
+    /// The run's network, and what each store on it needs besides
+    /// (`moat serve` makes one network for all its requests' stores).
+    pub(crate) fn into_net(self, ticker: &EpochTicker) -> (Net, Notices, u64, Duration) {
         let mut net = Net::with_pending_writes(self.policy, Arc::clone(ticker.pending_writes()))
             .with_limits(self.limits);
         if let Some(resolver) = self.resolver {
@@ -196,13 +205,31 @@ impl MoatCtxBuilder {
         let notices = self
             .notices
             .unwrap_or_else(|| Notices::new(|line| eprintln!("moat: {line}")));
+        (net, notices, self.max_memory, self.linger)
+    }
+}
+
+impl MoatCtx {
+    /// A store's context on `net`, which other stores may share: the
+    /// sockets, connections and bounds are the network's, the memory
+    /// limiter and the wasi:sockets and wasi:http state the store's own.
+    pub(crate) fn on_net(
+        net: Net,
+        notices: Notices,
+        max_memory: u64,
+        linger: Duration,
+        wasi: &mut WasiCtxBuilder,
+    ) -> MoatCtx {
+        let spelling = net.policy().spelling();
+        let http = HttpState::new(&net, notices.clone());
         let wasi_net = WasiNet::new(&net, notices);
         wasi_net.configure(wasi);
         MoatCtx {
             net,
             wasi_net,
-            limiter: Limiter::spelled(self.max_memory, spelling),
-            linger: self.linger,
+            http,
+            limiter: Limiter::spelled(max_memory, spelling),
+            linger,
         }
     }
 }
@@ -240,14 +267,28 @@ impl<T: MoatView> NetView for T {
     }
 }
 
+impl<T: MoatView> HttpView for T {
+    fn http_view(&mut self) -> wasmtime_wasi_http::WasiHttpCtxView<'_> {
+        let MoatCtxView { ctx, table } = MoatView::moat(self);
+        ctx.http.view(table)
+    }
+
+    fn http_state(&mut self) -> &mut HttpState {
+        let MoatCtxView { ctx, .. } = MoatView::moat(self);
+        &mut ctx.http
+    }
+}
+
 /// Adds WASI 0.2 and 0.3, with wasi:sockets and name lookups under the
-/// policy, and moat:net, to `linker`. Use it instead of wasmtime-wasi's
-/// `add_to_linker` functions.
+/// policy, wasi:http 0.2 and 0.3 with every request under the policy too,
+/// and moat:net, to `linker`. Use it instead of wasmtime-wasi's and
+/// wasmtime-wasi-http's `add_to_linker` functions.
 ///
 /// # Errors
 /// wasmtime's, if the linker already holds a conflicting definition.
 pub fn add_to_linker<T: MoatView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
     wasi_sockets::add_to_linker(linker)?;
+    wasi_http::add_to_linker(linker)?;
     bindings::add_to_linker(linker)
 }
 

@@ -34,6 +34,7 @@ pub mod net;
 mod options;
 pub mod policy;
 pub mod preopen;
+pub mod serve;
 mod setting;
 pub mod settings;
 mod ticker;

@@ -29,6 +29,15 @@ pub struct Guest {
 }
 
 impl Guest {
+    /// Whether it is a wasi:http 0.2 handler (it exports
+    /// `wasi:http/incoming-handler`), which `moat serve` serves.
+    pub fn is_http_handler(&self, moat: &Moat) -> bool {
+        self.component
+            .component_type()
+            .exports(moat.engine())
+            .any(|(name, _)| name.starts_with("wasi:http/incoming-handler@0.2"))
+    }
+
     /// Whether the guest exports `wasi:cli/run@0.3.0`, the entry point that
     /// can await moat's asynchronous socket calls.
     pub fn has_async_run(&self) -> bool {
@@ -124,22 +133,26 @@ impl Moat {
         })
     }
 
-    fn engine(&self) -> &Engine {
+    pub(crate) fn engine(&self) -> &Engine {
         &self.engine
     }
 
-    fn linker(&self) -> &Linker<RunState> {
+    pub(crate) fn linker(&self) -> &Linker<RunState> {
         &self.linker
     }
 
-    fn linger(&self) -> Duration {
+    pub(crate) fn linger(&self) -> Duration {
         self.linger
+    }
+
+    pub(crate) fn ticker(&self) -> &EpochTicker {
+        &self.ticker
     }
 }
 
 /// Where a run's denial lines go: the guest's stderr, prefixed with
 /// `moat: NAME:` (the program's file name, from its first argument).
-fn notices(options: &RunOptions) -> Notices {
+pub(crate) fn notices(options: &RunOptions) -> Notices {
     let name = options
         .args
         .first()
@@ -167,7 +180,7 @@ fn notices(options: &RunOptions) -> Notices {
 /// The guest's WASI context as `options` describe it: arguments,
 /// environment, stdio and directories (its sockets are set up by
 /// [`kit::MoatCtxBuilder::build`]).
-fn wasi_ctx(options: &RunOptions) -> Result<WasiCtxBuilder, MoatError> {
+pub(crate) fn wasi_ctx(options: &RunOptions) -> Result<WasiCtxBuilder, MoatError> {
     let mut wasi = WasiCtxBuilder::new();
     wasi.args(&options.args);
     wasi.envs(&options.env);
@@ -295,9 +308,9 @@ async fn call_run(
 
 /// The data of a guest's store.
 pub(crate) struct RunState {
-    wasi: WasiCtx,
-    moat: MoatCtx,
-    table: ResourceTable,
+    pub(crate) wasi: WasiCtx,
+    pub(crate) moat: MoatCtx,
+    pub(crate) table: ResourceTable,
 }
 
 impl WasiView for RunState {

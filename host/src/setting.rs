@@ -61,6 +61,24 @@ pub enum Setting {
     MaxConnections,
     /// Open connections per listener from one peer.
     MaxConnectionsPerPeer,
+    /// wasi:http requests in flight at once.
+    MaxHttpRequests,
+    /// An outgoing HTTP request's connect time.
+    HttpConnectTimeout,
+    /// An outgoing HTTP request's wait for the response's head.
+    HttpFirstByteTimeout,
+    /// An outgoing HTTP response body's longest pause.
+    HttpBetweenBytesTimeout,
+    /// An HTTP head's size (responses to the guest, requests to `moat serve`).
+    MaxHttpHeaderSize,
+    /// `moat serve`'s open client connections.
+    MaxHttpConnections,
+    /// `moat serve`'s wait for a request's head.
+    HttpHeaderReadTimeout,
+    /// `moat serve`'s request body size.
+    MaxHttpBodySize,
+    /// `moat serve`'s handlers running at once.
+    MaxInstances,
 }
 
 /// What kind of value a setting takes, and so how every source writes it.
@@ -230,11 +248,89 @@ const ROWS: [Row; Setting::ALL.len()] = [
         help: "Most connections one listener has open from one peer address, for \
                listeners whose guest sets no cap",
     },
+    Row {
+        key: "max-http-requests",
+        flag: "--max-http-requests",
+        variable: "MOAT_MAX_HTTP_REQUESTS",
+        option: "Limits::max_http_requests",
+        kind: Kind::Count,
+        help: "Most wasi:http requests the guest has in flight at once (each until its \
+               response body ends)",
+    },
+    Row {
+        key: "http-connect-timeout",
+        flag: "--http-connect-timeout",
+        variable: "MOAT_HTTP_CONNECT_TIMEOUT",
+        option: "Limits::http_connect_timeout",
+        kind: Kind::Duration,
+        help: "Longest an outgoing HTTP request may take to connect (lookup and TLS \
+               included), whatever the guest asks",
+    },
+    Row {
+        key: "http-first-byte-timeout",
+        flag: "--http-first-byte-timeout",
+        variable: "MOAT_HTTP_FIRST_BYTE_TIMEOUT",
+        option: "Limits::http_first_byte_timeout",
+        kind: Kind::Duration,
+        help: "Longest an outgoing HTTP request may wait for its response, whatever the \
+               guest asks",
+    },
+    Row {
+        key: "http-between-bytes-timeout",
+        flag: "--http-between-bytes-timeout",
+        variable: "MOAT_HTTP_BETWEEN_BYTES_TIMEOUT",
+        option: "Limits::http_between_bytes_timeout",
+        kind: Kind::Duration,
+        help: "Longest an outgoing HTTP response body may pause, whatever the guest asks",
+    },
+    Row {
+        key: "max-http-header-size",
+        flag: "--max-http-header-size",
+        variable: "MOAT_MAX_HTTP_HEADER_SIZE",
+        option: "Limits::max_http_header_size",
+        kind: Kind::Size,
+        help: "Largest HTTP head: of a response the guest receives, and of a request \
+               moat serve accepts (at least 8KiB)",
+    },
+    Row {
+        key: "max-http-connections",
+        flag: "--max-http-connections",
+        variable: "MOAT_MAX_HTTP_CONNECTIONS",
+        option: "Limits::max_http_connections",
+        kind: Kind::Count,
+        help: "moat serve: most client connections open at once (more wait to be accepted)",
+    },
+    Row {
+        key: "http-header-read-timeout",
+        flag: "--http-header-read-timeout",
+        variable: "MOAT_HTTP_HEADER_READ_TIMEOUT",
+        option: "Limits::http_header_read_timeout",
+        kind: Kind::Duration,
+        help: "moat serve: longest a client may take to send a request's head, and \
+               to start the next one on a kept-alive connection",
+    },
+    Row {
+        key: "max-http-body-size",
+        flag: "--max-http-body-size",
+        variable: "MOAT_MAX_HTTP_BODY_SIZE",
+        option: "Limits::max_http_body_size",
+        kind: Kind::Size,
+        help: "moat serve: largest request body (past it the client gets 413)",
+    },
+    Row {
+        key: "max-instances",
+        flag: "--max-instances",
+        variable: "MOAT_MAX_INSTANCES",
+        option: "Limits::max_instances",
+        kind: Kind::Count,
+        help: "moat serve: most handler instances running at once, each with up to \
+               --max-memory (more requests wait for one, within --timeout)",
+    },
 ];
 
 impl Setting {
     /// Every setting, in the order `moat run --help` lists their flags.
-    pub const ALL: [Setting; 14] = [
+    pub const ALL: [Setting; 23] = [
         Setting::AllowNet,
         Setting::AllowListen,
         Setting::DenyNet,
@@ -249,6 +345,15 @@ impl Setting {
         Setting::TlsHandshakeTimeout,
         Setting::MaxConnections,
         Setting::MaxConnectionsPerPeer,
+        Setting::MaxHttpRequests,
+        Setting::HttpConnectTimeout,
+        Setting::HttpFirstByteTimeout,
+        Setting::HttpBetweenBytesTimeout,
+        Setting::MaxHttpHeaderSize,
+        Setting::MaxHttpConnections,
+        Setting::HttpHeaderReadTimeout,
+        Setting::MaxHttpBodySize,
+        Setting::MaxInstances,
     ];
 
     const fn row(self) -> &'static Row {

@@ -16,6 +16,11 @@
 //! - `MOAT_LOG`: which log lines of moat's to write to the container's
 //!   stderr (a tracing filter such as `moat::net=debug`; default `warn`).
 //!
+//! - `MOAT_HTTP_ADDR`: serve the component, a wasi:http 0.2 handler, on
+//!   this IP address and port, as `moat serve --addr` does
+//!   (`0.0.0.0:8080`: the pod's own network). A handler does not start
+//!   without it, and it is refused for a component that is not a handler.
+//!
 //! The image's policy and the environment add up as `moat run --policy
 //! FILE` and its flags do: grants widen, every deny entry holds, and the
 //! environment's bounds win.
@@ -62,6 +67,12 @@ pub const LOG_VAR: &str = "MOAT_LOG";
 
 /// The variable that names the directories the guest may use.
 pub const DIRS_VAR: &str = "MOAT_DIRS";
+
+/// The variable that serves an HTTP handler component, and where: an IP
+/// address and port of the pod's network (`0.0.0.0:8080`). A component
+/// that exports `wasi:http/incoming-handler` does not start without it;
+/// the pod spec is what grants listening there.
+pub const HTTP_ADDR_VAR: &str = "MOAT_HTTP_ADDR";
 
 /// Container paths never given to a guest, nor anything below them: the
 /// container's processes, kernel state and devices, and the termination
@@ -218,6 +229,12 @@ pub enum DeploymentError {
     /// unknown key, bad entry): the error names the layer, line and key.
     #[error(transparent)]
     PolicyLayer(#[from] PolicyFileError),
+    /// `MOAT_HTTP_ADDR` is not an IP address and port.
+    #[error("MOAT_HTTP_ADDR={value}: expected an IP address and port, such as 0.0.0.0:8080")]
+    BadHttpAddr {
+        /// The value given.
+        value: String,
+    },
     /// `MOAT_LOG` is not a valid filter.
     #[error("MOAT_LOG={value}: {reason}")]
     BadLog {
@@ -230,7 +247,7 @@ pub enum DeploymentError {
 
 /// Every variable the shim reads, as the table spells it.
 fn known_vars() -> Vec<String> {
-    [IMAGE_POLICY_VAR, LOG_VAR, DIRS_VAR]
+    [IMAGE_POLICY_VAR, LOG_VAR, DIRS_VAR, HTTP_ADDR_VAR]
         .into_iter()
         .map(str::to_owned)
         .chain(Setting::ALL.iter().map(|s| s.variable().to_owned()))
@@ -296,6 +313,8 @@ pub struct Deployment {
     pub guest_env: Vec<(String, String)>,
     /// The directories the guest may use (`MOAT_DIRS`), container paths.
     pub dirs: Vec<Preopen>,
+    /// Where to serve an HTTP handler (`MOAT_HTTP_ADDR`).
+    pub http_addr: Option<std::net::SocketAddr>,
     /// moat's log filter (`MOAT_LOG`).
     pub log: String,
     /// For the start's audit line: each `MOAT_*` setting as written, and
@@ -356,6 +375,7 @@ impl Deployment {
         let mut image_policy = ImagePolicy::Unanswered;
         let mut log = DEFAULT_LOG.to_owned();
         let mut dirs = Vec::new();
+        let mut http_addr = None;
         let mut audit = Audit::default();
         for entry in envs {
             let (var, value) = entry.split_once('=').unwrap_or((entry.as_str(), ""));
@@ -391,6 +411,18 @@ impl Deployment {
             }
             if var == DIRS_VAR {
                 dirs.extend(parse_dirs(value)?);
+                audit.env.push(entry.clone());
+                continue;
+            }
+            if var == HTTP_ADDR_VAR {
+                let addr: std::net::SocketAddr =
+                    value
+                        .trim()
+                        .parse()
+                        .map_err(|_| DeploymentError::BadHttpAddr {
+                            value: value.to_owned(),
+                        })?;
+                http_addr = Some(addr);
                 audit.env.push(entry.clone());
                 continue;
             }
@@ -445,6 +477,7 @@ impl Deployment {
             settings: from_image.and(from_env),
             guest_env,
             dirs,
+            http_addr,
             log,
             audit,
         })
@@ -741,5 +774,26 @@ mod tests {
             assert!(e.to_string().contains(why), "{dirs}: {e}");
         }
         assert!(read(&envs(&["HOME=/"]), None).unwrap().dirs.is_empty());
+    }
+
+    #[test]
+    fn an_http_address_is_an_ip_address_and_port() {
+        let d = read(&envs(&["MOAT_HTTP_ADDR=0.0.0.0:8080"]), None).unwrap();
+        assert_eq!(d.http_addr, Some("0.0.0.0:8080".parse().unwrap()));
+        assert!(
+            d.audit
+                .env
+                .contains(&"MOAT_HTTP_ADDR=0.0.0.0:8080".to_owned())
+        );
+        assert_eq!(read(&envs(&[]), None).unwrap().http_addr, None);
+        for bad in ["localhost:8080", "8080", "0.0.0.0"] {
+            let e = read(&envs(&[&format!("MOAT_HTTP_ADDR={bad}")]), None).unwrap_err();
+            assert_eq!(
+                e.to_string(),
+                format!(
+                    "MOAT_HTTP_ADDR={bad}: expected an IP address and port, such as 0.0.0.0:8080"
+                )
+            );
+        }
     }
 }

@@ -15,8 +15,11 @@ use std::path::{Path, PathBuf};
 
 use moat_host::preopen::Preopen;
 use moat_host::preopen::{self, PreopenError};
+use moat_host::serve::ServeOptions;
 use moat_host::settings::Spelling;
 use moat_host::{CacheDir, Moat, MoatConfig, REFUSED_EXIT, RunOptions, START_FAILED_EXIT};
+
+use crate::deployment::HTTP_ADDR_VAR;
 
 use crate::deployment::{
     Deployment, DeploymentError, MAX_POLICY_LAYER, POLICY_FILE, POLICY_LAYER_MEDIA_TYPE,
@@ -181,7 +184,7 @@ impl MoatSandbox {
         };
         init_logging(&deployment.log);
         let _ = writeln!(std::io::stderr(), "moat: {}", deployment.audit);
-        run(prepared)
+        run(prepared, |why| self.refuse(why))
     }
 }
 
@@ -279,6 +282,8 @@ struct Prepared {
     component: Vec<u8>,
     name: String,
     options: RunOptions,
+    /// `MOAT_HTTP_ADDR`: serve the component there.
+    http_addr: Option<std::net::SocketAddr>,
 }
 
 impl MoatSandbox {
@@ -326,6 +331,7 @@ impl MoatSandbox {
                 component,
                 name: entrypoint.clone(),
                 options,
+                http_addr: deployment.http_addr,
             },
             deployment,
         ))
@@ -349,7 +355,7 @@ fn init_logging(filter: &str) {
 
 /// Compiles and runs the guest on a runtime of its own, as `moat run` does:
 /// one thread drives the guest and its sockets.
-fn run(prepared: Prepared) -> i32 {
+fn run(prepared: Prepared, refuse: impl Fn(&str)) -> i32 {
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -369,14 +375,52 @@ fn run(prepared: Prepared) -> i32 {
         };
         let moat = Moat::new(&config)?;
         let guest = moat.load_bytes(&prepared.component, Path::new(&prepared.name))?;
-        moat.run(&guest, prepared.options).await
+        match prepared.http_addr {
+            Some(addr) => {
+                let options = ServeOptions::new(addr.to_string(), prepared.options);
+                let server = moat.bind_server(&guest, options).await?;
+                eprintln!("moat: serving http://{}/", server.local_addr());
+                server.serve(stop_signal()).await?;
+                Ok(0)
+            }
+            None if guest.is_http_handler(&moat) => {
+                refuse(&format!(
+                    "{} is an HTTP handler (it exports wasi:http/incoming-handler): set \
+                     {HTTP_ADDR_VAR} in the pod spec (for example {HTTP_ADDR_VAR}=0.0.0.0:8080) \
+                     to serve it",
+                    prepared.name
+                ));
+                Ok(REFUSED_EXIT.into())
+            }
+            None => moat
+                .run(&guest, prepared.options)
+                .await
+                .map(|exit| exit.code()),
+        }
     });
     match outcome {
-        Ok(exit) => exit.code(),
+        Ok(code) => code,
         Err(e) => {
             eprintln!("moat: error: {e}");
             e.exit_status().into()
         }
+    }
+}
+
+/// Resolves at SIGTERM (what the kubelet sends to stop a container) or
+/// SIGINT; never, if neither can be listened for.
+async fn stop_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut interrupt), Ok(mut terminate)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        tracing::warn!("cannot listen for SIGTERM: the server stops only when killed");
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = interrupt.recv() => {}
+        _ = terminate.recv() => {}
     }
 }
 

@@ -731,3 +731,64 @@ fn the_descriptor_limit_follows_the_socket_cap() {
     let _ = child.wait();
     assert_eq!(limit, Some(expected));
 }
+
+#[test]
+fn a_refused_http_request_makes_no_dns_query_and_no_connect() {
+    let Some(strace) = strace() else { return };
+    let (peer, port) = peer();
+    // Refused as written: no lookup, no socket at all.
+    let url = format!("http://localhost:{port}/");
+    let (out, log) = traced(strace, &[guests::HTTP_PROBE, "fetch", &url]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "error: ErrorCode::HttpRequestDenied\n");
+    assert!(
+        text(&out.stderr).contains(&format!("needs --allow-net=localhost:{port}")),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(name_lookups(&log), 0, "{log}");
+    assert_eq!(inet_sockets(&log), 0, "{log}");
+    // Granted, but the name resolves into a denied range: looked up once,
+    // never connected to.
+    let granted = format!("--allow-net=localhost:{port}");
+    let (out, log) = traced(
+        strace,
+        &[
+            &granted,
+            "--deny-net=private",
+            guests::HTTP_PROBE,
+            "fetch",
+            &url,
+        ],
+    );
+    assert_eq!(
+        text(&out.stdout),
+        "error: ErrorCode::DestinationIpProhibited\n",
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(name_lookups(&log) > 0, "{log}");
+    assert!(!touched_port(&log, "connect", &port), "{log}");
+    // Allowed, the connect shows up in the trace: it would have seen it.
+    peer.set_nonblocking(false).unwrap();
+    let server = std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        let (mut conn, _) = peer.accept().unwrap();
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") && conn.read(&mut byte).unwrap() == 1 {
+            head.push(byte[0]);
+        }
+        conn.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 3\r\nconnection: close\r\n\r\nyes")
+            .unwrap();
+    });
+    let (out, log) = traced(strace, &[&granted, guests::HTTP_PROBE, "fetch", &url]);
+    assert_eq!(
+        text(&out.stdout),
+        "status: 200\nyes\n",
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(touched_port(&log, "connect", &port), "{log}");
+    server.join().unwrap();
+}

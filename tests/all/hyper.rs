@@ -1,7 +1,8 @@
 //! hyper 1 on moat: `examples/hyper-serve` against curl and a tokio
-//! client, `examples/hyper-fetch` against a tokio server.
+//! client (and a slow one, for hyper's header-read timeout on moat's
+//! timer), `examples/hyper-fetch` against a tokio server.
 
-use crate::support::{guests, have, run, start};
+use crate::support::{eventually, guests, have, run, start, within};
 use moat_host::policy::Policy;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -84,6 +85,59 @@ async fn hyper_serve_answers_pipelined_requests_from_a_tokio_client_in_order() {
         .map(|response| response.split_once("\r\n\r\n").unwrap().1)
         .collect();
     assert_eq!(bodies, ["ok\n", "hello", &format!("{me}\n")], "{all}");
+}
+
+/// hyper's header-read timeout works on moat (hyper-serve gives hyper
+/// `moat_sdk::hyper::Timer`): a client that sends half a request header
+/// and then nothing has its connection closed, and the server goes on
+/// answering others.
+#[tokio::test]
+async fn hyper_serve_closes_a_connection_whose_request_header_never_ends() {
+    let server = start(guests::HYPER_SERVE, listen_policy(), &["127.0.0.1:0"]);
+    let addr = server.listening_addr().await;
+    let mut slow = TcpStream::connect(addr).await.unwrap();
+    // No blank line: the header never ends.
+    slow.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
+    // The server's HEADER_READ_TIMEOUT (10 s) should end this; `within`'s
+    // bound (60 s) only stops a server that never closes from hanging the
+    // test. A FIN (Ok) and a reset (Err) are both the server closing.
+    let mut got = Vec::new();
+    let ended = within(
+        "the server closing a connection whose header never ends",
+        slow.read_to_end(&mut got),
+    )
+    .await;
+    // hyper 1.12 just closes; a 408 first would be fine too.
+    assert!(
+        got.is_empty() || got.starts_with(b"HTTP/1.1 408"),
+        "the server answered a request it never had: {ended:?} {:?}",
+        String::from_utf8_lossy(&got)
+    );
+    // It was hyper's timeout that closed it.
+    eventually("hyper-serve reporting the header-read timeout", || {
+        String::from_utf8_lossy(&server.stderr.contents())
+            .contains("read header from client timeout")
+    })
+    .await;
+
+    let mut client = TcpStream::connect(addr).await.unwrap();
+    client
+        .write_all(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = String::new();
+    within(
+        "an answer after the timeout",
+        client.read_to_string(&mut answer),
+    )
+    .await
+    .unwrap();
+    assert!(
+        answer.starts_with("HTTP/1.1 200 OK\r\n") && answer.ends_with("\r\n\r\nok\n"),
+        "{answer}"
+    );
 }
 
 /// POSTs `body` with curl (from its stdin); the status code and the

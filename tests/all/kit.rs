@@ -1,7 +1,8 @@
 //! The embedding kit (`moat_host::kit`): guests on a wasmtime engine,
 //! linker and store of the embedder's own, in the kit's three steps, held
-//! to the same grants as under `moat run`: a stock wasi:sockets program
-//! and an SDK guest (whose `wasi:cli/run@0.3.0` the kit calls).
+//! to the same grants as under `moat run`: a stock wasi:sockets program,
+//! an SDK guest (whose `wasi:cli/run@0.3.0` the kit calls) and a wasi:http
+//! client.
 
 use std::sync::{Arc, Mutex};
 
@@ -210,5 +211,56 @@ async fn the_kit_holds_a_guest_to_its_socket_cap() {
         ran.stderr.contains("limit reached") && ran.stderr.contains("--max-sockets"),
         "{}",
         ran.stderr
+    );
+}
+
+#[tokio::test]
+async fn a_wasi_http_client_on_an_embedders_linker_gets_the_same_grants() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let server = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = server.local_addr().unwrap().port();
+    let serving = tokio::spawn(async move {
+        let (mut stream, _) = server.accept().await.unwrap();
+        let mut head = Vec::new();
+        while !head.ends_with(b"\r\n\r\n") {
+            let mut byte = [0u8; 1];
+            if stream.read(&mut byte).await.unwrap() == 0 {
+                break;
+            }
+            head.push(byte[0]);
+        }
+        stream
+            .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 9\r\n\r\nembedded\n")
+            .await
+            .unwrap();
+    });
+    let url = format!("http://127.0.0.1:{port}/");
+    let policy = Policy::new()
+        .allow_connect(&format!("127.0.0.1:{port}"))
+        .unwrap();
+    let ran = run_on_own_linker(
+        guests::HTTP_PROBE,
+        policy,
+        Limits::default(),
+        &["fetch", &url],
+    )
+    .await;
+    assert_eq!(ran.exit.unwrap(), 0, "{}{}", ran.stdout, ran.stderr);
+    assert_eq!(ran.stdout, "status: 200\nembedded\n");
+    within("the server", serving).await.unwrap();
+
+    let ran = run_on_own_linker(
+        guests::HTTP_PROBE,
+        Policy::new(),
+        Limits::default(),
+        &["fetch", &url],
+    )
+    .await;
+    assert_eq!(ran.stdout, "error: ErrorCode::HttpRequestDenied\n");
+    assert_eq!(
+        ran.notices,
+        [format!(
+            "HTTP request: connect to 127.0.0.1:{port} denied: needs --allow-net=127.0.0.1:{port}"
+        )]
     );
 }

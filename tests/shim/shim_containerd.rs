@@ -449,3 +449,85 @@ fn a_guest_under_the_shim_reaches_nothing_of_the_host_but_its_directory() {
     );
     assert_eq!(message, "", "the guest wrote the termination log");
 }
+
+/// An HTTP handler component under containerd: served on the address the
+/// pod spec's `MOAT_HTTP_ADDR` gives, its own outgoing requests under the
+/// pod spec's grants, stopped cleanly by SIGTERM.
+#[tokio::test(flavor = "multi_thread")]
+async fn ctr_serves_an_http_handler_on_the_address_its_pod_spec_gives() {
+    let Some(node) = Node::start("ctr_serves_an_http_handler_on_the_address_its_pod_spec_gives")
+    else {
+        return;
+    };
+    let containerd = &node.containerd;
+    let port = support::free_port();
+    let component = std::fs::read(guests::WSTD_SERVE).expect("the guest is built");
+    let image = "localhost/moat-wstd-serve:e2e";
+    let archive = support::rootfs_image_archive(
+        node.work.path(),
+        image,
+        &[("wstd-serve.wasm", component.as_slice())],
+        "/wstd-serve.wasm",
+        &[],
+    );
+    run(containerd
+        .ctr(NAMESPACE)
+        .args(["image", "import", "--all-platforms"])
+        .arg(&archive));
+    let log = node.work.path().join("http.log");
+    let out = std::fs::File::create(&log).expect("the log");
+    let id = format!("http-{}", std::process::id());
+    let addr = format!("MOAT_HTTP_ADDR=127.0.0.1:{port}");
+    let mut ctr_run = containerd
+        .ctr(NAMESPACE)
+        .args(["run", "--net-host", "--runtime", "io.containerd.moat.v1"])
+        .args(["--env", &addr])
+        .args([image, &id])
+        .stdin(std::process::Stdio::null())
+        .stdout(out.try_clone().expect("the log"))
+        .stderr(out)
+        .spawn()
+        .expect("ctr runs");
+    let container_log = || std::fs::read_to_string(&log).unwrap_or_default();
+    let started = Instant::now();
+    let mut stream = loop {
+        if let Ok(stream) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await {
+            break stream;
+        }
+        if let Some(status) = ctr_run.try_wait().expect("ctr's status") {
+            panic!(
+                "the container ended ({status}):\n{}\ncontainerd's log:\n{}",
+                container_log(),
+                containerd.log()
+            );
+        }
+        assert!(
+            started.elapsed() < START_DEADLINE,
+            "the handler was not served in {START_DEADLINE:?}:\n{}",
+            container_log()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    stream
+        .write_all(b"GET / HTTP/1.1\r\nHost: pod\r\nConnection: close\r\n\r\n")
+        .await
+        .expect("write");
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).await.expect("read");
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(
+        answer.starts_with("HTTP/1.1 200") && answer.contains("hello from a wasi:http handler\n"),
+        "{answer}"
+    );
+    run(containerd
+        .ctr(NAMESPACE)
+        .args(["task", "kill", "--signal", "SIGTERM", &id]));
+    let status = ctr_run.wait().expect("ctr ends with its task");
+    let output = container_log();
+    assert_eq!(status.code(), Some(0), "SIGTERM stops it cleanly\n{output}");
+    assert!(
+        output.contains(&format!("moat: serving http://127.0.0.1:{port}/")),
+        "{output}"
+    );
+    run(containerd.ctr(NAMESPACE).args(["container", "rm", &id]));
+}

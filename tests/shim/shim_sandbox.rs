@@ -451,3 +451,69 @@ async fn the_guest_sees_only_the_directories_its_pod_spec_names_read_only_unless
         "{message}"
     );
 }
+
+/// An HTTP handler needs the pod spec to say where to serve it; given
+/// `MOAT_HTTP_ADDR`, it is served there, with its outgoing requests under
+/// the pod spec's grants.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_http_handler_is_served_where_its_pod_spec_says_and_nowhere_without_it() {
+    let node = Node::new();
+    let guest = node.place(guests::WSTD_SERVE);
+    // No address: refused at start, with the variable to set.
+    let status = node.run(&file(&guest, &[], &[])).await;
+    assert_eq!(status, moat_host::REFUSED_EXIT as i32);
+    assert!(
+        node.termination_message().contains(
+            "is an HTTP handler (it exports wasi:http/incoming-handler): set MOAT_HTTP_ADDR"
+        ),
+        "{}",
+        node.termination_message()
+    );
+    // A command given an address: refused too.
+    let status = node
+        .run(&file(
+            &node.place(guests::PROBE),
+            &[],
+            &["MOAT_HTTP_ADDR=127.0.0.1:0"],
+        ))
+        .await;
+    assert_eq!(status, 1);
+    let bad = node
+        .run(&file(&guest, &[], &["MOAT_HTTP_ADDR=localhost:80"]))
+        .await;
+    assert_eq!(bad, moat_host::REFUSED_EXIT as i32);
+    assert!(
+        node.termination_message()
+            .contains("MOAT_HTTP_ADDR=localhost:80"),
+        "{}",
+        node.termination_message()
+    );
+
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port");
+    let container = file(&guest, &[], &[&format!("MOAT_HTTP_ADDR=127.0.0.1:{port}")]);
+    let sandbox = node.sandbox.clone();
+    // The server runs until the test process ends.
+    std::thread::spawn(move || sandbox.run(&container));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let answer = loop {
+        if let Ok(mut stream) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await {
+            use tokio::io::AsyncWriteExt;
+            stream
+                .write_all(b"GET / HTTP/1.1\r\nHost: pod\r\nConnection: close\r\n\r\n")
+                .await
+                .expect("write");
+            let mut answer = Vec::new();
+            stream.read_to_end(&mut answer).await.expect("read");
+            break String::from_utf8_lossy(&answer).into_owned();
+        }
+        assert!(std::time::Instant::now() < deadline, "never served");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    assert!(
+        answer.starts_with("HTTP/1.1 200") && answer.contains("hello from a wasi:http handler\n"),
+        "{answer}"
+    );
+}

@@ -12,11 +12,18 @@
 //! `listening on HOST:PORT` once ready.
 //!
 //! hyper needs nothing more than the `hyper` feature of moat-sdk, which
-//! gives `TcpStream` hyper's `rt::Read` and `rt::Write`: HTTP/1 needs no
-//! executor and no timer.
+//! gives `TcpStream` hyper's `rt::Read` and `rt::Write` (HTTP/1 needs no
+//! executor), and `moat_sdk::hyper::Timer`, hyper's timer on moat's clock.
+//! The server sets that timer and a header-read timeout of
+//! [`HEADER_READ_TIMEOUT`]: without a timer, hyper's header-read timeout
+//! is off, and a client that sends half a request header and then nothing
+//! holds its connection for good. With it, hyper closes a connection whose
+//! request header is not all there that long after it began waiting for
+//! it; that includes a keep-alive connection left idle between requests.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
@@ -25,6 +32,15 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use moat_sdk::{Error, TcpListener};
+
+/// How long a client has to send a whole request header, counted from when
+/// the server starts waiting for one (after the connection opens, or after
+/// the previous response on a keep-alive connection). 10 s is a third of
+/// hyper's own default (30 s): ample for a real client, even on a slow
+/// link, as a header is usually one packet; short enough that clients
+/// sending headers a byte at a time cannot pile up connections, each with
+/// a task and its buffers, for long.
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Longest request body `POST /echo` takes: bigger ones get 413, so one
 /// client cannot make the server buffer without bound.
@@ -41,7 +57,12 @@ async fn main() -> Result<(), Error> {
         let (conn, peer) = listener.accept().await?;
         moat_sdk::spawn(async move {
             let service = service_fn(move |request| handle(request, peer));
-            if let Err(e) = http1::Builder::new().serve_connection(conn, service).await {
+            let served = http1::Builder::new()
+                .timer(moat_sdk::hyper::Timer)
+                .header_read_timeout(HEADER_READ_TIMEOUT)
+                .serve_connection(conn, service)
+                .await;
+            if let Err(e) = served {
                 eprintln!("hyper-serve: {peer}: {e}");
             }
         });

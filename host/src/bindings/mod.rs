@@ -8,6 +8,7 @@
 //! linker, and a store's data reaches it through [`crate::kit::MoatView`].
 
 mod convert;
+pub(crate) mod http;
 mod listen;
 mod streams;
 mod tcp;

@@ -114,7 +114,7 @@ impl Notices {
         }
     }
 
-    fn tell(&self, message: String) {
+    pub(crate) fn tell(&self, message: String) {
         let Some(sink) = &self.sink else { return };
         let mut shown = self.shown.lock().unwrap_or_else(PoisonError::into_inner);
         if shown.len() >= MAX_NOTICES || shown.contains(&message) {

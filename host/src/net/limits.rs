@@ -204,6 +204,63 @@ pub const MAX_TLS_CONFIGS: usize = 1024;
 /// socket holds).
 pub const POOL_KEEP: usize = 4;
 
+// HTTP (wasi:http guests, `moat serve`).
+
+/// wasi:http requests a run has in flight at once, each from its send
+/// until its response body ends or is dropped. Each holds a connection
+/// (an HTTP/1 connection carries one request at a time), so the socket
+/// cap bounds them too; this bounds the requests of a guest that starts
+/// many and reads none. 256: far more than a client keeps busy at once
+/// (browsers: 6 per host), a quarter of the socket cap.
+pub const DEFAULT_MAX_HTTP_REQUESTS: u32 = 256;
+
+/// The run's cap on an outgoing request's connect (lookup, TCP and TLS
+/// together): 30 s, beyond any working network, short enough that a
+/// black-holed address does not hold the request for the kernel's two
+/// minutes of SYN retries.
+pub const DEFAULT_HTTP_CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The run's cap on the wait for a response's head after the request was
+/// sent: 60 s, what nginx and most proxies give an upstream
+/// (`proxy_read_timeout`); a slow API that computes longer raises it.
+pub const DEFAULT_HTTP_FIRST_BYTE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The run's cap on a pause between two pieces of a response body: 60 s,
+/// as the first byte's.
+pub const DEFAULT_HTTP_BETWEEN_BYTES_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The largest HTTP head, a response's to the guest and a request's to
+/// `moat serve`: 64 KiB, four times what common servers accept
+/// (nginx's default large buffers are 4 × 8 KiB; Node's is 16 KiB) and a
+/// sixth of hyper's own default (~400 KB), which each connection would
+/// hold.
+pub const DEFAULT_MAX_HTTP_HEADER_SIZE: usize = 64 << 10;
+
+/// `moat serve`: client connections open at once. 1024, the socket cap's
+/// default; past it new clients wait in the kernel's backlog.
+pub const DEFAULT_MAX_HTTP_CONNECTIONS: u32 = 1024;
+
+/// `moat serve`: how long a client may take to send a request's head,
+/// counted from when the connection is ready for one, so it is also how
+/// long a kept-alive connection may sit idle between requests. 10 s: a
+/// real client sends a head in one round trip; a client that sends one
+/// byte a second is cut off and gives its slot back.
+pub const DEFAULT_HTTP_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// `moat serve`: the largest request body a client may send: 64 MiB. The
+/// body is streamed to the handler, not held, so this bounds what a client
+/// can make a handler read, not the host's memory; past it the client gets
+/// 413 (at once when Content-Length says so).
+pub const DEFAULT_MAX_HTTP_BODY_SIZE: u64 = 64 << 20;
+
+/// `moat serve`: handler instances running at once. Each may grow to
+/// `--max-memory`, so the guests of a server hold at most this many times
+/// that (16 × the default 512 MiB: 8 GiB; a server of small handlers sets
+/// `--max-memory=64MiB`, 1 GiB in all). 16 keeps two cores busy with room
+/// for handlers that wait on upstreams; a request waits for an instance
+/// within its `--timeout`, then gets 503.
+pub const DEFAULT_MAX_INSTANCES: u32 = 16;
+
 /// The bounds of one run. The defaults are what a normal program never
 /// meets and a hostile one does; `None` means unbounded (the embedder's
 /// choice, never a default).
@@ -241,6 +298,28 @@ pub struct Limits {
     /// Host memory the run's guest may make the host keep, every kind
     /// together ([`DEFAULT_MAX_HOST_MEMORY`]; see `net/budget.rs`).
     pub max_host_memory: Option<usize>,
+    /// wasi:http requests in flight ([`DEFAULT_MAX_HTTP_REQUESTS`]).
+    pub max_http_requests: u32,
+    /// Cap on an outgoing request's connect ([`DEFAULT_HTTP_CONNECT_TIMEOUT`]).
+    pub http_connect_timeout: Duration,
+    /// Cap on the wait for a response's head
+    /// ([`DEFAULT_HTTP_FIRST_BYTE_TIMEOUT`]).
+    pub http_first_byte_timeout: Duration,
+    /// Cap on a pause in a response body
+    /// ([`DEFAULT_HTTP_BETWEEN_BYTES_TIMEOUT`]).
+    pub http_between_bytes_timeout: Duration,
+    /// Largest HTTP head ([`DEFAULT_MAX_HTTP_HEADER_SIZE`]; at least
+    /// 8 KiB, hyper's smallest buffer).
+    pub max_http_header_size: usize,
+    /// `moat serve`'s open connections ([`DEFAULT_MAX_HTTP_CONNECTIONS`]).
+    pub max_http_connections: u32,
+    /// `moat serve`'s wait for a request's head
+    /// ([`DEFAULT_HTTP_HEADER_READ_TIMEOUT`]).
+    pub http_header_read_timeout: Duration,
+    /// `moat serve`'s largest request body ([`DEFAULT_MAX_HTTP_BODY_SIZE`]).
+    pub max_http_body_size: u64,
+    /// `moat serve`'s instances at once ([`DEFAULT_MAX_INSTANCES`]).
+    pub max_instances: u32,
 }
 
 impl Default for Limits {
@@ -256,6 +335,15 @@ impl Default for Limits {
             close_linger: DEFAULT_CLOSE_LINGER,
             max_recorded_addresses: DEFAULT_MAX_RECORDED_ADDRESSES,
             max_host_memory: Some(DEFAULT_MAX_HOST_MEMORY),
+            max_http_requests: DEFAULT_MAX_HTTP_REQUESTS,
+            http_connect_timeout: DEFAULT_HTTP_CONNECT_TIMEOUT,
+            http_first_byte_timeout: DEFAULT_HTTP_FIRST_BYTE_TIMEOUT,
+            http_between_bytes_timeout: DEFAULT_HTTP_BETWEEN_BYTES_TIMEOUT,
+            max_http_header_size: DEFAULT_MAX_HTTP_HEADER_SIZE,
+            max_http_connections: DEFAULT_MAX_HTTP_CONNECTIONS,
+            http_header_read_timeout: DEFAULT_HTTP_HEADER_READ_TIMEOUT,
+            max_http_body_size: DEFAULT_MAX_HTTP_BODY_SIZE,
+            max_instances: DEFAULT_MAX_INSTANCES,
         }
     }
 }

@@ -25,6 +25,7 @@ mod address_gate;
 pub(crate) mod budget;
 mod dns;
 mod error;
+mod http;
 mod io;
 pub(crate) mod limits;
 mod listen;
@@ -35,20 +36,27 @@ mod tcp;
 mod tls;
 mod udp;
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 pub use address_gate::{AddressGate, AddressUse, LookupError, Notices};
 pub use dns::{Addresses, Answer, AnswerLookup, Lookup, Resolver, SystemResolver};
 pub use error::NetError;
+pub use http::{
+    BoxError, CONNECTION_BYTES, HttpClient, HttpError, HttpRequestOptions, MIN_HTTP_HEADER_SIZE,
+    POOL_IDLE_TIMEOUT, POOL_MAX_PER_AUTHORITY, RequestBody, ResponseBody,
+};
 pub use limits::{
-    ACCEPT_QUEUE, DEFAULT_ANSWER_LIFETIME, DEFAULT_CLOSE_LINGER, DEFAULT_LOOKUP_TIMEOUT,
-    DEFAULT_MAX_HOST_MEMORY, DEFAULT_MAX_LOOKUPS, DEFAULT_MAX_RECORDED_ADDRESSES,
-    DEFAULT_MAX_SOCKETS, DEFAULT_MAX_TLS_HANDSHAKE_TIMEOUT, DEFAULT_MAX_WAITING_CALLS,
-    DEFAULT_TLS_HANDSHAKE_TIMEOUT, Limits, MAX_ANSWER_ADDRESSES, MAX_ANSWER_LIFETIME,
-    MAX_CHAIN_CERTIFICATES, MAX_GUEST_ROOTS, MAX_HANDSHAKES, MAX_KEPT_ANSWERS, MAX_NOTICES,
-    MAX_PEM_BYTES, MAX_TLS_CONFIGS, MAX_WASI_UDP_RECEIVES, MIN_ANSWER_LIFETIME, POOL_KEEP,
-    SEND_BACKLOG_LIMIT,
+    ACCEPT_QUEUE, DEFAULT_ANSWER_LIFETIME, DEFAULT_CLOSE_LINGER,
+    DEFAULT_HTTP_BETWEEN_BYTES_TIMEOUT, DEFAULT_HTTP_CONNECT_TIMEOUT,
+    DEFAULT_HTTP_FIRST_BYTE_TIMEOUT, DEFAULT_HTTP_HEADER_READ_TIMEOUT, DEFAULT_LOOKUP_TIMEOUT,
+    DEFAULT_MAX_HOST_MEMORY, DEFAULT_MAX_HTTP_BODY_SIZE, DEFAULT_MAX_HTTP_CONNECTIONS,
+    DEFAULT_MAX_HTTP_HEADER_SIZE, DEFAULT_MAX_HTTP_REQUESTS, DEFAULT_MAX_INSTANCES,
+    DEFAULT_MAX_LOOKUPS, DEFAULT_MAX_RECORDED_ADDRESSES, DEFAULT_MAX_SOCKETS,
+    DEFAULT_MAX_TLS_HANDSHAKE_TIMEOUT, DEFAULT_MAX_WAITING_CALLS, DEFAULT_TLS_HANDSHAKE_TIMEOUT,
+    Limits, MAX_ANSWER_ADDRESSES, MAX_ANSWER_LIFETIME, MAX_CHAIN_CERTIFICATES, MAX_GUEST_ROOTS,
+    MAX_HANDSHAKES, MAX_KEPT_ANSWERS, MAX_NOTICES, MAX_PEM_BYTES, MAX_TLS_CONFIGS,
+    MAX_WASI_UDP_RECEIVES, MIN_ANSWER_LIFETIME, POOL_KEEP, SEND_BACKLOG_LIMIT,
 };
 pub use listen::{AcceptQueue, ListenOptions, TcpListener};
 pub use tasks::PendingWrites;
@@ -69,6 +77,8 @@ pub struct Net {
     run: Arc<Run>,
     tasks: Tasks,
     tls: Arc<TlsContext>,
+    /// Made on first use, after the builder methods below set the run up.
+    http: Arc<OnceLock<HttpClient>>,
 }
 
 impl Net {
@@ -87,6 +97,7 @@ impl Net {
             run,
             tasks,
             tls: Arc::default(),
+            http: Arc::default(),
         }
     }
 
@@ -96,6 +107,7 @@ impl Net {
     pub fn with_limits(mut self, limits: Limits) -> Net {
         self.tasks.set_close_linger(limits.close_linger);
         self.run = Arc::new(self.run.rebuilt(Some(limits), None));
+        self.http = Arc::default();
         self.tasks.set_budget(Arc::clone(&self.run.budget));
         self
     }
@@ -112,6 +124,7 @@ impl Net {
     /// its answers as to the system's.
     pub fn with_resolver(mut self, resolver: Arc<dyn Resolver>) -> Net {
         self.run = Arc::new(self.run.rebuilt(None, Some(resolver)));
+        self.http = Arc::default();
         self.tasks.set_budget(Arc::clone(&self.run.budget));
         self
     }
@@ -131,12 +144,30 @@ impl Net {
     /// default is webpki-roots' Mozilla set).
     pub fn with_tls_trust(mut self, trust: TlsTrust) -> Net {
         self.tls = Arc::new(TlsContext::new(trust));
+        self.http = Arc::default();
         self
     }
 
     /// The policy every call is checked against.
     pub fn policy(&self) -> &Policy {
         &self.run.policy
+    }
+
+    /// The run's HTTP client (wasi:http guests): its requests are judged
+    /// as this network's connects are, count against its sockets and host
+    /// memory, and keep their connections alive in one pool per client.
+    /// See [`HttpClient::send`]. Every clone of this network shares one
+    /// client (and so one pool).
+    pub fn http_client(&self) -> HttpClient {
+        self.http
+            .get_or_init(|| {
+                HttpClient::new(
+                    Arc::clone(&self.run),
+                    Arc::clone(&self.tls),
+                    self.tasks.clone(),
+                )
+            })
+            .clone()
     }
 
     /// Opens a TCP connection to `host`:`port`, `host` as the guest wrote it.
@@ -329,6 +360,9 @@ impl Net {
     /// Call it after the guest's store (and so every socket it owned) is
     /// dropped.
     pub async fn finish(&self, linger: Duration) {
+        if let Some(http) = self.http.get() {
+            http.close();
+        }
         self.tasks.finish(linger).await;
     }
 }

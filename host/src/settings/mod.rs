@@ -54,6 +54,24 @@ pub struct Bounds {
     pub max_connections: Option<u32>,
     /// `max-connections-per-peer` (per listener).
     pub max_connections_per_peer: Option<u32>,
+    /// `max-http-requests`.
+    pub max_http_requests: Option<u32>,
+    /// `http-connect-timeout`.
+    pub http_connect_timeout: Option<Duration>,
+    /// `http-first-byte-timeout`.
+    pub http_first_byte_timeout: Option<Duration>,
+    /// `http-between-bytes-timeout`.
+    pub http_between_bytes_timeout: Option<Duration>,
+    /// `max-http-header-size`, in bytes.
+    pub max_http_header_size: Option<u64>,
+    /// `max-http-connections` (`moat serve`).
+    pub max_http_connections: Option<u32>,
+    /// `http-header-read-timeout` (`moat serve`).
+    pub http_header_read_timeout: Option<Duration>,
+    /// `max-http-body-size` (`moat serve`), in bytes.
+    pub max_http_body_size: Option<u64>,
+    /// `max-instances` (`moat serve`).
+    pub max_instances: Option<u32>,
 }
 
 impl Bounds {
@@ -72,6 +90,21 @@ impl Bounds {
             max_connections_per_peer: later
                 .max_connections_per_peer
                 .or(self.max_connections_per_peer),
+            max_http_requests: later.max_http_requests.or(self.max_http_requests),
+            http_connect_timeout: later.http_connect_timeout.or(self.http_connect_timeout),
+            http_first_byte_timeout: later
+                .http_first_byte_timeout
+                .or(self.http_first_byte_timeout),
+            http_between_bytes_timeout: later
+                .http_between_bytes_timeout
+                .or(self.http_between_bytes_timeout),
+            max_http_header_size: later.max_http_header_size.or(self.max_http_header_size),
+            max_http_connections: later.max_http_connections.or(self.max_http_connections),
+            http_header_read_timeout: later
+                .http_header_read_timeout
+                .or(self.http_header_read_timeout),
+            max_http_body_size: later.max_http_body_size.or(self.max_http_body_size),
+            max_instances: later.max_instances.or(self.max_instances),
         }
     }
 
@@ -92,9 +125,36 @@ impl Bounds {
                 .max_host_memory
                 .map(|bytes| usize::try_from(bytes).unwrap_or(usize::MAX))
                 .or(defaults.max_host_memory),
+            max_http_requests: self.max_http_requests.unwrap_or(defaults.max_http_requests),
+            http_connect_timeout: self
+                .http_connect_timeout
+                .unwrap_or(defaults.http_connect_timeout),
+            http_first_byte_timeout: self
+                .http_first_byte_timeout
+                .unwrap_or(defaults.http_first_byte_timeout),
+            http_between_bytes_timeout: self
+                .http_between_bytes_timeout
+                .unwrap_or(defaults.http_between_bytes_timeout),
+            max_http_header_size: self
+                .max_http_header_size
+                .map_or(defaults.max_http_header_size, saturating_usize),
+            max_http_connections: self
+                .max_http_connections
+                .unwrap_or(defaults.max_http_connections),
+            http_header_read_timeout: self
+                .http_header_read_timeout
+                .unwrap_or(defaults.http_header_read_timeout),
+            max_http_body_size: self
+                .max_http_body_size
+                .unwrap_or(defaults.max_http_body_size),
+            max_instances: self.max_instances.unwrap_or(defaults.max_instances),
             ..defaults
         }
     }
+}
+
+fn saturating_usize(bytes: u64) -> usize {
+    usize::try_from(bytes).unwrap_or(usize::MAX)
 }
 
 /// One place's grants, deny lists and bounds.
@@ -278,6 +338,31 @@ impl Settings {
             Setting::MaxConnectionsPerPeer => {
                 b.max_connections_per_peer = Some(values::count(value).map_err(bad)?);
             }
+            Setting::MaxHttpRequests => {
+                b.max_http_requests = Some(values::count(value).map_err(bad)?);
+            }
+            Setting::HttpConnectTimeout => {
+                b.http_connect_timeout = Some(values::duration(value).map_err(bad)?);
+            }
+            Setting::HttpFirstByteTimeout => {
+                b.http_first_byte_timeout = Some(values::duration(value).map_err(bad)?);
+            }
+            Setting::HttpBetweenBytesTimeout => {
+                b.http_between_bytes_timeout = Some(values::duration(value).map_err(bad)?);
+            }
+            Setting::MaxHttpHeaderSize => {
+                b.max_http_header_size = Some(values::size(value).map_err(bad)?);
+            }
+            Setting::MaxHttpConnections => {
+                b.max_http_connections = Some(values::count(value).map_err(bad)?);
+            }
+            Setting::HttpHeaderReadTimeout => {
+                b.http_header_read_timeout = Some(values::duration(value).map_err(bad)?);
+            }
+            Setting::MaxHttpBodySize => {
+                b.max_http_body_size = Some(values::size(value).map_err(bad)?);
+            }
+            Setting::MaxInstances => b.max_instances = Some(values::count(value).map_err(bad)?),
         }
         Ok(())
     }
@@ -354,6 +439,15 @@ pub fn default_of(setting: Setting) -> Option<String> {
         Setting::TlsHandshakeTimeout => duration(limits.tls_handshake_timeout),
         Setting::MaxConnections => count(limits.max_connections),
         Setting::MaxConnectionsPerPeer => count(limits.max_connections_per_peer),
+        Setting::MaxHttpRequests => count(Some(limits.max_http_requests)),
+        Setting::HttpConnectTimeout => duration(limits.http_connect_timeout),
+        Setting::HttpFirstByteTimeout => duration(limits.http_first_byte_timeout),
+        Setting::HttpBetweenBytesTimeout => duration(limits.http_between_bytes_timeout),
+        Setting::MaxHttpHeaderSize => size(limits.max_http_header_size as u64),
+        Setting::MaxHttpConnections => count(Some(limits.max_http_connections)),
+        Setting::HttpHeaderReadTimeout => duration(limits.http_header_read_timeout),
+        Setting::MaxHttpBodySize => size(limits.max_http_body_size),
+        Setting::MaxInstances => count(Some(limits.max_instances)),
     }
 }
 

@@ -499,6 +499,15 @@ max-connections = 512
 max-connections-per-peer = 64
 max-waiting-calls = 100
 max-host-memory = "128MiB"
+max-http-requests = 32
+http-connect-timeout = "5s"
+http-first-byte-timeout = "20s"
+http-between-bytes-timeout = "7s"
+max-http-header-size = "32KiB"
+max-http-connections = 100
+http-header-read-timeout = "3s"
+max-http-body-size = "1MiB"
+max-instances = 4
 "#;
 
     #[test]
@@ -517,8 +526,22 @@ max-host-memory = "128MiB"
                 tls_handshake_timeout: Some(Duration::from_secs(5)),
                 max_connections: Some(512),
                 max_connections_per_peer: Some(64),
+                max_http_requests: Some(32),
+                http_connect_timeout: Some(Duration::from_secs(5)),
+                http_first_byte_timeout: Some(Duration::from_secs(20)),
+                http_between_bytes_timeout: Some(Duration::from_secs(7)),
+                max_http_header_size: Some(32 << 10),
+                max_http_connections: Some(100),
+                http_header_read_timeout: Some(Duration::from_secs(3)),
+                max_http_body_size: Some(1 << 20),
+                max_instances: Some(4),
             }
         );
+        let limits = s.bounds.limits();
+        assert_eq!(limits.max_http_requests, 32);
+        assert_eq!(limits.http_first_byte_timeout, Duration::from_secs(20));
+        assert_eq!(limits.max_http_header_size, 32 << 10);
+        assert_eq!(limits.max_http_body_size, 1 << 20);
         let p = &s.policy;
         assert!(
             p.check(Capability::Connect, &host("example.com"), 443)
@@ -554,6 +577,15 @@ max-host-memory = "128MiB"
                 (Setting::MaxConnectionsPerPeer, 17),
                 (Setting::MaxWaitingCalls, 18),
                 (Setting::MaxHostMemory, 19),
+                (Setting::MaxHttpRequests, 20),
+                (Setting::HttpConnectTimeout, 21),
+                (Setting::HttpFirstByteTimeout, 22),
+                (Setting::HttpBetweenBytesTimeout, 23),
+                (Setting::MaxHttpHeaderSize, 24),
+                (Setting::MaxHttpConnections, 25),
+                (Setting::HttpHeaderReadTimeout, 26),
+                (Setting::MaxHttpBodySize, 27),
+                (Setting::MaxInstances, 28),
             ]
         );
     }

@@ -1,0 +1,248 @@
+//! wasi:http for moat's guests: 0.2's `outgoing-handler` and 0.3's
+//! `client`, with wasmtime-wasi-http's resources and bodies, and every
+//! request sent by the run's [`HttpClient`] through moat's own
+//! `send_request` hook.
+//!
+//! wasmtime-wasi-http is built without its default `send_request` (which
+//! resolves the name itself and judges nothing), so there is no path by
+//! which a request leaves without the core's checks. As in the rest of
+//! this layer, no policy check lives here: the hook hands the request and
+//! the guest's timeouts to the core, tells the run's notices about a
+//! refusal (one stderr line per distinct denial, as stock socket guests
+//! get), and turns the core's [`HttpError`] into wasi:http's `error-code`.
+
+use http_body_util::BodyExt;
+use http_body_util::combinators::UnsyncBoxBody;
+use wasmtime::component::{Linker, Resource, ResourceTable};
+use wasmtime_wasi_http::p2::bindings::http::outgoing_handler;
+use wasmtime_wasi_http::p2::bindings::http::types as p2_types;
+use wasmtime_wasi_http::p2::types::{HostFutureIncomingResponse, HostOutgoingRequest};
+use wasmtime_wasi_http::{
+    Error as WasiHttpError, RequestOptions, WasiBody, WasiHttp, WasiHttpCtx, WasiHttpCtxView,
+    WasiHttpHooks,
+};
+
+use crate::net::{
+    BoxError, HttpClient, HttpError as CoreError, HttpRequestOptions, Net, NetError, Notices,
+};
+
+/// One run's wasi:http state: wasmtime-wasi-http's context and moat's
+/// hooks.
+pub(crate) struct HttpState {
+    ctx: WasiHttpCtx,
+    hooks: MoatHooks,
+}
+
+impl HttpState {
+    /// The wasi:http state of a run on `net`, its refusals told to
+    /// `notices`. Response heads are bounded by the run's
+    /// `max_http_header_size` in the core; wasmtime-wasi-http's own field
+    /// bound (128 KiB per field) stays as it is.
+    pub(crate) fn new(net: &Net, notices: Notices) -> HttpState {
+        HttpState {
+            ctx: WasiHttpCtx::new(),
+            hooks: MoatHooks {
+                client: net.http_client(),
+                notices,
+            },
+        }
+    }
+
+    /// The view wasmtime-wasi-http's host functions take.
+    pub(crate) fn view<'a>(&'a mut self, table: &'a mut ResourceTable) -> WasiHttpCtxView<'a> {
+        WasiHttpCtxView {
+            hooks: &mut self.hooks,
+            table,
+            ctx: &mut self.ctx,
+        }
+    }
+}
+
+impl HttpState {
+    /// Refuses a request whose authority is missing or empty with the
+    /// run's notice (see [`add_to_linker`]).
+    fn refuse_no_authority(&self, authority: Option<&str>) -> bool {
+        let refusal = match authority {
+            None => CoreError::NoAuthority("no"),
+            Some("") => CoreError::NoAuthority("an empty"),
+            Some(_) => return false,
+        };
+        self.hooks.notices.tell(refusal.to_string());
+        true
+    }
+}
+
+struct MoatHooks {
+    client: HttpClient,
+    notices: Notices,
+}
+
+type IoFuture = Box<dyn Future<Output = Result<(), WasiHttpError>> + Send>;
+
+impl WasiHttpHooks for MoatHooks {
+    fn send_request(
+        &mut self,
+        request: http::Request<WasiBody>,
+        options: Option<RequestOptions>,
+        _response_done: IoFuture,
+    ) -> Box<dyn Future<Output = Result<(http::Response<WasiBody>, IoFuture), WasiHttpError>> + Send>
+    {
+        let client = self.client.clone();
+        let notices = self.notices.clone();
+        let options = HttpRequestOptions {
+            connect_timeout: options.and_then(|o| o.connect_timeout),
+            first_byte_timeout: options.and_then(|o| o.first_byte_timeout),
+            between_bytes_timeout: options.and_then(|o| o.between_bytes_timeout),
+        };
+        let request = request.map(|body| body.map_err(|e| Box::new(e) as BoxError).boxed_unsync());
+        Box::new(async move {
+            match client.send(request, options).await {
+                Ok(response) => {
+                    let response = response
+                        .map(|body| -> WasiBody { UnsyncBoxBody::new(body.map_err(error_code)) });
+                    // The connection is driven by the run's own task, not
+                    // by this future.
+                    let io: IoFuture = Box::new(async { Ok(()) });
+                    Ok((response, io))
+                }
+                Err(refused) => {
+                    if tells_the_user(&refused) {
+                        notices.tell(refused.to_string());
+                    }
+                    Err(error_code(refused))
+                }
+            }
+        })
+    }
+}
+
+/// Whether a failure is the run's own doing (a grant, a deny entry, a
+/// bound), which the user can act on, rather than the network's.
+fn tells_the_user(e: &CoreError) -> bool {
+    matches!(
+        e,
+        CoreError::NoAuthority(_)
+            | CoreError::BadAuthority { .. }
+            | CoreError::Scheme(_)
+            | CoreError::Denied(_)
+            | CoreError::AddressDenied(_)
+            | CoreError::LimitReached(_)
+    )
+}
+
+/// The wasi:http `error-code` of a core error.
+fn error_code(e: CoreError) -> WasiHttpError {
+    match e {
+        CoreError::NoAuthority(_) | CoreError::Denied(_) | CoreError::Scheme(_) => {
+            WasiHttpError::HttpRequestDenied
+        }
+        CoreError::BadAuthority { .. } => WasiHttpError::HttpRequestUriInvalid,
+        CoreError::AddressDenied(_) => WasiHttpError::DestinationIpProhibited,
+        CoreError::LimitReached(why) => {
+            tracing::debug!(target: "moat::http", %why, "limit reached");
+            WasiHttpError::ConnectionLimitReached
+        }
+        CoreError::Lookup(e) => match e {
+            NetError::TimedOut => WasiHttpError::DnsTimeout,
+            NetError::NameNotResolved(why) => WasiHttpError::DnsError {
+                rcode: Some(why),
+                info_code: None,
+            },
+            other => WasiHttpError::DnsError {
+                rcode: Some(other.to_string()),
+                info_code: None,
+            },
+        },
+        CoreError::Connect { source, .. } => match source {
+            NetError::ConnectionRefused => WasiHttpError::ConnectionRefused,
+            NetError::Unreachable => WasiHttpError::DestinationUnavailable,
+            NetError::TimedOut => WasiHttpError::ConnectionTimeout,
+            NetError::ConnectionReset => WasiHttpError::ConnectionTerminated,
+            other => WasiHttpError::InternalError(Some(other.to_string())),
+        },
+        CoreError::Tls(e) => match e {
+            NetError::CertificateUntrusted(_)
+            | NetError::CertificateNameMismatch(_)
+            | NetError::CertificateExpired(_) => WasiHttpError::TlsCertificateError,
+            NetError::TimedOut => WasiHttpError::ConnectionTimeout,
+            _ => WasiHttpError::TlsProtocolError,
+        },
+        CoreError::ConnectTimeout(_) => WasiHttpError::ConnectionTimeout,
+        CoreError::FirstByteTimeout(_) => WasiHttpError::HttpResponseTimeout,
+        CoreError::BetweenBytesTimeout(_) => WasiHttpError::ConnectionReadTimeout,
+        CoreError::HeaderTooLarge(n) => {
+            WasiHttpError::HttpResponseHeaderSectionSize(u32::try_from(n).ok())
+        }
+        CoreError::Protocol(e) if e.is_incomplete_message() => {
+            WasiHttpError::HttpResponseIncomplete
+        }
+        CoreError::Protocol(_) => WasiHttpError::HttpProtocolError,
+        CoreError::RequestBody(why) => WasiHttpError::InternalError(Some(why)),
+    }
+}
+
+/// What the wasi:http host functions need of a store's data.
+pub(crate) trait HttpView: Send {
+    /// The run's wasi:http state and the store's resource table.
+    fn http_view(&mut self) -> WasiHttpCtxView<'_>;
+    /// The run's wasi:http state alone.
+    fn http_state(&mut self) -> &mut HttpState;
+}
+
+fn getter<T: HttpView>(data: &mut T) -> WasiHttpCtxView<'_> {
+    data.http_view()
+}
+
+/// The 0.2 `outgoing-handler` interface, as wasmtime-wasi-http's WIT
+/// names it.
+const P2_OUTGOING_HANDLER: &str = "wasi:http/outgoing-handler@0.2.12";
+
+type P2Result<T> = wasmtime::Result<(Result<T, p2_types::ErrorCode>,)>;
+
+/// Adds wasi:http 0.2 (`types`, `outgoing-handler`) and 0.3 (`types`,
+/// `client`) to `linker`. The rest of the 0.2 `proxy` world (clocks,
+/// random, stdio) is WASI's, added with it.
+///
+/// 0.2's `handle` is wasmtime-wasi-http's behind one check of moat's: a
+/// request with no authority (or an empty one) is refused with the run's
+/// notice and `HTTP-request-denied`; wasmtime-wasi-http would fail it as
+/// an invalid URI before moat's hook could say why. (0.3 hands such a
+/// request to the hook, which refuses it the same way.)
+///
+/// # Errors
+/// If the linker already defines one of them.
+pub(crate) fn add_to_linker<T: HttpView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
+    use wasmtime_wasi_http::{p2, p3};
+    let options = p2::bindings::LinkOptions::default();
+    outgoing_handler::add_to_linker::<_, WasiHttp>(linker, getter::<T>)?;
+    linker.allow_shadowing(true);
+    let shadowed = linker.instance(P2_OUTGOING_HANDLER).and_then(|mut p2| {
+        p2.func_wrap(
+            "handle",
+            |mut store: wasmtime::StoreContextMut<'_, T>,
+             (request, options): (
+                Resource<HostOutgoingRequest>,
+                Option<Resource<p2_types::RequestOptions>>,
+            )|
+             -> P2Result<Resource<HostFutureIncomingResponse>> {
+                let data = store.data_mut();
+                let authority = data.http_view().table.get(&request)?.authority.clone();
+                if data.http_state().refuse_no_authority(authority.as_deref()) {
+                    data.http_view().table.delete(request)?;
+                    return Ok((Err(p2_types::ErrorCode::HttpRequestDenied),));
+                }
+                let mut view = data.http_view();
+                match outgoing_handler::Host::handle(&mut view, request, options) {
+                    Ok(future) => Ok((Ok(future),)),
+                    Err(e) => Ok((Err(p2_types::Host::convert_error_code(&mut view, e)?),)),
+                }
+            },
+        )
+    });
+    linker.allow_shadowing(false);
+    shadowed?;
+    p2::bindings::http::types::add_to_linker::<_, WasiHttp>(linker, &options.into(), getter::<T>)?;
+    p3::bindings::http::client::add_to_linker::<_, WasiHttp>(linker, getter::<T>)?;
+    p3::bindings::http::types::add_to_linker::<_, WasiHttp>(linker, getter::<T>)?;
+    Ok(())
+}

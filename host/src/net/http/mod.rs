@@ -1,0 +1,554 @@
+//! Outgoing HTTP requests (wasi:http guests), under the run's policy and
+//! bounds, with connections kept alive and reused.
+//!
+//! A request passes these steps, in this order; each one that refuses it
+//! ends it before the next, and nothing touches the network before step 4:
+//!
+//! 1. Its URI's authority, as written, is the destination: an empty or
+//!    missing one is refused. The `Host` header is never what is judged:
+//!    the connection goes where the URI says.
+//! 2. The host and port (the URI's port, or the scheme's: 80, 443) are
+//!    judged as written against the connect grant and the deny entries
+//!    ([`Run::admit_host`]). No name has been looked up.
+//! 3. The run's bound on requests in flight ([`Limits::max_http_requests`]).
+//! 4. A kept-alive connection to the same scheme and authority as written,
+//!    when one is idle ([`pool`]); otherwise a new one: a socket slot (the
+//!    run's `--max-sockets` counts HTTP connections too), the name resolved
+//!    once by the run's resolver with every address judged by the deny
+//!    lists ([`Run::addresses`]), a TCP connect to an address that passed,
+//!    and for `https` a TLS handshake with the run's roots (`--ca-file`),
+//!    verified against the host as written, which is also the SNI.
+//! 5. Time: the connect, the wait for the response's head and each wait
+//!    between body bytes are bounded by the run's caps; a guest may ask for
+//!    less, never more.
+//!
+//! A refused request's body is read to its end and dropped, so that a
+//! guest writing it sees the refusal when it asks for the response, not a
+//! broken stream. Bodies are streamed both ways; the host holds at most
+//! hyper's buffers per connection ([`CONNECTION_BYTES`], paid from the
+//! run's host memory).
+
+mod body;
+mod pool;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::uri::{Authority, PathAndQuery, Scheme};
+use http::{Request, Response, Uri};
+use http_body_util::BodyExt;
+use http_body_util::combinators::UnsyncBoxBody;
+use hyper::client::conn::http1;
+use hyper_util::rt::TokioIo;
+use tokio::net::{TcpSocket, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio_util::either::Either;
+use tokio_util::sync::CancellationToken;
+
+use super::budget::Charge;
+use super::error::NetError;
+use super::io::TlsStream;
+use super::limits::DEFAULT_TLS_HANDSHAKE_TIMEOUT;
+use super::run::Run;
+use super::tasks::Tasks;
+use super::tls::{self, TlsClientOptions, TlsContext};
+use crate::policy::{Capability, Denied, Host};
+use crate::setting::Setting;
+
+pub use body::ResponseBody;
+use pool::{Key, Pool};
+
+/// What one kept-alive connection costs the host at most, paid from the
+/// run's host memory while it is open: hyper's read buffer (bounded by
+/// [`Limits::max_http_header_size`], added per connection) and its write
+/// buffer (hyper queues up to 8 KiB of headers plus one body chunk, and
+/// the guest's chunks are at most 1 MiB, wasmtime-wasi-http's
+/// outgoing chunk size, but are handed over one at a time); TLS's record
+/// buffers add 2 × 16 KiB. 64 KiB plus the header bound is the sum,
+/// rounded up.
+pub const CONNECTION_BYTES: usize = 64 << 10;
+
+/// The smallest response-header bound hyper accepts (its minimum read
+/// buffer); a smaller setting is raised to it.
+pub const MIN_HTTP_HEADER_SIZE: usize = 8 << 10;
+
+/// How long an idle kept-alive connection stays open for the next request
+/// to the same authority: 30 s, longer than a program's pause between
+/// requests to one service and shorter than most servers' own idle
+/// timeouts (nginx 75 s, Apache 5 s is the one that closes first, and a
+/// closed pooled connection is simply not reused). Until then it counts
+/// against `--max-sockets`; a new connection that finds the run at its
+/// socket cap closes the oldest idle one first.
+pub const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Most kept-alive connections to one authority: 16, more than a program
+/// keeps busy to one service at once (browsers use 6 per host). A
+/// connection finished past it is closed, not kept.
+pub const POOL_MAX_PER_AUTHORITY: usize = 16;
+
+/// Bounds on time a guest may ask for on one request; each is capped by
+/// the run's ([`Limits`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HttpRequestOptions {
+    /// Resolving, connecting and the TLS handshake together.
+    pub connect_timeout: Option<Duration>,
+    /// From the request's head sent to the response's head received.
+    pub first_byte_timeout: Option<Duration>,
+    /// Between two pieces of the response body.
+    pub between_bytes_timeout: Option<Duration>,
+}
+
+/// Why an outgoing request failed. Each maps to one wasi:http
+/// `error-code`, and says which setting or grant would change it.
+#[derive(Debug, thiserror::Error)]
+pub enum HttpError {
+    /// The request's URI has no authority, or an empty one.
+    #[error(
+        "HTTP request denied: it names no host (its URI has {0} authority); \
+         moat judges the URI's authority, never the Host header"
+    )]
+    NoAuthority(&'static str),
+    /// The authority is not a host moat can judge (`127.1`, a bad IPv6
+    /// literal, a port out of range).
+    #[error("HTTP request to {authority} denied: {reason}")]
+    BadAuthority {
+        /// The authority as written.
+        authority: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A scheme other than `http` and `https`.
+    #[error("HTTP request with scheme {0} denied: moat sends http and https only")]
+    Scheme(String),
+    /// The host as written is not granted, or a deny entry names it.
+    #[error("HTTP request: {0}")]
+    Denied(Box<Denied>),
+    /// Every address the name resolved to is refused by a deny entry.
+    #[error("HTTP request: {0}")]
+    AddressDenied(Box<Denied>),
+    /// A bound of the run: requests in flight, sockets, host memory.
+    #[error("HTTP request refused: {0}")]
+    LimitReached(String),
+    /// The name could not be resolved.
+    #[error("HTTP request: name not resolved: {0}")]
+    Lookup(#[source] NetError),
+    /// Connecting failed (refused, unreachable, reset).
+    #[error("HTTP request: connect to {addr} failed: {source}")]
+    Connect {
+        /// The address tried last.
+        addr: SocketAddr,
+        /// Why.
+        #[source]
+        source: NetError,
+    },
+    /// The TLS handshake failed or the certificate was not accepted.
+    #[error("HTTP request: TLS: {0}")]
+    Tls(#[source] NetError),
+    /// Connecting took longer than the connect timeout.
+    #[error("HTTP request: connecting took longer than {0:?} (the run's cap is {setting})", setting = Setting::HttpConnectTimeout.flag())]
+    ConnectTimeout(Duration),
+    /// The response's head took longer than the first-byte timeout.
+    #[error("HTTP request: no response within {0:?} (the run's cap is {setting})", setting = Setting::HttpFirstByteTimeout.flag())]
+    FirstByteTimeout(Duration),
+    /// The body paused longer than the between-bytes timeout.
+    #[error("HTTP response body: nothing for {0:?} (the run's cap is {setting})", setting = Setting::HttpBetweenBytesTimeout.flag())]
+    BetweenBytesTimeout(Duration),
+    /// The response's head is larger than the run allows.
+    #[error("HTTP response head is larger than {0} bytes; raise it with {setting}", setting = Setting::MaxHttpHeaderSize.flag())]
+    HeaderTooLarge(usize),
+    /// The peer broke HTTP, or closed the connection early.
+    #[error("HTTP: {0}")]
+    Protocol(#[source] hyper::Error),
+    /// The request's own body failed (the guest's side).
+    #[error("HTTP request body: {0}")]
+    RequestBody(String),
+}
+
+impl HttpError {
+    fn from_net(err: NetError) -> HttpError {
+        match err {
+            NetError::Denied(denied) => HttpError::AddressDenied(denied),
+            NetError::LimitReached(why) => HttpError::LimitReached(why),
+            other @ NetError::NameNotResolved(_) => HttpError::Lookup(other),
+            NetError::TimedOut => HttpError::Lookup(NetError::TimedOut),
+            other => HttpError::Lookup(other),
+        }
+    }
+}
+
+/// The error of a [`RequestBody`]: whatever the guest's side failed with.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The body of a request: the guest's, streamed.
+pub type RequestBody = UnsyncBoxBody<Bytes, BoxError>;
+
+type B = RequestBody;
+
+/// A run's HTTP client: its policy, bounds and kept-alive connections.
+/// Cloning is cheap and shares all of it.
+#[derive(Clone)]
+pub struct HttpClient {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    run: Arc<Run>,
+    tls: Arc<TlsContext>,
+    tasks: Tasks,
+    /// Cancelled when the run ends: kept-alive connections, drains and
+    /// the pool's sweep stop at once (nothing of theirs needs to linger:
+    /// the guest that would read or write them is gone).
+    closing: CancellationToken,
+    in_flight: Arc<Semaphore>,
+    pool: Pool<B>,
+}
+
+/// A connection made for one request: what asking for it needs.
+struct Target {
+    https: bool,
+    host: Host,
+    port: u16,
+    key: Key,
+}
+
+impl HttpClient {
+    pub(crate) fn new(run: Arc<Run>, tls: Arc<TlsContext>, tasks: Tasks) -> HttpClient {
+        let in_flight = Arc::new(Semaphore::new(run.limits.max_http_requests.max(1) as usize));
+        HttpClient {
+            inner: Arc::new(Inner {
+                run,
+                tls,
+                tasks,
+                closing: CancellationToken::new(),
+                in_flight,
+                pool: Pool::new(),
+            }),
+        }
+    }
+
+    /// Closes the kept-alive connections and stops every task of this
+    /// client: the run is over.
+    pub(crate) fn close(&self) {
+        self.inner.closing.cancel();
+    }
+
+    /// Runs `task` on the run's tasks until it ends or the client closes.
+    fn spawn(&self, task: impl Future<Output = ()> + Send + 'static) {
+        let closing = self.inner.closing.clone();
+        self.inner.tasks.spawn(async move {
+            tokio::select! {
+                () = closing.cancelled() => {}
+                () = task => {}
+            }
+        });
+    }
+
+    /// Sends `request` and returns the response once its head arrived;
+    /// the body streams after. See the module doc for what is checked.
+    ///
+    /// # Errors
+    /// [`HttpError`]: a refusal before anything was sent, or what the
+    /// network did.
+    ///
+    /// # Cancel safety
+    /// Dropping the future drops the request; a connection being made is
+    /// closed, a kept-alive one is closed too if the request was under way.
+    pub async fn send(
+        &self,
+        request: Request<B>,
+        options: HttpRequestOptions,
+    ) -> Result<Response<ResponseBody>, HttpError> {
+        let (mut parts, body) = request.into_parts();
+        let admitted = self.admit(&parts.uri);
+        let (target, permit) = match admitted {
+            Ok(ok) => ok,
+            Err(refused) => {
+                self.drain(body);
+                return Err(refused);
+            }
+        };
+        let limits = &self.inner.run.limits;
+        let connect_timeout = capped(options.connect_timeout, limits.http_connect_timeout);
+        let first_byte = capped(options.first_byte_timeout, limits.http_first_byte_timeout);
+        let between_bytes = capped(
+            options.between_bytes_timeout,
+            limits.http_between_bytes_timeout,
+        );
+
+        // The request line carries the path only (origin form): the
+        // authority went into the Host header (wasi:http sets it) and
+        // chose the connection.
+        parts.uri = origin_form(&parts.uri);
+        let request = Request::from_parts(parts, body);
+
+        let mut sender = match self.inner.pool.checkout(&target.key) {
+            Some(sender) => sender,
+            None => match tokio::time::timeout(connect_timeout, self.connect(&target)).await {
+                Ok(Ok(sender)) => sender,
+                Ok(Err(e)) => {
+                    self.drain(request.into_body());
+                    return Err(e);
+                }
+                Err(_) => {
+                    self.drain(request.into_body());
+                    return Err(HttpError::ConnectTimeout(connect_timeout));
+                }
+            },
+        };
+        let sent = tokio::time::timeout(first_byte, sender.send_request(request)).await;
+        let response = match sent {
+            Err(_) => return Err(HttpError::FirstByteTimeout(first_byte)),
+            Ok(Err(e)) => return Err(self.hyper_error(e)),
+            Ok(Ok(response)) => response,
+        };
+        // The connection is busy until this body ends; the pool hands it
+        // out again only once hyper says it is ready.
+        self.inner
+            .pool
+            .put(target.key, sender, &self.inner.tasks, &self.inner.closing);
+        tracing::debug!(
+            target: "moat::http",
+            host = %target.host, port = target.port, https = target.https,
+            status = response.status().as_u16(),
+            "response"
+        );
+        Ok(response.map(|incoming| ResponseBody::new(incoming, between_bytes, permit)))
+    }
+
+    /// Steps 1 to 3 of the module doc: the authority as written, the
+    /// policy, the bound on requests in flight.
+    fn admit(&self, uri: &Uri) -> Result<(Target, OwnedSemaphorePermit), HttpError> {
+        let authority = match uri.authority() {
+            None => return Err(HttpError::NoAuthority("no")),
+            Some(a) if a.as_str().is_empty() || a.host().is_empty() => {
+                return Err(HttpError::NoAuthority("an empty"));
+            }
+            Some(a) => a,
+        };
+        let https = match uri.scheme() {
+            Some(s) if *s == Scheme::HTTPS => true,
+            Some(s) if *s == Scheme::HTTP => false,
+            Some(other) => return Err(HttpError::Scheme(other.as_str().to_owned())),
+            None => return Err(HttpError::Scheme("(none)".to_owned())),
+        };
+        let (host, port) = host_and_port(authority, https)?;
+        let host = self
+            .inner
+            .run
+            .admit_host(Capability::Connect, host, port)
+            .map_err(|e| match e {
+                NetError::Denied(denied) => HttpError::Denied(denied),
+                other => HttpError::BadAuthority {
+                    authority: authority.to_string(),
+                    reason: other.to_string(),
+                },
+            })?;
+        let permit = Arc::clone(&self.inner.in_flight)
+            .try_acquire_owned()
+            .map_err(|_| {
+                let max = self.inner.run.limits.max_http_requests;
+                let setting = Setting::MaxHttpRequests.named(self.inner.run.policy.spelling());
+                tracing::debug!(target: "moat::http", max, "requests-in-flight limit reached");
+                HttpError::LimitReached(format!(
+                    "the run has {max} HTTP requests in flight already; raise it with {setting}"
+                ))
+            })?;
+        let key = Key::new(https, authority.as_str());
+        Ok((
+            Target {
+                https,
+                host,
+                port,
+                key,
+            },
+            permit,
+        ))
+    }
+
+    /// Step 4 for a new connection: a socket slot, the addresses that
+    /// pass the deny lists, TCP, TLS, hyper's handshake; the connection's
+    /// driver runs on the run's tasks, holding the slot and its memory.
+    async fn connect(&self, target: &Target) -> Result<http1::SendRequest<B>, HttpError> {
+        let run = &self.inner.run;
+        let slot = match run.slots.try_take() {
+            Ok(slot) => slot,
+            Err(full) => {
+                // Idle kept-alive connections give way to a new one.
+                if !self.inner.pool.close_oldest_idle() {
+                    return Err(HttpError::from_net(full));
+                }
+                tokio::task::yield_now().await;
+                run.slots.try_take().map_err(HttpError::from_net)?
+            }
+        };
+        let header_bound = run.limits.max_http_header_size.max(MIN_HTTP_HEADER_SIZE);
+        let charge: Charge = run
+            .budget
+            .charge(CONNECTION_BYTES + header_bound, "an HTTP connection")
+            .map_err(HttpError::from_net)?;
+        let addrs = run
+            .addresses(Capability::Connect, &target.host, target.port)
+            .await
+            .map_err(HttpError::from_net)?;
+        let mut last = None;
+        let mut stream = None;
+        for addr in addrs {
+            match connect_tcp(addr).await {
+                Ok(s) => {
+                    stream = Some((s, addr));
+                    break;
+                }
+                Err(e) => {
+                    tracing::debug!(target: "moat::http", %addr, error = %e, "connect attempt failed");
+                    last = Some((addr, e));
+                }
+            }
+        }
+        let (stream, addr) = match (stream, last) {
+            (Some(found), _) => found,
+            (None, Some((addr, source))) => return Err(HttpError::Connect { addr, source }),
+            (None, None) => {
+                return Err(HttpError::Lookup(NetError::NameNotResolved(format!(
+                    "{}: no addresses",
+                    target.host
+                ))));
+            }
+        };
+        let io = if target.https {
+            let config = self
+                .inner
+                .tls
+                .client_config(
+                    &TlsClientOptions {
+                        alpn: vec![b"http/1.1".to_vec()],
+                        ..TlsClientOptions::default()
+                    },
+                    &run.budget,
+                )
+                .map_err(HttpError::Tls)?;
+            let name = tls::server_name(&target.host).map_err(HttpError::Tls)?;
+            let limit = DEFAULT_TLS_HANDSHAKE_TIMEOUT.min(run.limits.tls_handshake_timeout);
+            let session: TlsStream = tls::handshake_client(stream, Vec::new(), name, config, limit)
+                .await
+                .map_err(HttpError::Tls)?;
+            Either::Right(session)
+        } else {
+            Either::Left(stream)
+        };
+        let (sender, conn) = http1::Builder::new()
+            .max_header_size(header_bound)
+            .max_buf_size(header_bound)
+            .handshake(TokioIo::new(io))
+            .await
+            .map_err(|e| self.hyper_error(e))?;
+        tracing::debug!(
+            target: "moat::http",
+            host = %target.host, port = target.port, %addr, https = target.https,
+            "connected"
+        );
+        self.spawn(async move {
+            // The slot and the memory are given back when the socket is
+            // closed, not before.
+            let _slot = slot;
+            let _charge = charge;
+            if let Err(e) = conn.await {
+                tracing::debug!(target: "moat::http", %addr, error = %e, "connection ended");
+            }
+        });
+        Ok(sender)
+    }
+
+    /// Reads a refused request's body to its end on the run's tasks, so
+    /// that the guest's writes to it succeed and it hears the refusal from
+    /// the response.
+    fn drain(&self, body: B) {
+        self.spawn(async move {
+            let mut body = body;
+            while let Some(frame) = body.frame().await {
+                if frame.is_err() {
+                    break;
+                }
+            }
+        });
+    }
+
+    fn hyper_error(&self, e: hyper::Error) -> HttpError {
+        if e.is_parse_too_large() {
+            HttpError::HeaderTooLarge(
+                self.inner
+                    .run
+                    .limits
+                    .max_http_header_size
+                    .max(MIN_HTTP_HEADER_SIZE),
+            )
+        } else if e.is_user() {
+            HttpError::RequestBody(e.to_string())
+        } else {
+            HttpError::Protocol(e)
+        }
+    }
+}
+
+/// The time a request gets: the guest's if it asked for less than the
+/// run's cap, the cap otherwise.
+fn capped(asked: Option<Duration>, cap: Duration) -> Duration {
+    asked.map_or(cap, |asked| asked.min(cap))
+}
+
+/// The host as written and the port: the URI's, or the scheme's.
+fn host_and_port(authority: &Authority, https: bool) -> Result<(Host, u16), HttpError> {
+    let bad = |reason: String| HttpError::BadAuthority {
+        authority: authority.to_string(),
+        reason,
+    };
+    // `Authority::host` keeps an IPv6 literal's brackets and drops any
+    // user information (`user@host`).
+    let written = authority.host();
+    let bare = written
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(written);
+    let host = Host::parse(bare).map_err(|e| bad(e.to_string()))?;
+    let port = match authority.port() {
+        None => {
+            if https {
+                443
+            } else {
+                80
+            }
+        }
+        Some(port) => port
+            .as_str()
+            .parse::<u16>()
+            .map_err(|_| bad(format!("port {port} is not a port")))?,
+    };
+    if port == 0 {
+        return Err(bad("port 0 cannot be connected to".to_owned()));
+    }
+    Ok((host, port))
+}
+
+/// The request target of a request sent to its origin server: its path
+/// and query (`/` when it has none).
+fn origin_form(uri: &Uri) -> Uri {
+    let path = uri
+        .path_and_query()
+        .cloned()
+        .unwrap_or_else(|| PathAndQuery::from_static("/"));
+    Uri::from(path)
+}
+
+async fn connect_tcp(addr: SocketAddr) -> Result<TcpStream, NetError> {
+    let socket = match addr {
+        SocketAddr::V4(_) => TcpSocket::new_v4()?,
+        SocketAddr::V6(_) => TcpSocket::new_v6()?,
+    };
+    let stream = socket.connect(addr).await?;
+    stream.set_nodelay(true)?;
+    Ok(stream)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,253 @@
+//! Kept-alive connections of one run, by scheme and authority as written.
+//!
+//! A connection goes back in as soon as its response's head arrived; it is
+//! busy until that body ends, and [`Pool::checkout`] hands out only the
+//! ones hyper says are ready for a request. Closed ones are dropped when
+//! met. Bounded: [`POOL_MAX_PER_AUTHORITY`] per authority; idle ones close
+//! after [`POOL_IDLE_TIMEOUT`] (a sweep runs while the pool holds any),
+//! and give way when the run is at its socket cap.
+//!
+//! Keying by the authority as written means a connection is reused only
+//! for requests that name its destination the same way, and so were
+//! judged the same way: `example.com` and `EXAMPLE.com:80` are two keys,
+//! and a name never shares a connection with the address it resolved to.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+
+use hyper::client::conn::http1::SendRequest;
+use tokio::time::Instant;
+
+use super::{POOL_IDLE_TIMEOUT, POOL_MAX_PER_AUTHORITY};
+use tokio_util::sync::CancellationToken;
+
+use crate::net::tasks::Tasks;
+
+/// Which connections may carry a request: the scheme and the authority as
+/// written.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct Key {
+    https: bool,
+    authority: String,
+}
+
+impl Key {
+    pub(crate) fn new(https: bool, authority: &str) -> Key {
+        Key {
+            https,
+            authority: authority.to_owned(),
+        }
+    }
+}
+
+struct Kept<B> {
+    sender: SendRequest<B>,
+    /// When it was put back (its last request's head arrived).
+    since: Instant,
+}
+
+struct State<B> {
+    kept: HashMap<Key, Vec<Kept<B>>>,
+    /// Whether a sweep task is running.
+    sweeping: bool,
+}
+
+/// The run's kept-alive connections.
+pub(crate) struct Pool<B> {
+    state: Arc<Mutex<State<B>>>,
+}
+
+impl<B: Send + 'static> Pool<B> {
+    pub(crate) fn new() -> Pool<B> {
+        Pool {
+            state: Arc::new(Mutex::new(State {
+                kept: HashMap::new(),
+                sweeping: false,
+            })),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State<B>> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A connection for `key` that is ready for a request now, if one is
+    /// kept (taken out; [`put`](Self::put) it back after its response).
+    pub(crate) fn checkout(&self, key: &Key) -> Option<SendRequest<B>> {
+        let mut state = self.lock();
+        let list = state.kept.get_mut(key)?;
+        let now = Instant::now();
+        list.retain(|k| !k.sender.is_closed() && !expired(k, now));
+        let ready = list.iter().position(|k| k.sender.is_ready());
+        let found = ready.map(|i| list.swap_remove(i).sender);
+        if list.is_empty() {
+            state.kept.remove(key);
+        }
+        if found.is_some() {
+            tracing::debug!(target: "moat::http", authority = %key.authority, "reusing a kept-alive connection");
+        }
+        found
+    }
+
+    /// Keeps `sender` for `key`, unless that authority has its share
+    /// already (then it closes once its response ends).
+    pub(crate) fn put(
+        &self,
+        key: Key,
+        sender: SendRequest<B>,
+        tasks: &Tasks,
+        closing: &CancellationToken,
+    ) {
+        if sender.is_closed() {
+            return;
+        }
+        let start_sweep = {
+            let mut state = self.lock();
+            let list = state.kept.entry(key).or_default();
+            if list.len() >= POOL_MAX_PER_AUTHORITY {
+                return;
+            }
+            list.push(Kept {
+                sender,
+                since: Instant::now(),
+            });
+            !std::mem::replace(&mut state.sweeping, true)
+        };
+        if start_sweep {
+            let state = Arc::downgrade(&self.state);
+            let closing = closing.clone();
+            tasks.spawn(async move {
+                tokio::select! {
+                    () = closing.cancelled() => {}
+                    () = sweep(state) => {}
+                }
+            });
+        }
+    }
+
+    /// Closes the idle connection kept longest, to make room under the
+    /// socket cap. Whether there was one.
+    pub(crate) fn close_oldest_idle(&self) -> bool {
+        let mut state = self.lock();
+        let oldest = state
+            .kept
+            .iter()
+            .flat_map(|(key, list)| {
+                list.iter()
+                    .enumerate()
+                    .filter(|(_, k)| k.sender.is_ready())
+                    .map(move |(i, k)| (k.since, key.clone(), i))
+            })
+            .min_by_key(|(since, _, _)| *since);
+        let Some((_, key, i)) = oldest else {
+            return false;
+        };
+        if let Some(list) = state.kept.get_mut(&key) {
+            // Dropping the last handle of an idle HTTP/1 connection closes
+            // it, and its driver gives the socket slot back.
+            drop(list.swap_remove(i));
+            if list.is_empty() {
+                state.kept.remove(&key);
+            }
+        }
+        tracing::debug!(target: "moat::http", authority = %key.authority, "closed an idle connection for a new one");
+        true
+    }
+}
+
+fn expired<B>(kept: &Kept<B>, now: Instant) -> bool {
+    now.duration_since(kept.since) >= POOL_IDLE_TIMEOUT
+}
+
+/// Closes expired and closed connections every [`POOL_IDLE_TIMEOUT`] while
+/// any is kept; ends when the pool is empty or gone.
+async fn sweep<B>(state: Weak<Mutex<State<B>>>) {
+    loop {
+        tokio::time::sleep(POOL_IDLE_TIMEOUT / 2).await;
+        let Some(state) = state.upgrade() else { return };
+        let mut state = state.lock().unwrap_or_else(PoisonError::into_inner);
+        let now = Instant::now();
+        state.kept.retain(|_, list| {
+            list.retain(|k| !k.sender.is_closed() && !(k.sender.is_ready() && expired(k, now)));
+            !list.is_empty()
+        });
+        if state.kept.is_empty() {
+            state.sweeping = false;
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use bytes::Bytes;
+    use http_body_util::Empty;
+    use hyper_util::rt::TokioIo;
+
+    use super::*;
+    use crate::net::tasks::PendingWrites;
+
+    /// A sender over an in-memory pipe whose far end nobody reads: ready,
+    /// never used.
+    async fn sender() -> SendRequest<Empty<Bytes>> {
+        let (near, far) = tokio::io::duplex(1024);
+        std::mem::forget(far);
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(near))
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        sender.ready().await.unwrap();
+        sender
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_idle_connection_is_kept_for_its_authority_until_it_expires() {
+        let pool = Pool::new();
+        let tasks = Tasks::new(PendingWrites::new());
+        let closing = CancellationToken::new();
+        let key = Key::new(false, "example.com");
+        pool.put(key.clone(), sender().await, &tasks, &closing);
+        assert!(
+            pool.checkout(&Key::new(true, "example.com")).is_none(),
+            "not for https"
+        );
+        assert!(
+            pool.checkout(&Key::new(false, "EXAMPLE.com")).is_none(),
+            "nor as written otherwise"
+        );
+        let again = pool.checkout(&key).expect("reused");
+        pool.put(key.clone(), again, &tasks, &closing);
+        tokio::time::advance(POOL_IDLE_TIMEOUT + Duration::from_secs(1)).await;
+        assert!(
+            pool.checkout(&key).is_none(),
+            "expired after the idle timeout"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_authority_keeps_its_share_and_no_more_and_the_oldest_idle_gives_way() {
+        let pool = Pool::new();
+        let tasks = Tasks::new(PendingWrites::new());
+        let closing = CancellationToken::new();
+        let key = Key::new(false, "example.com");
+        for _ in 0..POOL_MAX_PER_AUTHORITY + 3 {
+            pool.put(key.clone(), sender().await, &tasks, &closing);
+        }
+        let mut taken = Vec::new();
+        while let Some(sender) = pool.checkout(&key) {
+            taken.push(sender);
+        }
+        assert_eq!(taken.len(), POOL_MAX_PER_AUTHORITY);
+        for sender in taken {
+            pool.put(key.clone(), sender, &tasks, &closing);
+        }
+        let mut closed = 0;
+        while pool.close_oldest_idle() {
+            closed += 1;
+        }
+        assert_eq!(closed, POOL_MAX_PER_AUTHORITY);
+        assert!(pool.checkout(&key).is_none());
+    }
+}

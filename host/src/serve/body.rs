@@ -1,0 +1,79 @@
+//! A request body as the handler reads it: the client's, cut off past
+//! the server's bound, with a flag so that the client is answered 413.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
+use hyper::body::Incoming;
+use wasmtime_wasi_http::Error as WasiHttpError;
+
+/// Set when a body went past its bound.
+#[derive(Clone, Default)]
+pub(crate) struct Exceeded(Arc<AtomicBool>);
+
+impl Exceeded {
+    pub(crate) fn get(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// The client's body, at most `max` bytes of it; the handler's read past
+/// that fails with `HTTP-request-body-size`.
+pub(crate) struct LimitedBody {
+    incoming: Incoming,
+    left: u64,
+    max: u64,
+    exceeded: Exceeded,
+}
+
+impl LimitedBody {
+    pub(crate) fn new(incoming: Incoming, max: u64, exceeded: Exceeded) -> LimitedBody {
+        LimitedBody {
+            incoming,
+            left: max,
+            max,
+            exceeded,
+        }
+    }
+}
+
+impl Body for LimitedBody {
+    type Data = Bytes;
+    type Error = WasiHttpError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, WasiHttpError>>> {
+        let this = &mut *self;
+        match Pin::new(&mut this.incoming).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => {
+                let len = frame.data_ref().map_or(0, |d| d.len() as u64);
+                if len > this.left {
+                    this.exceeded.0.store(true, Ordering::Relaxed);
+                    tracing::debug!(target: "moat::http", max = this.max, "request body past its bound");
+                    return Poll::Ready(Some(Err(WasiHttpError::HttpRequestBodySize(Some(
+                        this.max,
+                    )))));
+                }
+                this.left -= len;
+                Poll::Ready(Some(Ok(frame)))
+            }
+            Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(WasiHttpError::from(e)))),
+            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.incoming.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.incoming.size_hint()
+    }
+}

@@ -1,0 +1,302 @@
+//! `moat serve`: a wasi:http 0.2 `proxy` component answering HTTP/1.1
+//! requests, each in a fresh instance, under the run's grants and bounds.
+//!
+//! **Who grants what.** The address served on (`--addr`) is the
+//! operator's: moat listens there itself, and the guest needs no listen
+//! grant for it. Everything the guest does while handling a request (its
+//! own outgoing requests, sockets, name lookups) is under the usual grants
+//! and deny lists, on one network shared by every request: one socket
+//! count, one host-memory budget, one pool of kept-alive upstream
+//! connections.
+//!
+//! **Isolation.** Every request gets a new instance of the component, made
+//! from a pre-instantiated template ([`wasmtime::component::InstancePre`]:
+//! linked and type-checked once, so a request pays only for the instance's
+//! memory and tables). Nothing a handler leaves in its memory, globals or
+//! tables is seen by the next request. The instance is dropped when its
+//! response body has been sent.
+//!
+//! **Bounds.** Client connections at once (`--max-http-connections`; more
+//! wait in the kernel's backlog); the time to send a request's head, which
+//! is also how long a kept-alive connection may sit idle
+//! (`--http-header-read-timeout`); the head's size (`--max-http-header-size`);
+//! the request body (`--max-http-body-size`: 413); each request's memory
+//! (`--max-memory`, per instance) and time (`--timeout`, per request, or
+//! [`DEFAULT_REQUEST_TIMEOUT`]). A handler that traps, runs out of memory
+//! or time gets its client a 500, and the server goes on.
+//!
+//! **Stopping.** When the future given to [`Server::serve`] resolves
+//! (SIGINT or SIGTERM for `moat serve`), the server stops accepting, lets
+//! the requests in flight finish for up to [`SHUTDOWN_GRACE`], then
+//! returns.
+
+mod body;
+mod request;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::server::conn::http1;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use wasmtime_wasi_http::p2::bindings::ProxyPre;
+
+use crate::error::MoatError;
+use crate::kit::MoatCtx;
+use crate::moat::{Guest, Moat};
+use crate::net::{MIN_HTTP_HEADER_SIZE, Net};
+use crate::options::RunOptions;
+
+/// Where `moat serve` listens unless told otherwise: loopback only, never
+/// every interface unless the operator writes `0.0.0.0` or `[::]`.
+pub const DEFAULT_ADDR: &str = "127.0.0.1:8080";
+
+/// How long one request may take when the run sets no `--timeout`: 60 s,
+/// as an upstream's first byte ([`crate::net::DEFAULT_HTTP_FIRST_BYTE_TIMEOUT`]).
+/// A handler stuck in a loop or waiting forever must not hold a client,
+/// an instance and its memory for longer.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How long a stopping server lets requests in flight finish: 10 s, the
+/// default grace most process managers give before SIGKILL is 10 s
+/// (systemd 90 s, Kubernetes 30 s, Docker 10 s).
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// The export `moat serve` calls.
+const INCOMING_HANDLER: &str = "wasi:http/incoming-handler@0.2";
+
+/// What a server serves and how.
+#[derive(Clone, Debug)]
+pub struct ServeOptions {
+    /// Where to listen (`--addr`): an IP address and port.
+    pub addr: String,
+    /// The handler's grants and bounds, environment and directories, as a
+    /// run's; `timeout` is per request.
+    pub run: RunOptions,
+}
+
+impl ServeOptions {
+    /// Serving on `addr` under `run`.
+    pub fn new(addr: impl Into<String>, run: RunOptions) -> ServeOptions {
+        ServeOptions {
+            addr: addr.into(),
+            run,
+        }
+    }
+}
+
+/// A bound server: listening, not yet answering.
+pub struct Server<'m> {
+    moat: &'m Moat,
+    listener: TcpListener,
+    addr: SocketAddr,
+    shared: Arc<request::Shared>,
+}
+
+impl Moat {
+    /// Checks that `guest` is a wasi:http 0.2 handler, links it, and
+    /// listens on `options.addr`. Nothing is answered until
+    /// [`Server::serve`].
+    ///
+    /// # Errors
+    /// [`MoatError::NotAHandler`] for a component that exports no
+    /// `wasi:http/incoming-handler`; [`MoatError::Instantiate`] for one
+    /// whose imports moat does not provide; [`MoatError::Bind`] for an
+    /// address that is not an IP address and port, or cannot be listened
+    /// on; [`MoatError::PreopenRefused`] and the other errors of building a
+    /// run's context.
+    pub async fn bind_server(
+        &self,
+        guest: &Guest,
+        options: ServeOptions,
+    ) -> Result<Server<'_>, MoatError> {
+        let exports: Vec<String> = guest
+            .component
+            .component_type()
+            .exports(self.engine())
+            .map(|(name, _)| name.to_owned())
+            .collect();
+        if !exports.iter().any(|e| e.starts_with(INCOMING_HANDLER)) {
+            let reason = if exports
+                .iter()
+                .any(|e| e.starts_with("wasi:http/handler@0.3"))
+            {
+                "it is a wasi:http 0.3 service; moat serve runs 0.2 proxy components \
+                 (export wasi:http/incoming-handler@0.2)"
+                    .to_owned()
+            } else {
+                format!(
+                    "it exports no wasi:http/incoming-handler@0.2 (it exports: {}); \
+                     run a command with moat run",
+                    if exports.is_empty() {
+                        "nothing".to_owned()
+                    } else {
+                        exports.join(", ")
+                    }
+                )
+            };
+            return Err(MoatError::NotAHandler {
+                path: options.run.args.first().cloned().unwrap_or_default().into(),
+                reason,
+            });
+        }
+        let pre = self
+            .linker()
+            .instantiate_pre(&guest.component)
+            .and_then(ProxyPre::new)
+            .map_err(MoatError::Instantiate)?;
+        // Checked once here, as every request's store will be built.
+        crate::moat::wasi_ctx(&options.run)?;
+        let addr: SocketAddr = options.addr.parse().map_err(|_| MoatError::Bind {
+            addr: options.addr.clone(),
+            source: std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "expected an IP address and port, such as 127.0.0.1:8080 or [::1]:8080",
+            ),
+        })?;
+        let listener = TcpListener::bind(addr)
+            .await
+            .map_err(|source| MoatError::Bind {
+                addr: options.addr.clone(),
+                source,
+            })?;
+        let addr = listener.local_addr().map_err(|source| MoatError::Bind {
+            addr: options.addr.clone(),
+            source,
+        })?;
+        let run = options.run;
+        let notices = crate::moat::notices(&run);
+        let mut builder = MoatCtx::builder(run.policy.clone())
+            .limits(run.limits.clone())
+            .notices(notices)
+            .max_memory(run.max_memory.unwrap_or(crate::bounds::DEFAULT_MAX_MEMORY))
+            .linger(self.linger());
+        if let Some(resolver) = run.resolver.clone() {
+            builder = builder.resolver(resolver);
+        }
+        if let Some(trust) = run.tls_trust.clone() {
+            builder = builder.tls_trust(trust);
+        }
+        let (net, notices, max_memory, _linger) = builder.into_net(self.ticker());
+        let shared = Arc::new(request::Shared::new(
+            self.engine().clone(),
+            pre,
+            net,
+            notices,
+            max_memory,
+            run,
+        ));
+        tracing::debug!(target: "moat::http", %addr, "listening");
+        Ok(Server {
+            moat: self,
+            listener,
+            addr,
+            shared,
+        })
+    }
+}
+
+impl Server<'_> {
+    /// The address it listens on (the port the system chose for port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Answers requests until `stop` resolves, then stops accepting, lets
+    /// the requests in flight finish (up to [`SHUTDOWN_GRACE`]), closes the
+    /// network and returns.
+    ///
+    /// # Errors
+    /// [`MoatError::Thread`] if the request-time ticker cannot start.
+    pub async fn serve(self, stop: impl Future<Output = ()>) -> Result<(), MoatError> {
+        let Server {
+            moat,
+            listener,
+            addr,
+            shared,
+        } = self;
+        let limits = shared.net().limits().clone();
+        let _ticker = request::TimeTicker::start(moat.engine().clone())?;
+        let connections = Arc::new(Semaphore::new(limits.max_http_connections.max(1) as usize));
+        let header_bound = limits.max_http_header_size.max(MIN_HTTP_HEADER_SIZE);
+        let stopping = CancellationToken::new();
+        let tracker = TaskTracker::new();
+        let mut stop = std::pin::pin!(stop);
+        loop {
+            let permit = tokio::select! {
+                () = &mut stop => break,
+                permit = Arc::clone(&connections).acquire_owned() => match permit {
+                    Ok(permit) => permit,
+                    Err(_) => break,
+                },
+            };
+            let accepted = tokio::select! {
+                () = &mut stop => break,
+                accepted = listener.accept() => accepted,
+            };
+            let (stream, peer) = match accepted {
+                Ok(pair) => pair,
+                Err(e) => {
+                    // A client that went away before the accept, or the
+                    // process at its descriptor limit: the next accept
+                    // may succeed; pause so a persistent error does not
+                    // spin.
+                    tracing::debug!(target: "moat::http", %addr, error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            let _ = stream.set_nodelay(true);
+            let shared = Arc::clone(&shared);
+            let stopping = stopping.clone();
+            tracker.spawn(async move {
+                let _permit = permit;
+                let service = hyper::service::service_fn(move |req| {
+                    let shared = Arc::clone(&shared);
+                    async move { Ok::<_, std::convert::Infallible>(shared.handle(req).await) }
+                });
+                let mut builder = http1::Builder::new();
+                builder
+                    .timer(TokioTimer::new())
+                    .header_read_timeout(limits.http_header_read_timeout)
+                    .max_header_size(header_bound)
+                    .max_buf_size(header_bound)
+                    .keep_alive(true);
+                let conn = builder.serve_connection(TokioIo::new(stream), service);
+                let mut conn = std::pin::pin!(conn);
+                let ended = tokio::select! {
+                    ended = conn.as_mut() => ended,
+                    () = stopping.cancelled() => {
+                        conn.as_mut().graceful_shutdown();
+                        conn.await
+                    }
+                };
+                if let Err(e) = ended {
+                    tracing::debug!(target: "moat::http", %peer, error = %e, "client connection ended");
+                }
+            });
+        }
+        drop(listener);
+        tracing::debug!(target: "moat::http", %addr, in_flight = tracker.len(), "stopping");
+        stopping.cancel();
+        tracker.close();
+        if tokio::time::timeout(SHUTDOWN_GRACE, tracker.wait())
+            .await
+            .is_err()
+        {
+            tracing::debug!(target: "moat::http", "requests still in flight after the grace: dropped");
+        }
+        shared.net().finish(moat.linger()).await;
+        Ok(())
+    }
+}
+
+impl request::Shared {
+    fn net(&self) -> &Net {
+        &self.net
+    }
+}

@@ -1,0 +1,260 @@
+//! One request: a fresh instance from the template, the guest's handler
+//! called with the request, its response (or a 413 or a 500) handed to
+//! hyper, and the instance dropped once the response body is sent.
+
+use std::sync::{Arc, mpsc};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::{Request, Response, StatusCode};
+use tokio::sync::Semaphore;
+use wasmtime::component::ResourceTable;
+use wasmtime::{Engine, Store};
+use wasmtime_wasi_http::p2::bindings::ProxyPre;
+use wasmtime_wasi_http::p2::bindings::http::types::Scheme;
+use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
+
+use super::DEFAULT_REQUEST_TIMEOUT;
+use super::body::{Exceeded, LimitedBody};
+use crate::bindings::http::HttpView;
+use crate::bounds::{MemoryLimitReached, TimeLimitReached, deadline_callback};
+use crate::error::MoatError;
+use crate::kit::{self, MoatCtx};
+use crate::moat::RunState;
+use crate::net::{Net, Notices};
+use crate::options::RunOptions;
+
+/// How often the server's ticker interrupts running handlers so that each
+/// checks its request's deadline: 10 ms, so a handler in a loop is stopped
+/// within 10 ms of its time, for one atomic add per tick and a check per
+/// running handler.
+const TIME_TICK: Duration = Duration::from_millis(10);
+
+/// What every request shares: the engine, the template, the network and
+/// the run's settings.
+pub(crate) struct Shared {
+    engine: Engine,
+    /// Places for handler instances ([`crate::net::Limits::max_instances`]).
+    instances: Arc<Semaphore>,
+    pre: ProxyPre<RunState>,
+    pub(super) net: Net,
+    notices: Notices,
+    max_memory: u64,
+    run: RunOptions,
+}
+
+impl Shared {
+    pub(super) fn new(
+        engine: Engine,
+        pre: ProxyPre<RunState>,
+        net: Net,
+        notices: Notices,
+        max_memory: u64,
+        run: RunOptions,
+    ) -> Shared {
+        Shared {
+            instances: Arc::new(Semaphore::new(net.limits().max_instances.max(1) as usize)),
+            engine,
+            pre,
+            net,
+            notices,
+            max_memory,
+            run,
+        }
+    }
+
+    /// Answers one request; never fails: what goes wrong is the client's
+    /// 413 or 500, and a debug line on `moat::http`.
+    pub(super) async fn handle(&self, request: Request<Incoming>) -> Response<HyperOutgoingBody> {
+        let started = Instant::now();
+        let method = request.method().clone();
+        let path = request.uri().path().to_owned();
+        let response = self.answer(request).await;
+        tracing::debug!(
+            target: "moat::http",
+            %method, %path, status = response.status().as_u16(),
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "request"
+        );
+        response
+    }
+
+    async fn answer(&self, request: Request<Incoming>) -> Response<HyperOutgoingBody> {
+        let limits = self.net.limits();
+        let max_body = limits.max_http_body_size;
+        let declared = request
+            .headers()
+            .get(hyper::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        if declared.is_some_and(|n| n > max_body) {
+            return too_large(max_body);
+        }
+        let limit = self.run.timeout.unwrap_or(DEFAULT_REQUEST_TIMEOUT);
+        let waited = tokio::time::timeout(limit, Arc::clone(&self.instances).acquire_owned()).await;
+        let Ok(Ok(instance)) = waited else {
+            tracing::debug!(target: "moat::http", max = limits.max_instances, "no instance free within the request's time");
+            return text(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!(
+                    "the server's {} handlers are all busy\n",
+                    crate::setting::Setting::MaxInstances.flag()
+                ),
+            );
+        };
+        let exceeded = Exceeded::default();
+        let request = request.map(|body| LimitedBody::new(body, max_body, exceeded.clone()));
+        let mut wasi = match crate::moat::wasi_ctx(&self.run) {
+            Ok(wasi) => wasi,
+            Err(e) => return internal(&format!("{e}")),
+        };
+        let moat = MoatCtx::on_net(
+            self.net.clone(),
+            self.notices.clone(),
+            self.max_memory,
+            Duration::ZERO,
+            &mut wasi,
+        );
+        let mut store = Store::new(
+            &self.engine,
+            RunState {
+                wasi: wasi.build(),
+                moat,
+                table: ResourceTable::new(),
+            },
+        );
+        kit::prepare(&mut store);
+        let spelling = self.run.policy.spelling();
+        let mut callback = deadline_callback(Instant::now() + limit, limit, spelling);
+        store.epoch_deadline_callback(move |_| callback());
+
+        let (sender, receiver) = tokio::sync::oneshot::channel();
+        let view = store.data_mut();
+        let incoming = view.http_view().new_incoming_request(Scheme::Http, request);
+        let outparam = view.http_view().new_response_outparam(sender);
+        let (incoming, outparam) = match (incoming, outparam) {
+            (Ok(i), Ok(o)) => (i, o),
+            (Err(e), _) | (_, Err(e)) => return internal(&format!("{e:#}")),
+        };
+        let pre = self.pre.clone();
+        // The handler runs on a task of its own: it goes on writing the
+        // body after handing over the response, and the instance lives
+        // until it returns.
+        let handler = tokio::spawn(async move {
+            let call = async {
+                let proxy = pre.instantiate_async(&mut store).await?;
+                proxy
+                    .wasi_http_incoming_handler()
+                    .call_handle(&mut store, incoming, outparam)
+                    .await
+            };
+            let ended = match tokio::time::timeout(limit, call).await {
+                Ok(ended) => ended,
+                Err(_) => Err(wasmtime::Error::new(TimeLimitReached {
+                    limit,
+                    setting: crate::setting::Setting::Timeout.named(spelling),
+                })),
+            };
+            // The instance's place is given back once its memory is.
+            drop(store);
+            drop(instance);
+            ended
+        });
+        let answered = receiver.await;
+        let response = match answered {
+            Ok(Ok(response)) => response,
+            Ok(Err(code)) => {
+                tracing::debug!(target: "moat::http", ?code, "the handler answered with an error");
+                internal(&format!("the handler failed: {code:?}"))
+            }
+            Err(_) => {
+                // The handler ended without setting the response.
+                let why = match handler.await {
+                    Ok(Ok(())) => "the handler returned without a response".to_owned(),
+                    Ok(Err(e)) => {
+                        // The client can make a handler trap at will: the
+                        // details (the guest's backtrace) go to the debug
+                        // log, never to the client or the terminal.
+                        tracing::debug!(target: "moat::http", error = format!("{e:#}"), "the handler failed");
+                        describe(&e)
+                    }
+                    Err(e) => format!("the handler's task failed: {e}"),
+                };
+                internal(&why)
+            }
+        };
+        if exceeded.get() {
+            return too_large(max_body);
+        }
+        response
+    }
+}
+
+/// What a client is told of a handler that ended without answering.
+fn describe(e: &wasmtime::Error) -> String {
+    if let Some(reached) = e.downcast_ref::<MemoryLimitReached>() {
+        format!("the handler was stopped: {reached}")
+    } else if let Some(reached) = e.downcast_ref::<TimeLimitReached>() {
+        format!("the handler was stopped: {reached}")
+    } else {
+        "the handler trapped".to_owned()
+    }
+}
+
+fn text(status: StatusCode, body: String) -> Response<HyperOutgoingBody> {
+    let body = Full::new(Bytes::from(body))
+        .map_err(|never| match never {})
+        .boxed_unsync();
+    let mut response = Response::new(body);
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
+}
+
+fn internal(why: &str) -> Response<HyperOutgoingBody> {
+    text(StatusCode::INTERNAL_SERVER_ERROR, format!("{why}\n"))
+}
+
+fn too_large(max: u64) -> Response<HyperOutgoingBody> {
+    text(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        format!(
+            "request body larger than {max} bytes (the server's {})\n",
+            crate::setting::Setting::MaxHttpBodySize.flag()
+        ),
+    )
+}
+
+/// Advances the engine's epoch every [`TIME_TICK`] while the server runs,
+/// so that a handler that computes without end reaches its deadline
+/// check. Stops when dropped.
+pub(super) struct TimeTicker(Option<mpsc::Sender<()>>);
+
+impl TimeTicker {
+    pub(super) fn start(engine: Engine) -> Result<TimeTicker, MoatError> {
+        let (stop, stopped) = mpsc::channel::<()>();
+        std::thread::Builder::new()
+            .name("moat-serve-time".into())
+            .spawn(move || {
+                while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(TIME_TICK) {
+                    engine.increment_epoch();
+                }
+            })
+            .map_err(|source| MoatError::Thread {
+                what: "request-time",
+                source,
+            })?;
+        Ok(TimeTicker(Some(stop)))
+    }
+}
+
+impl Drop for TimeTicker {
+    fn drop(&mut self) {
+        drop(self.0.take());
+    }
+}

@@ -1,0 +1,739 @@
+//! wasi:http guests' outgoing requests under the policy: wstd and raw
+//! wasi:http 0.2 clients, and a wasi:http 0.3 one, against HTTP servers
+//! of the test's own (plain and TLS), with names answered by a resolver
+//! the test controls.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::support::certs::Ca;
+use crate::support::{Finished, guests, start_with};
+use moat_host::net::{Limits, Lookup, Resolver, TlsTrust};
+use moat_host::policy::Policy;
+use moat_host::{Input, RunOptions};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+/// What an upstream does with each request.
+#[derive(Clone)]
+enum Reply {
+    /// 200 with this body, keep-alive.
+    Body(&'static str),
+    /// 200 with the request's body.
+    Echo,
+    /// Never answers.
+    Hold,
+    /// A head that promises 10 bytes, 3 of them, then nothing.
+    Stall,
+    /// A head of about this many bytes.
+    BigHead(usize),
+    /// 302 to this location.
+    Redirect(String),
+}
+
+/// An HTTP/1.1 server on 127.0.0.1 counting connections and requests.
+struct Upstream {
+    port: u16,
+    connections: Arc<AtomicUsize>,
+    requests: Arc<Mutex<Vec<String>>>,
+}
+
+impl Upstream {
+    async fn start(reply: Reply) -> Upstream {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let connections = Arc::new(AtomicUsize::new(0));
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let (c, r) = (Arc::clone(&connections), Arc::clone(&requests));
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                c.fetch_add(1, Ordering::SeqCst);
+                tokio::spawn(serve(stream, reply.clone(), Arc::clone(&r)));
+            }
+        });
+        Upstream {
+            port,
+            connections,
+            requests,
+        }
+    }
+
+    /// A TLS server for `name`, signed by `ca`; the SNI names it was sent
+    /// go in `requests` as `sni NAME`.
+    async fn start_tls(ca: &Ca, name: &str, reply: Reply) -> Upstream {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let acceptor = ca.leaf(&[name]).acceptor(&["http/1.1"]);
+        let connections = Arc::new(AtomicUsize::new(0));
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let (c, r) = (Arc::clone(&connections), Arc::clone(&requests));
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                c.fetch_add(1, Ordering::SeqCst);
+                let (acceptor, r, reply) = (acceptor.clone(), Arc::clone(&r), reply.clone());
+                tokio::spawn(async move {
+                    let Ok(tls) = acceptor.accept(stream).await else {
+                        return;
+                    };
+                    let sni = tls.get_ref().1.server_name().unwrap_or("(none)").to_owned();
+                    r.lock().unwrap().push(format!("sni {sni}"));
+                    serve(tls, reply, r).await;
+                });
+            }
+        });
+        Upstream {
+            port,
+            connections,
+            requests,
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    fn connections(&self) -> usize {
+        self.connections.load(Ordering::SeqCst)
+    }
+
+    fn requests(&self) -> Vec<String> {
+        self.requests.lock().unwrap().clone()
+    }
+}
+
+/// Serves requests on one connection until the peer closes it.
+async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
+    mut stream: S,
+    reply: Reply,
+    requests: Arc<Mutex<Vec<String>>>,
+) {
+    let mut buf = Vec::new();
+    loop {
+        let head_end = loop {
+            if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                break i + 4;
+            }
+            let mut chunk = [0u8; 8192];
+            match stream.read(&mut chunk).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        };
+        let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
+        let mut lines = head.lines();
+        let request_line = lines.next().unwrap_or_default().to_owned();
+        let headers: HashMap<String, String> = lines
+            .filter_map(|l| l.split_once(':'))
+            .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
+            .collect();
+        buf.drain(..head_end);
+        let body = if let Some(len) = headers.get("content-length") {
+            let len: usize = len.parse().unwrap();
+            while buf.len() < len {
+                let mut chunk = [0u8; 65536];
+                match stream.read(&mut chunk).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                }
+            }
+            buf.drain(..len).collect::<Vec<u8>>()
+        } else if headers
+            .get("transfer-encoding")
+            .is_some_and(|t| t.contains("chunked"))
+        {
+            match read_chunked(&mut stream, &mut buf).await {
+                Some(body) => body,
+                None => return,
+            }
+        } else {
+            Vec::new()
+        };
+        requests.lock().unwrap().push(format!(
+            "{request_line} host={}",
+            headers.get("host").cloned().unwrap_or_default()
+        ));
+        let response: Vec<u8> = match &reply {
+            Reply::Body(text) => ok(text.as_bytes()),
+            Reply::Echo => ok(&body),
+            Reply::Hold => {
+                std::future::pending::<()>().await;
+                return;
+            }
+            Reply::Stall => {
+                let _ = stream
+                    .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nabc")
+                    .await;
+                std::future::pending::<()>().await;
+                return;
+            }
+            Reply::BigHead(size) => {
+                let mut r = b"HTTP/1.1 200 OK\r\n".to_vec();
+                for i in 0..size / 10_000 {
+                    r.extend_from_slice(format!("x-pad-{i}: {}\r\n", "p".repeat(9990)).as_bytes());
+                }
+                r.extend_from_slice(b"content-length: 2\r\n\r\nok");
+                r
+            }
+            Reply::Redirect(to) => {
+                format!("HTTP/1.1 302 Found\r\nlocation: {to}\r\ncontent-length: 0\r\n\r\n")
+                    .into_bytes()
+            }
+        };
+        if stream.write_all(&response).await.is_err() {
+            return;
+        }
+    }
+}
+
+fn ok(body: &[u8]) -> Vec<u8> {
+    let mut r = format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n", body.len()).into_bytes();
+    r.extend_from_slice(body);
+    r
+}
+
+async fn read_chunked<S: AsyncRead + Unpin>(stream: &mut S, buf: &mut Vec<u8>) -> Option<Vec<u8>> {
+    let mut body = Vec::new();
+    loop {
+        let line_end = loop {
+            if let Some(i) = buf.windows(2).position(|w| w == b"\r\n") {
+                break i;
+            }
+            let mut chunk = [0u8; 65536];
+            match stream.read(&mut chunk).await {
+                Ok(0) | Err(_) => return None,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        };
+        let size_text = String::from_utf8_lossy(&buf[..line_end]).into_owned();
+        let size = usize::from_str_radix(size_text.split(';').next()?.trim(), 16).ok()?;
+        buf.drain(..line_end + 2);
+        while buf.len() < size + 2 {
+            let mut chunk = [0u8; 65536];
+            match stream.read(&mut chunk).await {
+                Ok(0) | Err(_) => return None,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        }
+        body.extend_from_slice(&buf[..size]);
+        buf.drain(..size + 2);
+        if size == 0 {
+            return Some(body);
+        }
+    }
+}
+
+/// Names the test answers, with every name asked for recorded.
+#[derive(Default)]
+struct Names {
+    answers: HashMap<&'static str, IpAddr>,
+    asked: Mutex<Vec<String>>,
+}
+
+impl Names {
+    fn new(answers: &[(&'static str, &str)]) -> Arc<Names> {
+        Arc::new(Names {
+            answers: answers
+                .iter()
+                .map(|(n, ip)| (*n, ip.parse().unwrap()))
+                .collect(),
+            asked: Mutex::default(),
+        })
+    }
+
+    fn asked(&self) -> Vec<String> {
+        self.asked.lock().unwrap().clone()
+    }
+}
+
+impl Resolver for Names {
+    fn lookup<'a>(&'a self, name: &'a str) -> Lookup<'a> {
+        self.asked.lock().unwrap().push(name.to_owned());
+        let answer = self.answers.get(name).copied();
+        Box::pin(async move {
+            answer
+                .map(|ip| vec![ip])
+                .ok_or_else(|| std::io::ErrorKind::NotFound.into())
+        })
+    }
+}
+
+fn grant(entries: &str) -> Policy {
+    Policy::new().allow_connect(entries).unwrap()
+}
+
+async fn run_with(guest: &str, options: RunOptions, args: &[&str]) -> Finished {
+    start_with(
+        guest,
+        options
+            .arg(guest)
+            .args(args.iter().copied())
+            .stdin(Input::Empty),
+    )
+    .finish()
+    .await
+}
+
+async fn probe(policy: Policy, names: &Arc<Names>, args: &[&str]) -> Finished {
+    let options = RunOptions::new(policy).resolver(Arc::clone(names) as Arc<dyn Resolver>);
+    run_with(guests::HTTP_PROBE, options, args).await
+}
+
+fn limits(f: impl FnOnce(&mut Limits)) -> Limits {
+    let mut limits = Limits::default();
+    f(&mut limits);
+    limits
+}
+
+#[tokio::test]
+async fn a_wstd_client_fetches_by_name_and_keeps_one_connection_alive() {
+    let up = Upstream::start(Reply::Body("hello over wasi:http\n")).await;
+    let names = Names::new(&[("api.test", "127.0.0.1")]);
+    let options = RunOptions::new(grant(&format!("api.test:{}", up.port)))
+        .resolver(Arc::clone(&names) as Arc<dyn Resolver>);
+    let url = format!("http://api.test:{}/v1", up.port);
+    let done = run_with(guests::WSTD_FETCH, options, &["--repeat", "5", &url]).await;
+    assert_eq!(done.code(), 0, "{}", done.stderr);
+    assert_eq!(done.stdout, "hello over wasi:http\n");
+    assert!(done.stderr.contains("fetched 5"), "{}", done.stderr);
+    assert_eq!(
+        up.connections(),
+        1,
+        "five requests, one kept-alive connection"
+    );
+    let requests = up.requests();
+    assert_eq!(requests.len(), 5);
+    assert_eq!(
+        requests[0],
+        format!("GET /v1 HTTP/1.1 host=api.test:{}", up.port),
+        "the request line carries the path, the Host header the authority as written"
+    );
+    assert_eq!(names.asked(), ["api.test"], "the name is looked up once");
+}
+
+#[tokio::test]
+async fn an_ungranted_authority_is_refused_before_any_lookup_or_connection() {
+    let up = Upstream::start(Reply::Body("no")).await;
+    let names = Names::new(&[("api.test", "127.0.0.1")]);
+    let url = format!("http://api.test:{}/", up.port);
+    let done = probe(grant("other.test:80"), &names, &["fetch", &url]).await;
+    assert_eq!(done.code(), 1);
+    assert_eq!(done.stdout, "error: ErrorCode::HttpRequestDenied\n");
+    assert!(
+        done.stderr.contains(&format!(
+            "HTTP request: connect to api.test:{} denied: needs --allow-net=api.test:{}",
+            up.port, up.port
+        )),
+        "{}",
+        done.stderr
+    );
+    assert!(names.asked().is_empty(), "no lookup: {:?}", names.asked());
+    assert_eq!(up.connections(), 0);
+}
+
+#[tokio::test]
+async fn a_name_that_resolves_into_a_denied_range_is_refused_before_connecting() {
+    let up = Upstream::start(Reply::Body("no")).await;
+    let names = Names::new(&[("rebind.test", "127.0.0.1")]);
+    let policy = grant("rebind.test").deny_connect("private").unwrap();
+    let url = format!("http://rebind.test:{}/", up.port);
+    let done = probe(policy, &names, &["fetch", &url]).await;
+    assert_eq!(done.stdout, "error: ErrorCode::DestinationIpProhibited\n");
+    assert!(
+        done.stderr
+            .contains("denied by --deny-net=private (it resolved to 127.0.0.1)"),
+        "{}",
+        done.stderr
+    );
+    assert_eq!(names.asked(), ["rebind.test"]);
+    assert_eq!(up.connections(), 0);
+}
+
+#[tokio::test]
+async fn a_request_that_names_no_host_is_denied_and_says_so() {
+    let names = Names::new(&[]);
+    for mode in ["no-authority", "empty-authority"] {
+        let done = probe(Policy::new().allow_connect("*").unwrap(), &names, &[mode]).await;
+        if done.stdout.contains("refused by set-authority") {
+            // wasi:http refused the empty authority itself.
+            continue;
+        }
+        assert_eq!(
+            done.stdout, "error: ErrorCode::HttpRequestDenied\n",
+            "{mode}"
+        );
+        assert!(
+            done.stderr.contains("it names no host")
+                && done.stderr.contains("never the Host header"),
+            "{mode}: {}",
+            done.stderr
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_host_header_is_not_what_is_judged() {
+    let up = Upstream::start(Reply::Body("no")).await;
+    let names = Names::new(&[]);
+    let done = probe(
+        grant("granted.test"),
+        &names,
+        &["host-header", &up.url("/"), "granted.test"],
+    )
+    .await;
+    assert!(
+        done.stdout
+            .ends_with("error: ErrorCode::HttpRequestDenied\n"),
+        "{}",
+        done.stdout
+    );
+    assert_eq!(up.connections(), 0);
+}
+
+#[tokio::test]
+async fn authorities_are_judged_as_written_in_every_spelling() {
+    let up = Upstream::start(Reply::Body("reached\n")).await;
+    let names = Names::new(&[]);
+    let port = up.port;
+    // A spelling moat does not take for an address is refused, not
+    // guessed at.
+    let done = probe(
+        Policy::new().allow_connect("*").unwrap(),
+        &names,
+        &["authority", &format!("127.1:{port}")],
+    )
+    .await;
+    assert_eq!(done.stdout, "error: ErrorCode::HttpRequestUriInvalid\n");
+    assert!(done.stderr.contains("127.1"), "{}", done.stderr);
+    // An IPv4-mapped IPv6 literal is its IPv4 address, for grants and deny
+    // lists alike.
+    let mapped = format!("[::ffff:127.0.0.1]:{port}");
+    let done = probe(grant("127.0.0.1"), &names, &["authority", &mapped]).await;
+    assert_eq!(done.stdout, "status: 200\nreached\n", "{}", done.stderr);
+    let denied = Policy::new()
+        .allow_connect("*")
+        .unwrap()
+        .deny_connect("private")
+        .unwrap();
+    let done = probe(denied, &names, &["authority", &mapped]).await;
+    assert_eq!(done.stdout, "error: ErrorCode::HttpRequestDenied\n");
+    assert!(
+        done.stderr.contains("--deny-net=private"),
+        "{}",
+        done.stderr
+    );
+    // User information is not part of the host.
+    let done = probe(
+        grant(&format!("127.0.0.1:{port}")),
+        &names,
+        &["authority", &format!("evil.test@127.0.0.1:{port}")],
+    )
+    .await;
+    assert_eq!(done.stdout, "status: 200\nreached\n", "{}", done.stderr);
+    assert_eq!(up.connections(), 2);
+}
+
+#[tokio::test]
+async fn a_refused_request_body_is_read_so_the_guest_sees_the_refusal() {
+    let names = Names::new(&[]);
+    let done = probe(
+        grant("127.0.0.1:1"),
+        &names,
+        &["post", "http://127.0.0.1:2/upload", "1000000"],
+    )
+    .await;
+    assert_eq!(
+        done.stdout, "sent 1000000\nerror: ErrorCode::HttpRequestDenied\n",
+        "{}",
+        done.stderr
+    );
+}
+
+#[tokio::test]
+async fn bodies_stream_both_ways_byte_for_byte() {
+    let up = Upstream::start(Reply::Echo).await;
+    let names = Names::new(&[]);
+    let policy = grant(&format!("127.0.0.1:{}", up.port));
+    let done = probe(
+        policy.clone(),
+        &names,
+        &["post", &up.url("/echo"), "5000000"],
+    )
+    .await;
+    assert_eq!(
+        done.stdout, "sent 5000000\nstatus: 200\nreceived 5000000\n",
+        "{}",
+        done.stderr
+    );
+    // wstd's client, with the body from stdin, checked byte for byte.
+    let body: Vec<u8> = (0..3_000_000u32)
+        .map(|i| b' ' + (i * 7 % 95) as u8)
+        .collect();
+    let options = RunOptions::new(policy).stdin(Input::Bytes(body.clone()));
+    let done = start_with(
+        guests::WSTD_FETCH,
+        options.arg(guests::WSTD_FETCH).args([
+            "--method",
+            "POST",
+            "--data-stdin",
+            &up.url("/echo"),
+        ]),
+    )
+    .finish()
+    .await;
+    assert_eq!(done.code(), 0, "{}", done.stderr);
+    assert!(
+        done.stdout.as_bytes() == body,
+        "{} bytes back",
+        done.stdout.len()
+    );
+}
+
+#[tokio::test]
+async fn requests_in_flight_are_bounded_and_the_refusal_names_the_setting() {
+    let up = Upstream::start(Reply::Hold).await;
+    let names = Names::new(&[]);
+    let options = RunOptions::new(grant(&format!("127.0.0.1:{}", up.port)))
+        .resolver(Arc::clone(&names) as Arc<dyn Resolver>)
+        .limits(limits(|l| {
+            l.max_http_requests = 4;
+            l.http_first_byte_timeout = Duration::from_millis(500);
+        }));
+    let done = run_with(guests::HTTP_PROBE, options, &["flood", "10", &up.url("/")]).await;
+    assert_eq!(
+        done.stdout,
+        "ok 0\nerr ErrorCode::ConnectionLimitReached x6\nerr ErrorCode::HttpResponseTimeout x4\n",
+        "{}",
+        done.stderr
+    );
+    assert!(
+        done.stderr
+            .contains("4 HTTP requests in flight already; raise it with --max-http-requests"),
+        "{}",
+        done.stderr
+    );
+}
+
+#[tokio::test]
+async fn outgoing_connections_count_against_max_sockets() {
+    let up = Upstream::start(Reply::Hold).await;
+    let names = Names::new(&[]);
+    let options = RunOptions::new(grant(&format!("127.0.0.1:{}", up.port)))
+        .resolver(Arc::clone(&names) as Arc<dyn Resolver>)
+        .limits(limits(|l| {
+            l.max_sockets = Some(2);
+            l.http_first_byte_timeout = Duration::from_millis(500);
+        }));
+    let done = run_with(guests::HTTP_PROBE, options, &["flood", "5", &up.url("/")]).await;
+    assert_eq!(
+        done.stdout,
+        "ok 0\nerr ErrorCode::ConnectionLimitReached x3\nerr ErrorCode::HttpResponseTimeout x2\n",
+        "{}",
+        done.stderr
+    );
+    assert!(done.stderr.contains("--max-sockets"), "{}", done.stderr);
+    assert_eq!(up.connections(), 2);
+}
+
+/// The run's caps bound every wait; a guest may ask for less, and gets it,
+/// but never more. (Without the cap, the first run here would wait an
+/// hour; without the guest's own bound, the second would.)
+#[tokio::test]
+async fn a_guest_may_ask_for_less_time_never_more() {
+    let up = Upstream::start(Reply::Hold).await;
+    let names = Names::new(&[]);
+    let policy = grant(&format!("127.0.0.1:{}", up.port));
+    let capped = RunOptions::new(policy.clone()).limits(limits(|l| {
+        l.http_first_byte_timeout = Duration::from_millis(300);
+    }));
+    let url = up.url("/");
+    let done = run_with(
+        guests::HTTP_PROBE,
+        capped,
+        &["timeouts", &url, "-", "3600000", "-"],
+    )
+    .await;
+    assert_eq!(
+        done.stdout, "error: ErrorCode::HttpResponseTimeout\n",
+        "{}",
+        done.stderr
+    );
+    let generous = RunOptions::new(policy.clone()).limits(limits(|l| {
+        l.http_first_byte_timeout = Duration::from_secs(3600);
+    }));
+    let done = run_with(
+        guests::HTTP_PROBE,
+        generous,
+        &["timeouts", &url, "-", "300", "-"],
+    )
+    .await;
+    assert_eq!(
+        done.stdout, "error: ErrorCode::HttpResponseTimeout\n",
+        "{}",
+        done.stderr
+    );
+
+    // Between bytes: the head and three bytes come, then nothing.
+    let stall = Upstream::start(Reply::Stall).await;
+    let capped = RunOptions::new(grant(&format!("127.0.0.1:{}", stall.port))).limits(limits(|l| {
+        l.http_between_bytes_timeout = Duration::from_millis(300);
+    }));
+    let done = run_with(
+        guests::HTTP_PROBE,
+        capped,
+        &["timeouts", &stall.url("/"), "-", "-", "3600000"],
+    )
+    .await;
+    // wasmtime-wasi-http gives a body stream's error as text only (its
+    // `http-error-code` finds no code in it).
+    assert!(
+        done.stdout.starts_with("status: 200\n")
+            && done.stdout.contains("body error")
+            && done.stdout.contains("connection read timeout"),
+        "{}",
+        done.stdout
+    );
+    drop(names);
+}
+
+#[tokio::test]
+async fn a_response_head_past_the_bound_is_refused() {
+    let up = Upstream::start(Reply::BigHead(100_000)).await;
+    let names = Names::new(&[]);
+    let policy = grant(&format!("127.0.0.1:{}", up.port));
+    let done = probe(policy.clone(), &names, &["headers", &up.url("/")]).await;
+    assert!(
+        done.stdout
+            .starts_with("error: ErrorCode::HttpResponseHeaderSectionSize"),
+        "{}",
+        done.stdout
+    );
+    let roomy = RunOptions::new(policy).limits(limits(|l| l.max_http_header_size = 256 << 10));
+    let done = run_with(guests::HTTP_PROBE, roomy, &["headers", &up.url("/")]).await;
+    assert!(done.stdout.starts_with("status: 200\n"), "{}", done.stdout);
+}
+
+#[tokio::test]
+async fn a_redirect_is_the_guests_next_request_and_is_judged_again() {
+    let target = Upstream::start(Reply::Body("arrived\n")).await;
+    let hop = Upstream::start(Reply::Redirect(target.url("/there"))).await;
+    let only_hop = RunOptions::new(grant(&format!("127.0.0.1:{}", hop.port)));
+    let done = run_with(
+        guests::WSTD_FETCH,
+        only_hop,
+        &["--follow", &hop.url("/here")],
+    )
+    .await;
+    assert_ne!(done.code(), 0);
+    assert!(
+        done.stderr
+            .contains(&format!("redirect: {}", target.url("/there")))
+            && done
+                .stderr
+                .contains(&format!("needs --allow-net=127.0.0.1:{}", target.port)),
+        "{}",
+        done.stderr
+    );
+    assert_eq!(target.connections(), 0);
+    let both = RunOptions::new(grant(&format!(
+        "127.0.0.1:{},127.0.0.1:{}",
+        hop.port, target.port
+    )));
+    let done = run_with(
+        guests::WSTD_FETCH,
+        both.clone(),
+        &["--follow", &hop.url("/here")],
+    )
+    .await;
+    assert_eq!(done.code(), 0, "{}", done.stderr);
+    assert_eq!(done.stdout, "arrived\n");
+    // With one socket: the hop's kept-alive connection, idle, gives way to
+    // the target's.
+    let one_socket = both.limits(limits(|l| l.max_sockets = Some(1)));
+    let done = run_with(
+        guests::WSTD_FETCH,
+        one_socket,
+        &["--follow", &hop.url("/here")],
+    )
+    .await;
+    assert_eq!(done.code(), 0, "{}", done.stderr);
+    assert_eq!(done.stdout, "arrived\n");
+}
+
+#[tokio::test]
+async fn a_connection_is_paid_from_the_runs_host_memory() {
+    let up = Upstream::start(Reply::Body("no")).await;
+    let options = RunOptions::new(grant(&format!("127.0.0.1:{}", up.port)))
+        .limits(limits(|l| l.max_host_memory = Some(100 << 10)));
+    let done = run_with(guests::HTTP_PROBE, options, &["fetch", &up.url("/")]).await;
+    assert_eq!(done.stdout, "error: ErrorCode::ConnectionLimitReached\n");
+    assert!(
+        done.stderr.contains("an HTTP connection needs")
+            && done.stderr.contains("--max-host-memory"),
+        "{}",
+        done.stderr
+    );
+    assert_eq!(up.connections(), 0);
+}
+
+#[tokio::test]
+async fn https_is_verified_against_the_host_as_written_with_the_runs_roots() {
+    let ca = Ca::new("moat http test CA");
+    let up = Upstream::start_tls(&ca, "secure.test", Reply::Body("over tls\n")).await;
+    let names = Names::new(&[("secure.test", "127.0.0.1"), ("other.test", "127.0.0.1")]);
+    let policy = grant("secure.test,other.test");
+    let url = format!("https://secure.test:{}/", up.port);
+    let trusted = TlsTrust::webpki().with_pem(ca.pem().as_bytes()).unwrap();
+    let options = RunOptions::new(policy.clone())
+        .resolver(Arc::clone(&names) as Arc<dyn Resolver>)
+        .tls_trust(trusted.clone());
+    let done = run_with(guests::HTTP_PROBE, options, &["sequential", "3", &url]).await;
+    assert_eq!(done.stdout, "ok 3\n", "{}", done.stderr);
+    assert_eq!(up.connections(), 1, "one TLS connection, kept alive");
+    assert!(
+        up.requests().contains(&"sni secure.test".to_owned()),
+        "{:?}",
+        up.requests()
+    );
+    // Without the CA: the certificate is not trusted.
+    let untrusted =
+        RunOptions::new(policy.clone()).resolver(Arc::clone(&names) as Arc<dyn Resolver>);
+    let done = run_with(guests::HTTP_PROBE, untrusted, &["fetch", &url]).await;
+    assert_eq!(done.stdout, "error: ErrorCode::TlsCertificateError\n");
+    // Another name for the same address: the certificate does not name it.
+    let options = RunOptions::new(policy)
+        .resolver(Arc::clone(&names) as Arc<dyn Resolver>)
+        .tls_trust(trusted);
+    let other = format!("https://other.test:{}/", up.port);
+    let done = run_with(guests::HTTP_PROBE, options, &["fetch", &other]).await;
+    assert_eq!(done.stdout, "error: ErrorCode::TlsCertificateError\n");
+}
+
+#[tokio::test]
+async fn a_wasi_http_0_3_client_is_under_the_same_grants() {
+    let up = Upstream::start(Reply::Echo).await;
+    let granted = RunOptions::new(grant(&format!("127.0.0.1:{}", up.port)));
+    let done = run_with(
+        guests::HTTP_P3,
+        granted.clone(),
+        &["post", &up.url("/"), "300000"],
+    )
+    .await;
+    assert_eq!(
+        done.stdout, "sent 300000\nstatus: 200\nreceived 300000\n",
+        "{}",
+        done.stderr
+    );
+    let refused = RunOptions::new(grant("127.0.0.1:1"));
+    let done = run_with(guests::HTTP_P3, refused, &["fetch", &up.url("/")]).await;
+    assert_eq!(done.stdout, "error: ErrorCode::HttpRequestDenied\n");
+    assert!(
+        done.stderr
+            .contains(&format!("needs --allow-net=127.0.0.1:{}", up.port)),
+        "{}",
+        done.stderr
+    );
+    assert_eq!(up.connections(), 1);
+}

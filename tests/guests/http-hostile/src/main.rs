@@ -1,0 +1,133 @@
+//! Test guest, not an example to copy: a wasi:http 0.2 `proxy` handler
+//! that misbehaves on purpose, one way per route, so that the host's tests
+//! can check that `moat serve` bounds each of them (and that the next
+//! request is still served).
+//!
+//! ```text
+//! moat serve --addr=127.0.0.1:8080 http-hostile.wasm
+//! curl http://127.0.0.1:8080/spin
+//! ```
+//!
+//! Routes (GET):
+//!
+//! - `/trap`: the handler panics, so the instance traps.
+//! - `/spin`: computes forever and never yields.
+//! - `/grow`: allocates 1 MiB chunks, writing every byte, and keeps them all,
+//!   until the host's memory bound stops it.
+//! - `/slow`: 200 and its headers at once, then `tick\n` every 100 ms,
+//!   forever. When the client goes away the next write fails, and wstd's
+//!   `http_server` glue panics on that: the instance traps then.
+//! - `/big?bytes=N`: 200 with `Content-Length: N` and N bytes, byte i being
+//!   `b'a' + i % 26`, written in 64 KiB chunks (400 without a count).
+//! - `/ok`: 200, `ok\n`.
+//! - `/count`: 200 and how many requests this instance has answered, this
+//!   one included (`1\n` when every request gets an instance of its own).
+//! - `POST /consume`: reads the whole request body, then answers 200
+//!   `read N\n`; a body the host cuts off answers 500 with the error.
+//! - anything else: 404.
+
+use std::convert::Infallible;
+use std::hint::black_box;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use wstd::http::body::Bytes;
+use wstd::http::{Body, Error, HeaderValue, Method, Request, Response, StatusCode, Uri};
+use wstd::time::{Duration, Timer};
+
+const MIB: usize = 1 << 20;
+
+/// Requests this instance has answered at `/count`.
+static ANSWERED: AtomicU64 = AtomicU64::new(0);
+const BIG_CHUNK: u64 = 64 * 1024;
+
+#[wstd::http_server]
+async fn main(mut request: Request<Body>) -> Result<Response<Body>, Error> {
+    if request.method() == Method::POST && request.uri().path() == "/consume" {
+        return Ok(match request.body_mut().contents().await {
+            Ok(body) => Response::new(Body::from(format!("read {}\n", body.len()))),
+            Err(e) => {
+                let mut response = Response::new(Body::from(format!("{e:?}\n")));
+                *response.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
+                response
+            }
+        });
+    }
+    if request.method() != Method::GET {
+        return Ok(plain(StatusCode::NOT_FOUND, "not found\n"));
+    }
+    Ok(match request.uri().path() {
+        "/trap" => panic!("http-hostile: /trap asked for a trap"),
+        "/spin" => spin(),
+        "/grow" => grow(),
+        "/slow" => slow(),
+        "/big" => big(request.uri()),
+        "/ok" => plain(StatusCode::OK, "ok\n"),
+        "/count" => {
+            let n = ANSWERED.fetch_add(1, Ordering::Relaxed) + 1;
+            Response::new(Body::from(format!("{n}\n")))
+        }
+        _ => plain(StatusCode::NOT_FOUND, "not found\n"),
+    })
+}
+
+fn plain(status: StatusCode, body: &'static str) -> Response<Body> {
+    let mut response = Response::new(Body::from(body));
+    *response.status_mut() = status;
+    response
+}
+
+/// Busy forever: no await, no host call, only arithmetic the optimizer
+/// must keep.
+fn spin() -> ! {
+    let mut x: u64 = 1;
+    loop {
+        x = black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+    }
+}
+
+/// Memory without end: every chunk is written whole (so its pages are
+/// real) and kept, until an allocation fails and the instance traps.
+fn grow() -> ! {
+    let mut hoard: Vec<Vec<u8>> = Vec::new();
+    loop {
+        hoard.push(vec![0xa5; MIB]);
+        black_box(&mut hoard);
+    }
+}
+
+/// The head at once, then a tick every 100 ms that never ends.
+fn slow() -> Response<Body> {
+    let ticks = futures_lite::stream::unfold(true, |first| async move {
+        if !first {
+            Timer::after(Duration::from_millis(100)).wait().await;
+        }
+        Some((Ok::<_, Infallible>(Bytes::from_static(b"tick\n")), false))
+    });
+    Response::new(Body::from_try_stream(ticks))
+}
+
+/// `bytes=N` from the query, streamed in chunks, never held whole.
+fn big(uri: &Uri) -> Response<Body> {
+    let size = uri
+        .query()
+        .unwrap_or_default()
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("bytes="))
+        .and_then(|n| n.parse::<u64>().ok());
+    let Some(size) = size else {
+        return plain(StatusCode::BAD_REQUEST, "usage: /big?bytes=N\n");
+    };
+    let chunks = futures_lite::stream::unfold(0u64, move |offset| async move {
+        if offset >= size {
+            return None;
+        }
+        let end = size.min(offset + BIG_CHUNK);
+        let chunk: Vec<u8> = (offset..end).map(|i| b'a' + (i % 26) as u8).collect();
+        Some((Ok::<_, Infallible>(Bytes::from(chunk)), end))
+    });
+    let mut response = Response::new(Body::from_try_stream(chunks));
+    response
+        .headers_mut()
+        .insert("content-length", HeaderValue::from(size));
+    response
+}

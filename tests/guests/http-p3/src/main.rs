@@ -1,0 +1,216 @@
+//! Outgoing HTTP through wasi:http 0.3 (`client.send`), called through the
+//! raw bindings of the `wasip3` crate, from a wasi:cli 0.3 command. One
+//! thing per run:
+//!
+//! ```text
+//! http-p3 fetch URL        GET; print "status: N", then the body as text
+//! http-p3 post URL BYTES   POST a body of BYTES bytes (byte i is b'a' + i % 26), written
+//!                          in 64 KiB chunks while the request is sent; print "sent N"
+//!                          once the whole body is written and the response has come,
+//!                          then "status: N" and "received M" (the response body's length)
+//! ```
+//!
+//! A request that fails (from `send`, or from the response body's trailers
+//! future, where a failure while reading the body shows up) prints `error:
+//! ERR`, the Debug form of wasi:http's `error-code` (e.g. `error:
+//! ErrorCode::HttpRequestDenied`), and exits with 1. A body the host stops
+//! reading prints `body write failed after N bytes: Dropped` and exits with
+//! 2 (unless `send` failed: then its error is printed as above). Bad
+//! arguments exit with 64.
+
+use std::io::Write;
+
+use wasip3::http::client;
+use wasip3::http::types::{ErrorCode, Fields, Method, Request, Response, Scheme, Trailers};
+use wasip3::wit_bindgen::{StreamResult, StreamWriter};
+
+wasip3::cli::command::export!(HttpP3);
+
+/// The size of each piece of a posted body, and of each read.
+const CHUNK: usize = 64 * 1024;
+
+/// The wasm32-wasip2 target wants a `main`, which it exports as
+/// `wasi:cli/run@0.2.0`; hosts that run 0.3 commands (moat does) call the
+/// async `run` below instead.
+fn main() {
+    eprintln!("http-p3 runs as a wasi:cli/run@0.3.0 command only");
+    std::process::exit(2);
+}
+
+struct HttpP3;
+
+impl wasip3::exports::cli::run::Guest for HttpP3 {
+    async fn run() -> Result<(), ()> {
+        let args: Vec<String> = std::env::args().skip(1).collect();
+        let arg = |i: usize| args.get(i).map(String::as_str);
+        let result = match (arg(0).unwrap_or(""), arg(1), arg(2)) {
+            ("fetch", Some(url), _) => fetch(url).await,
+            ("post", Some(url), Some(bytes)) => match bytes.parse() {
+                Ok(bytes) => post(url, bytes).await,
+                Err(_) => Err(Failure::Usage(format!("{bytes:?} is not a number"))),
+            },
+            (mode, _, _) => Err(Failure::Usage(format!(
+                "unknown mode {mode:?} or missing arguments"
+            ))),
+        };
+        match result {
+            Ok(()) => Ok(()),
+            Err(failure) => exit(failure.report()),
+        }
+    }
+}
+
+/// Ends the run with `code`, which `run`'s `result` cannot carry.
+fn exit(code: u8) -> ! {
+    let _ = std::io::stdout().flush();
+    let _ = std::io::stderr().flush();
+    wasip3::cli::exit::exit_with_code(code);
+    unreachable!("wasi:cli/exit returned")
+}
+
+/// Why a mode stopped early.
+enum Failure {
+    /// wasi:http refused or failed the request.
+    Http(ErrorCode),
+    /// The host dropped the request body's stream after `sent` bytes.
+    BodyWrite { sent: u64 },
+    /// A setter of the request refused its value.
+    Refused(&'static str),
+    /// The arguments make no sense.
+    Usage(String),
+}
+
+impl Failure {
+    /// Prints the failure and gives the exit code it ends the run with.
+    fn report(self) -> u8 {
+        match self {
+            Failure::Http(code) => {
+                println!("error: {code:?}");
+                1
+            }
+            Failure::BodyWrite { sent } => {
+                println!("body write failed after {sent} bytes: Dropped");
+                2
+            }
+            Failure::Refused(setter) => {
+                println!("refused by {setter}");
+                3
+            }
+            Failure::Usage(why) => {
+                eprintln!("http-p3: {why}");
+                64
+            }
+        }
+    }
+}
+
+impl From<ErrorCode> for Failure {
+    fn from(code: ErrorCode) -> Failure {
+        Failure::Http(code)
+    }
+}
+
+/// A request for `url` (`scheme://authority/path?query`, split without
+/// judging it: that is the host's job), with the body `contents`, no
+/// trailers, and default options.
+fn request(
+    url: &str,
+    method: Method,
+    contents: Option<wasip3::wit_bindgen::StreamReader<u8>>,
+) -> Result<Request, Failure> {
+    let (scheme, rest) = url
+        .split_once("://")
+        .ok_or_else(|| Failure::Usage(format!("{url:?} is not a URL")))?;
+    let (authority, path) = match rest.find(['/', '?']) {
+        Some(at) => rest.split_at(at),
+        None => (rest, ""),
+    };
+    let path_with_query = if path.starts_with('/') {
+        path.to_owned()
+    } else {
+        format!("/{path}")
+    };
+    let scheme = match scheme {
+        "http" => Scheme::Http,
+        "https" => Scheme::Https,
+        other => Scheme::Other(other.to_owned()),
+    };
+    // Dropped unwritten, the trailers' writer sends its default: none.
+    let (_no_trailers, trailers) =
+        wasip3::wit_future::new::<Result<Option<Trailers>, ErrorCode>>(|| Ok(None));
+    let (request, _transmitted) = Request::new(Fields::new(), contents, trailers, None);
+    request
+        .set_method(&method)
+        .map_err(|()| Failure::Refused("set-method"))?;
+    request
+        .set_scheme(Some(&scheme))
+        .map_err(|()| Failure::Refused("set-scheme"))?;
+    request
+        .set_authority(Some(authority))
+        .map_err(|()| Failure::Refused("set-authority"))?;
+    request
+        .set_path_with_query(Some(&path_with_query))
+        .map_err(|()| Failure::Refused("set-path-with-query"))?;
+    Ok(request)
+}
+
+/// Reads the response's body to its end, then its trailers' future, where
+/// a failure while the host read the body shows up.
+async fn read_body(response: Response) -> Result<Vec<u8>, Failure> {
+    let (_no_error, handled) = wasip3::wit_future::new::<Result<(), ErrorCode>>(|| Ok(()));
+    let (mut contents, trailers) = Response::consume_body(response, handled);
+    let mut body = Vec::new();
+    loop {
+        let (status, piece) = contents.read(Vec::with_capacity(CHUNK)).await;
+        body.extend_from_slice(&piece);
+        if matches!(status, StreamResult::Dropped) {
+            break;
+        }
+    }
+    drop(contents);
+    trailers.await?;
+    Ok(body)
+}
+
+async fn fetch(url: &str) -> Result<(), Failure> {
+    let response = client::send(request(url, Method::Get, None)?).await?;
+    println!("status: {}", response.get_status_code());
+    let body = read_body(response).await?;
+    let text = String::from_utf8_lossy(&body);
+    if text.is_empty() || text.ends_with('\n') {
+        print!("{text}");
+    } else {
+        println!("{text}");
+    }
+    Ok(())
+}
+
+async fn post(url: &str, bytes: u64) -> Result<(), Failure> {
+    let (writer, contents) = wasip3::wit_stream::new::<u8>();
+    let request = request(url, Method::Post, Some(contents))?;
+    // The body is written while `send` runs: the host reads it as it sends.
+    let (written, response) = futures::join!(write_body(writer, bytes), client::send(request));
+    let response = response?;
+    written?;
+    println!("sent {bytes}");
+    println!("status: {}", response.get_status_code());
+    let body = read_body(response).await?;
+    println!("received {}", body.len());
+    Ok(())
+}
+
+/// Writes `total` bytes of the a-to-z pattern, 64 KiB at a time, then
+/// drops the writer, which ends the body.
+async fn write_body(mut writer: StreamWriter<u8>, total: u64) -> Result<(), Failure> {
+    let mut sent = 0u64;
+    while sent < total {
+        let len = (CHUNK as u64).min(total - sent);
+        let chunk: Vec<u8> = (sent..sent + len).map(|i| b'a' + (i % 26) as u8).collect();
+        let rest = writer.write_all(chunk).await;
+        sent += len - rest.len() as u64;
+        if !rest.is_empty() {
+            return Err(Failure::BodyWrite { sent });
+        }
+    }
+    Ok(())
+}
