@@ -92,6 +92,15 @@ pub(crate) struct ServeArgs {
     #[arg(long = "addr", value_name = "IP:PORT", default_value = moat_host::serve::DEFAULT_ADDR)]
     pub(crate) addr: String,
 
+    /// Serve HTTPS with this certificate chain (PEM, leaf first); needs
+    /// --tls-key
+    #[arg(long = "tls-cert", value_name = "PEM", requires = "tls_key")]
+    pub(crate) tls_cert: Option<PathBuf>,
+
+    /// The private key for --tls-cert (PEM)
+    #[arg(long = "tls-key", value_name = "PEM", requires = "tls_cert")]
+    pub(crate) tls_key: Option<PathBuf>,
+
     /// As `moat run`'s; --timeout is per request.
     #[command(flatten)]
     pub(crate) run: RunArgs,
@@ -230,8 +239,9 @@ fn run_after_help() -> String {
 fn serve_after_help() -> String {
     format!(
         "Examples:\n  Serve a handler on 127.0.0.1:8080, letting it fetch from one API:\n    \
-         moat serve --allow-net=api.example.com:443 handler.wasm\n  Serve on every \
-         interface, port 80:\n    moat serve --addr=0.0.0.0:80 handler.wasm\n\n\
+         moat serve --allow-net=api.example.com:443 handler.wasm\n  Serve HTTPS on every \
+         interface, port 443:\n    moat serve --addr=0.0.0.0:443 --tls-cert=cert.pem \
+         --tls-key=key.pem handler.wasm\n\n\
          Each request runs in a new instance: nothing a handler keeps in memory is seen \
          by the next request. --max-memory is per instance, --timeout per request \
          [default: {}s]. A handler that traps or reaches a bound answers 500; SIGINT \

@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use anyhow::{Context, bail};
-use moat_host::net::TlsTrust;
+use moat_host::net::{TlsIdentity, TlsTrust};
 use moat_host::preopen::Preopen;
 use moat_host::settings::{Origin, PolicyFile, Setting, Settings};
 use moat_host::{CacheDir, Moat, MoatConfig, MoatError, RunOptions, START_FAILED_EXIT};
@@ -68,7 +68,19 @@ fn run(args: RunArgs) -> ExitCode {
 }
 
 fn serve(args: ServeArgs) -> ExitCode {
-    let (options, config) = match prepare(&args.run) {
+    let prepared = prepare(&args.run).and_then(|(options, config)| {
+        let tls = match (&args.tls_cert, &args.tls_key) {
+            (Some(cert), Some(key)) => Some(TlsIdentity {
+                certificate_chain_pem: std::fs::read(cert)
+                    .with_context(|| format!("--tls-cert {}", cert.display()))?,
+                private_key_pem: std::fs::read(key)
+                    .with_context(|| format!("--tls-key {}", key.display()))?,
+            }),
+            _ => None,
+        };
+        Ok((options, config, tls))
+    });
+    let (options, config, tls) = match prepared {
         Ok(prepared) => prepared,
         Err(e) => {
             eprintln!("moat: error: {}", chain(&e));
@@ -90,13 +102,15 @@ fn serve(args: ServeArgs) -> ExitCode {
     let outcome = runtime.block_on(async {
         let moat = Moat::new(&config)?;
         let guest = moat.load(&component)?;
-        let server = moat
-            .bind_server(
-                &guest,
-                moat_host::serve::ServeOptions::new(&args.addr, options),
-            )
-            .await?;
-        eprintln!("moat: serving http://{}/", server.local_addr());
+        let mut serve = moat_host::serve::ServeOptions::new(&args.addr, options);
+        let scheme = if let Some(identity) = tls {
+            serve = serve.tls(identity);
+            "https"
+        } else {
+            "http"
+        };
+        let server = moat.bind_server(&guest, serve).await?;
+        eprintln!("moat: serving {scheme}://{}/", server.local_addr());
         server.serve(stop_signal()).await
     });
     match outcome {

@@ -22,7 +22,7 @@ use tokio::sync::watch;
 const MOAT: &str = env!("CARGO_BIN_EXE_moat");
 
 /// What `moat serve` prints once it listens, before the URL.
-const SERVING: &str = "moat: serving http://";
+const SERVING: &str = "moat: serving http";
 
 /// wstd-serve's answer to `GET /`.
 const HELLO: &str = "hello from a wasi:http handler\n";
@@ -113,6 +113,7 @@ impl Serve {
         let addr = rest
             .lines()
             .next()
+            .map(|line| line.trim_start_matches("s://").trim_start_matches("://"))
             .and_then(|line| line.strip_suffix('/'))
             .and_then(|addr| addr.parse().ok())
             .unwrap_or_else(|| panic!("no address in {:?}", seen.text));
@@ -1022,4 +1023,65 @@ async fn serve_runs_at_most_max_instances_handlers_and_the_rest_wait() {
         (200, "1\n"),
         "{answer:?}"
     );
+}
+
+/// `--tls-cert`/`--tls-key`: HTTPS, verified by curl against the test's
+/// CA for the name in the certificate; a plain-HTTP client gets nothing
+/// served, and a client that stalls its handshake is let go.
+#[tokio::test]
+async fn serve_speaks_https_with_the_certificate_given() {
+    if !have("curl") {
+        return;
+    }
+    let ca = crate::support::certs::Ca::new("moat serve test CA");
+    let leaf = ca.leaf(&["localhost"]);
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("serve-tls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("ca.pem"), ca.pem()).unwrap();
+    std::fs::write(dir.join("cert.pem"), &leaf.cert_pem).unwrap();
+    std::fs::write(dir.join("key.pem"), &leaf.key_pem).unwrap();
+    let cert = format!("--tls-cert={}", dir.join("cert.pem").display());
+    let key = format!("--tls-key={}", dir.join("key.pem").display());
+    let server = Serve::start(
+        guests::WSTD_SERVE,
+        &[&cert, &key, "--tls-handshake-timeout=1s"],
+    )
+    .await;
+    let url = format!("https://localhost:{}/", server.addr.port());
+    let out = within(
+        "curl over TLS",
+        Command::new("curl")
+            .args(["-sS", "--http1.1", "--cacert"])
+            .arg(dir.join("ca.pem"))
+            .args([&url, &url, "-v"])
+            .output(),
+    )
+    .await
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("{HELLO}{HELLO}")
+    );
+    assert!(
+        stderr.contains("Re-using existing") || stderr.contains("Reusing existing"),
+        "one TLS connection for both: {stderr}"
+    );
+    // Plain HTTP to the TLS port: no answer, the connection is closed.
+    let mut plain = TcpStream::connect(server.addr).await.unwrap();
+    plain
+        .write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut got = Vec::new();
+    let _ = within("the plain client cut off", plain.read_to_end(&mut got)).await;
+    assert!(!String::from_utf8_lossy(&got).contains(HELLO));
+    // A client that connects and never sends its ClientHello is let go.
+    let mut silent = TcpStream::connect(server.addr).await.unwrap();
+    let mut nothing = Vec::new();
+    let _ = within("the silent client let go", silent.read_to_end(&mut nothing)).await;
+    assert!(nothing.is_empty());
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -64,6 +64,8 @@ pub use tcp::{ConnectOptions, Keepalive, Outcome, Reader, TcpConn, Upgrade, Upgr
 pub use tls::{TlsClientOptions, TlsContext, TlsIdentity, TlsServerOptions, TlsTrust};
 pub use udp::{BindOptions, Datagram, MulticastInterface, RECEIVE_BUFFER, UdpSocket};
 
+use tokio_rustls::TlsAcceptor;
+
 use crate::policy::Policy;
 use run::Run;
 use tasks::Tasks;
@@ -291,6 +293,17 @@ impl Net {
         let config = self.tls.server_config(tls, &self.run.budget)?;
         let server = tls::ServerTls::new(config, tls, self.run.limits.tls_handshake_timeout);
         listen::listen(&self.run, &self.tasks, host, port, options, Some(server)).await
+    }
+
+    /// A TLS acceptor for a server of the host's own (`moat serve
+    /// --tls-cert`), from `options`; built and paid for as a guest's
+    /// listener's configuration is.
+    ///
+    /// # Errors
+    /// [`NetError::InvalidArgument`] for an unusable certificate or key.
+    pub fn tls_acceptor(&self, options: &TlsServerOptions) -> Result<TlsAcceptor, NetError> {
+        let config = self.tls.server_config(options, &self.run.budget)?;
+        Ok(TlsAcceptor::from(config))
     }
 
     /// Starts a client-side STARTTLS upgrade of `conn`, verifying the server

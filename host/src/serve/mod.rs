@@ -25,6 +25,10 @@
 //! [`DEFAULT_REQUEST_TIMEOUT`]). A handler that traps, runs out of memory
 //! or time gets its client a 500, and the server goes on.
 //!
+//! **TLS.** With [`ServeOptions::tls`] (`--tls-cert`, `--tls-key`) the
+//! server speaks HTTPS (rustls, ALPN `http/1.1`); a client's handshake is
+//! bounded by `--tls-handshake-timeout` (10 s by default).
+//!
 //! **Stopping.** When the future given to [`Server::serve`] resolves
 //! (SIGINT or SIGTERM for `moat serve`), the server stops accepting, lets
 //! the requests in flight finish for up to [`SHUTDOWN_GRACE`], then
@@ -41,6 +45,8 @@ use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
+use tokio_rustls::TlsAcceptor;
+use tokio_util::either::Either;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use wasmtime_wasi_http::p2::bindings::ProxyPre;
@@ -48,7 +54,9 @@ use wasmtime_wasi_http::p2::bindings::ProxyPre;
 use crate::error::MoatError;
 use crate::kit::MoatCtx;
 use crate::moat::{Guest, Moat};
-use crate::net::{MIN_HTTP_HEADER_SIZE, Net};
+use crate::net::{
+    DEFAULT_TLS_HANDSHAKE_TIMEOUT, MIN_HTTP_HEADER_SIZE, Net, TlsIdentity, TlsServerOptions,
+};
 use crate::options::RunOptions;
 
 /// Where `moat serve` listens unless told otherwise: loopback only, never
@@ -77,15 +85,25 @@ pub struct ServeOptions {
     /// The handler's grants and bounds, environment and directories, as a
     /// run's; `timeout` is per request.
     pub run: RunOptions,
+    /// Serve HTTPS with this certificate chain and key (`--tls-cert`,
+    /// `--tls-key`); plain HTTP without.
+    pub tls: Option<TlsIdentity>,
 }
 
 impl ServeOptions {
-    /// Serving on `addr` under `run`.
+    /// Serving plain HTTP on `addr` under `run`.
     pub fn new(addr: impl Into<String>, run: RunOptions) -> ServeOptions {
         ServeOptions {
             addr: addr.into(),
             run,
+            tls: None,
         }
+    }
+
+    /// Serving HTTPS with `identity` instead.
+    pub fn tls(mut self, identity: TlsIdentity) -> ServeOptions {
+        self.tls = Some(identity);
+        self
     }
 }
 
@@ -95,6 +113,7 @@ pub struct Server<'m> {
     listener: TcpListener,
     addr: SocketAddr,
     shared: Arc<request::Shared>,
+    tls: Option<TlsAcceptor>,
 }
 
 impl Moat {
@@ -182,6 +201,24 @@ impl Moat {
             builder = builder.tls_trust(trust);
         }
         let (net, notices, max_memory, _linger) = builder.into_net(self.ticker());
+        let tls = options
+            .tls
+            .map(|identity| {
+                net.tls_acceptor(&TlsServerOptions {
+                    identity,
+                    alpn: vec![b"http/1.1".to_vec()],
+                    client_roots_pem: None,
+                    handshake_timeout: None,
+                })
+            })
+            .transpose()
+            .map_err(|e| MoatError::Bind {
+                addr: options.addr.clone(),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    format!("--tls-cert/--tls-key: {e}"),
+                ),
+            })?;
         let shared = Arc::new(request::Shared::new(
             self.engine().clone(),
             pre,
@@ -196,6 +233,7 @@ impl Moat {
             listener,
             addr,
             shared,
+            tls,
         })
     }
 }
@@ -218,7 +256,10 @@ impl Server<'_> {
             listener,
             addr,
             shared,
+            tls,
         } = self;
+        let handshake_limit =
+            DEFAULT_TLS_HANDSHAKE_TIMEOUT.min(shared.net().limits().tls_handshake_timeout);
         let limits = shared.net().limits().clone();
         let _ticker = request::TimeTicker::start(moat.engine().clone())?;
         let connections = Arc::new(Semaphore::new(limits.max_http_connections.max(1) as usize));
@@ -253,8 +294,27 @@ impl Server<'_> {
             let _ = stream.set_nodelay(true);
             let shared = Arc::clone(&shared);
             let stopping = stopping.clone();
+            let tls = tls.clone();
             tracker.spawn(async move {
                 let _permit = permit;
+                // A client that stalls its handshake gives its place back
+                // after the handshake bound.
+                let io = match tls {
+                    None => Either::Left(stream),
+                    Some(acceptor) => {
+                        match tokio::time::timeout(handshake_limit, acceptor.accept(stream)).await {
+                            Ok(Ok(tls)) => Either::Right(tls),
+                            Ok(Err(e)) => {
+                                tracing::debug!(target: "moat::http", %peer, error = %e, "TLS handshake failed");
+                                return;
+                            }
+                            Err(_) => {
+                                tracing::debug!(target: "moat::http", %peer, "TLS handshake timed out");
+                                return;
+                            }
+                        }
+                    }
+                };
                 let service = hyper::service::service_fn(move |req| {
                     let shared = Arc::clone(&shared);
                     async move { Ok::<_, std::convert::Infallible>(shared.handle(req).await) }
@@ -266,7 +326,7 @@ impl Server<'_> {
                     .max_header_size(header_bound)
                     .max_buf_size(header_bound)
                     .keep_alive(true);
-                let conn = builder.serve_connection(TokioIo::new(stream), service);
+                let conn = builder.serve_connection(TokioIo::new(io), service);
                 let mut conn = std::pin::pin!(conn);
                 let ended = tokio::select! {
                     ended = conn.as_mut() => ended,
