@@ -33,6 +33,11 @@ const GUESTS: &[(&str, &str, &str)] = &[
     ("HTTP_PROBE", "http-probe", "tests/guests/http-probe"),
     ("HTTP_P3", "http-p3", "tests/guests/http-p3"),
     ("HTTP_HOSTILE", "http-hostile", "tests/guests/http-hostile"),
+    (
+        "HTTP_SERVICE_P3",
+        "http-service-p3",
+        "tests/guests/http-service-p3",
+    ),
     ("BENCH_SERVER", "bench-server", "bench/guests/bench-server"),
     ("BENCH_STD", "bench-std", "bench/guests/bench-std"),
     ("HELLO", "hello", "bench/guests/hello"),

@@ -77,9 +77,9 @@ pub(crate) enum Command {
     /// Run a component: any wasm32-wasip2 command (moat-sdk or plain
     /// wasi:sockets, as std::net uses), under the grants given
     Run(RunArgs),
-    /// Serve HTTP with a wasi:http 0.2 proxy component (as `wasmtime
-    /// serve`): each request in a fresh instance, the handler's own
-    /// requests and sockets under the grants given
+    /// Serve HTTP with a wasi:http handler (a 0.2 proxy or a 0.3 service,
+    /// as `wasmtime serve`): each request in a fresh instance, the
+    /// handler's own requests and sockets under the grants given
     Serve(ServeArgs),
 }
 

@@ -29,13 +29,17 @@ pub struct Guest {
 }
 
 impl Guest {
-    /// Whether it is a wasi:http 0.2 handler (it exports
-    /// `wasi:http/incoming-handler`), which `moat serve` serves.
+    /// Whether it is a wasi:http handler (it exports 0.2's
+    /// `wasi:http/incoming-handler` or 0.3's `wasi:http/handler`), which
+    /// `moat serve` serves.
     pub fn is_http_handler(&self, moat: &Moat) -> bool {
         self.component
             .component_type()
             .exports(moat.engine())
-            .any(|(name, _)| name.starts_with("wasi:http/incoming-handler@0.2"))
+            .any(|(name, _)| {
+                name.starts_with("wasi:http/incoming-handler@0.2")
+                    || name.starts_with("wasi:http/handler@0.3")
+            })
     }
 
     /// Whether the guest exports `wasi:cli/run@0.3.0`, the entry point that

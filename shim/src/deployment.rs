@@ -16,7 +16,8 @@
 //! - `MOAT_LOG`: which log lines of moat's to write to the container's
 //!   stderr (a tracing filter such as `moat::net=debug`; default `warn`).
 //!
-//! - `MOAT_HTTP_ADDR`: serve the component, a wasi:http 0.2 handler, on
+//! - `MOAT_HTTP_ADDR`: serve the component, a wasi:http handler (0.2 proxy
+//!   or 0.3 service), on
 //!   this IP address and port, as `moat serve --addr` does
 //!   (`0.0.0.0:8080`: the pod's own network). A handler does not start
 //!   without it, and it is refused for a component that is not a handler.
@@ -70,7 +71,7 @@ pub const DIRS_VAR: &str = "MOAT_DIRS";
 
 /// The variable that serves an HTTP handler component, and where: an IP
 /// address and port of the pod's network (`0.0.0.0:8080`). A component
-/// that exports `wasi:http/incoming-handler` does not start without it;
+/// that exports a wasi:http handler does not start without it;
 /// the pod spec is what grants listening there.
 pub const HTTP_ADDR_VAR: &str = "MOAT_HTTP_ADDR";
 

@@ -385,7 +385,7 @@ fn run(prepared: Prepared, refuse: impl Fn(&str)) -> i32 {
             }
             None if guest.is_http_handler(&moat) => {
                 refuse(&format!(
-                    "{} is an HTTP handler (it exports wasi:http/incoming-handler): set \
+                    "{} is an HTTP handler (it exports a wasi:http handler): set \
                      {HTTP_ADDR_VAR} in the pod spec (for example {HTTP_ADDR_VAR}=0.0.0.0:8080) \
                      to serve it",
                     prepared.name

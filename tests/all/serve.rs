@@ -1085,3 +1085,37 @@ async fn serve_speaks_https_with_the_certificate_given() {
     assert!(nothing.is_empty());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A wasi:http 0.3 `service` component is served as a 0.2 proxy is: a
+/// fresh instance per request, bodies streamed both ways, a trap answered
+/// 500 and the next request served.
+#[tokio::test]
+async fn serve_runs_a_wasi_http_0_3_service() {
+    let server = Serve::start(guests::HTTP_SERVICE_P3, &["--timeout=10s"]).await;
+    let hello = get(server.addr, "/").await;
+    assert_eq!(
+        (hello.status, hello.text().as_str()),
+        (200, "hello from a wasi:http 0.3 service\n"),
+        "{hello:?}"
+    );
+    let body = random_bytes(3 << 20, 7);
+    let echoed = post(server.addr, "/echo", body.clone()).await;
+    assert_eq!(echoed.status, 200, "{echoed:?}");
+    assert!(
+        echoed.body == body,
+        "{} bytes back of {}",
+        echoed.body.len(),
+        body.len()
+    );
+    for _ in 0..2 {
+        let count = get(server.addr, "/count").await;
+        assert_eq!((count.status, count.text().as_str()), (200, "1\n"));
+    }
+    let trapped = get(server.addr, "/trap").await;
+    assert_eq!(
+        (trapped.status, trapped.text().as_str()),
+        (500, "the handler trapped\n")
+    );
+    let again = get(server.addr, "/").await;
+    assert_eq!(again.status, 200);
+}

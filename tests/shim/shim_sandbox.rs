@@ -463,9 +463,8 @@ async fn an_http_handler_is_served_where_its_pod_spec_says_and_nowhere_without_i
     let status = node.run(&file(&guest, &[], &[])).await;
     assert_eq!(status, moat_host::REFUSED_EXIT as i32);
     assert!(
-        node.termination_message().contains(
-            "is an HTTP handler (it exports wasi:http/incoming-handler): set MOAT_HTTP_ADDR"
-        ),
+        node.termination_message()
+            .contains("is an HTTP handler (it exports a wasi:http handler): set MOAT_HTTP_ADDR"),
         "{}",
         node.termination_message()
     );

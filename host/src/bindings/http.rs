@@ -62,13 +62,13 @@ impl HttpState {
     /// Refuses a request whose authority is missing or empty with the
     /// run's notice (see [`add_to_linker`]).
     fn refuse_no_authority(&self, authority: Option<&str>) -> bool {
-        let refusal = match authority {
-            None => CoreError::NoAuthority("no"),
-            Some("") => CoreError::NoAuthority("an empty"),
-            Some(_) => return false,
-        };
-        self.hooks.notices.tell(refusal.to_string());
-        true
+        match HttpClient::check_authority(authority) {
+            Ok(()) => false,
+            Err(refusal) => {
+                self.hooks.notices.tell(refusal.to_string());
+                true
+            }
+        }
     }
 }
 

@@ -77,3 +77,54 @@ impl Body for LimitedBody {
         self.incoming.size_hint()
     }
 }
+
+/// A response body that says when it is over (read to its end, failed,
+/// or dropped by hyper): a wasi:http 0.3 handler's store must go on
+/// running until then, as its tasks write the body.
+pub(crate) struct Watched<B> {
+    inner: B,
+    over: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl<B> Watched<B> {
+    pub(crate) fn new(inner: B, over: tokio::sync::oneshot::Sender<()>) -> Watched<B> {
+        Watched {
+            inner,
+            over: Some(over),
+        }
+    }
+}
+
+impl<B> Drop for Watched<B> {
+    fn drop(&mut self) {
+        if let Some(over) = self.over.take() {
+            let _ = over.send(());
+        }
+    }
+}
+
+impl<B: Body<Data = Bytes> + Unpin> Body for Watched<B> {
+    type Data = Bytes;
+    type Error = B::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        if matches!(polled, Poll::Ready(None | Some(Err(_))))
+            && let Some(over) = self.over.take()
+        {
+            let _ = over.send(());
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}

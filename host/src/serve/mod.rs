@@ -1,5 +1,6 @@
-//! `moat serve`: a wasi:http 0.2 `proxy` component answering HTTP/1.1
-//! requests, each in a fresh instance, under the run's grants and bounds.
+//! `moat serve`: a wasi:http 0.2 `proxy` or 0.3 `service` component
+//! answering HTTP/1.1 requests, each in a fresh instance, under the run's
+//! grants and bounds.
 //!
 //! **Who grants what.** The address served on (`--addr`) is the
 //! operator's: moat listens there itself, and the guest needs no listen
@@ -20,8 +21,11 @@
 //! wait in the kernel's backlog); the time to send a request's head, which
 //! is also how long a kept-alive connection may sit idle
 //! (`--http-header-read-timeout`); the head's size (`--max-http-header-size`);
-//! the request body (`--max-http-body-size`: 413); each request's memory
-//! (`--max-memory`, per instance) and time (`--timeout`, per request, or
+//! the request body (`--max-http-body-size`: 413, or a cut-off response if
+//! the handler answered before reading past the bound); handler instances
+//! at once (`--max-instances`: the server's guest memory is at most that
+//! many times `--max-memory`); each request's memory (`--max-memory`, per
+//! instance) and time (`--timeout`, per request, or
 //! [`DEFAULT_REQUEST_TIMEOUT`]). A handler that traps, runs out of memory
 //! or time gets its client a 500, and the server goes on.
 //!
@@ -50,6 +54,7 @@ use tokio_util::either::Either;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use wasmtime_wasi_http::p2::bindings::ProxyPre;
+use wasmtime_wasi_http::p3::bindings::ServicePre;
 
 use crate::error::MoatError;
 use crate::kit::MoatCtx;
@@ -74,8 +79,9 @@ pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 /// (systemd 90 s, Kubernetes 30 s, Docker 10 s).
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
-/// The export `moat serve` calls.
+/// The exports `moat serve` calls: 0.2's and 0.3's.
 const INCOMING_HANDLER: &str = "wasi:http/incoming-handler@0.2";
+const SERVICE_HANDLER: &str = "wasi:http/handler@0.3";
 
 /// What a server serves and how.
 #[derive(Clone, Debug)]
@@ -117,13 +123,13 @@ pub struct Server<'m> {
 }
 
 impl Moat {
-    /// Checks that `guest` is a wasi:http 0.2 handler, links it, and
-    /// listens on `options.addr`. Nothing is answered until
-    /// [`Server::serve`].
+    /// Checks that `guest` is a wasi:http handler (0.2's
+    /// `incoming-handler` or 0.3's `handler`), links it, and listens on
+    /// `options.addr`. Nothing is answered until [`Server::serve`].
     ///
     /// # Errors
-    /// [`MoatError::NotAHandler`] for a component that exports no
-    /// `wasi:http/incoming-handler`; [`MoatError::Instantiate`] for one
+    /// [`MoatError::NotAHandler`] for a component that exports neither;
+    /// [`MoatError::Instantiate`] for one
     /// whose imports moat does not provide; [`MoatError::Bind`] for an
     /// address that is not an IP address and port, or cannot be listened
     /// on; [`MoatError::PreopenRefused`] and the other errors of building a
@@ -139,35 +145,31 @@ impl Moat {
             .exports(self.engine())
             .map(|(name, _)| name.to_owned())
             .collect();
-        if !exports.iter().any(|e| e.starts_with(INCOMING_HANDLER)) {
-            let reason = if exports
-                .iter()
-                .any(|e| e.starts_with("wasi:http/handler@0.3"))
-            {
-                "it is a wasi:http 0.3 service; moat serve runs 0.2 proxy components \
-                 (export wasi:http/incoming-handler@0.2)"
-                    .to_owned()
-            } else {
-                format!(
-                    "it exports no wasi:http/incoming-handler@0.2 (it exports: {}); \
-                     run a command with moat run",
+        let p3 = exports.iter().any(|e| e.starts_with(SERVICE_HANDLER));
+        if !p3 && !exports.iter().any(|e| e.starts_with(INCOMING_HANDLER)) {
+            return Err(MoatError::NotAHandler {
+                path: options.run.args.first().cloned().unwrap_or_default().into(),
+                reason: format!(
+                    "it exports neither wasi:http/incoming-handler@0.2 nor \
+                     wasi:http/handler@0.3 (it exports: {}); run a command with moat run",
                     if exports.is_empty() {
                         "nothing".to_owned()
                     } else {
                         exports.join(", ")
                     }
-                )
-            };
-            return Err(MoatError::NotAHandler {
-                path: options.run.args.first().cloned().unwrap_or_default().into(),
-                reason,
+                ),
             });
         }
-        let pre = self
+        let linked = self
             .linker()
             .instantiate_pre(&guest.component)
-            .and_then(ProxyPre::new)
             .map_err(MoatError::Instantiate)?;
+        let pre = if p3 {
+            ServicePre::new(linked).map(request::Template::P3)
+        } else {
+            ProxyPre::new(linked).map(request::Template::P2)
+        }
+        .map_err(MoatError::Instantiate)?;
         // Checked once here, as every request's store will be built.
         crate::moat::wasi_ctx(&options.run)?;
         let addr: SocketAddr = options.addr.parse().map_err(|_| MoatError::Bind {

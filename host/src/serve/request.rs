@@ -13,11 +13,13 @@ use tokio::sync::Semaphore;
 use wasmtime::component::ResourceTable;
 use wasmtime::{Engine, Store};
 use wasmtime_wasi_http::p2::bindings::ProxyPre;
-use wasmtime_wasi_http::p2::bindings::http::types::Scheme;
+use wasmtime_wasi_http::p2::bindings::http::types::{ErrorCode, Scheme};
 use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
+use wasmtime_wasi_http::p3::Request as P3Request;
+use wasmtime_wasi_http::p3::bindings::ServicePre;
 
 use super::DEFAULT_REQUEST_TIMEOUT;
-use super::body::{Exceeded, LimitedBody};
+use super::body::{Exceeded, LimitedBody, Watched};
 use crate::bindings::http::HttpView;
 use crate::bounds::{MemoryLimitReached, TimeLimitReached, deadline_callback};
 use crate::error::MoatError;
@@ -32,13 +34,21 @@ use crate::options::RunOptions;
 /// running handler.
 const TIME_TICK: Duration = Duration::from_millis(10);
 
+/// The handler, linked and type-checked once: a wasi:http 0.2 `proxy`
+/// (`incoming-handler`) or a 0.3 `service` (`handler`).
+#[derive(Clone)]
+pub(crate) enum Template {
+    P2(ProxyPre<RunState>),
+    P3(ServicePre<RunState>),
+}
+
 /// What every request shares: the engine, the template, the network and
 /// the run's settings.
 pub(crate) struct Shared {
     engine: Engine,
     /// Places for handler instances ([`crate::net::Limits::max_instances`]).
     instances: Arc<Semaphore>,
-    pre: ProxyPre<RunState>,
+    pre: Template,
     pub(super) net: Net,
     notices: Notices,
     max_memory: u64,
@@ -48,7 +58,7 @@ pub(crate) struct Shared {
 impl Shared {
     pub(super) fn new(
         engine: Engine,
-        pre: ProxyPre<RunState>,
+        pre: Template,
         net: Net,
         notices: Notices,
         max_memory: u64,
@@ -130,38 +140,87 @@ impl Shared {
         let mut callback = deadline_callback(Instant::now() + limit, limit, spelling);
         store.epoch_deadline_callback(move |_| callback());
 
-        let (sender, receiver) = tokio::sync::oneshot::channel();
-        let view = store.data_mut();
-        let incoming = view.http_view().new_incoming_request(Scheme::Http, request);
-        let outparam = view.http_view().new_response_outparam(sender);
-        let (incoming, outparam) = match (incoming, outparam) {
-            (Ok(i), Ok(o)) => (i, o),
-            (Err(e), _) | (_, Err(e)) => return internal(&format!("{e:#}")),
-        };
         let pre = self.pre.clone();
-        // The handler runs on a task of its own: it goes on writing the
-        // body after handing over the response, and the instance lives
-        // until it returns.
-        let handler = tokio::spawn(async move {
-            let call = async {
-                let proxy = pre.instantiate_async(&mut store).await?;
-                proxy
-                    .wasi_http_incoming_handler()
-                    .call_handle(&mut store, incoming, outparam)
-                    .await
-            };
-            let ended = match tokio::time::timeout(limit, call).await {
-                Ok(ended) => ended,
-                Err(_) => Err(wasmtime::Error::new(TimeLimitReached {
-                    limit,
-                    setting: crate::setting::Setting::Timeout.named(spelling),
-                })),
-            };
-            // The instance's place is given back once its memory is.
-            drop(store);
-            drop(instance);
-            ended
-        });
+        let (sender, receiver) = tokio::sync::oneshot::channel();
+        let handler = match pre {
+            Template::P2(pre) => {
+                let view = store.data_mut();
+                let incoming = view.http_view().new_incoming_request(Scheme::Http, request);
+                let outparam = view.http_view().new_response_outparam(sender);
+                let (incoming, outparam) = match (incoming, outparam) {
+                    (Ok(i), Ok(o)) => (i, o),
+                    (Err(e), _) | (_, Err(e)) => return internal(&format!("{e:#}")),
+                };
+                // The handler runs on a task of its own: it goes on writing
+                // the body after handing over the response, and the instance
+                // lives until it returns.
+                tokio::spawn(async move {
+                    let call = async {
+                        let proxy = pre.instantiate_async(&mut store).await?;
+                        proxy
+                            .wasi_http_incoming_handler()
+                            .call_handle(&mut store, incoming, outparam)
+                            .await
+                    };
+                    let ended = bounded(limit, spelling, call).await;
+                    // The instance's place is given back once its memory is.
+                    drop(store);
+                    drop(instance);
+                    ended
+                })
+            }
+            Template::P3(pre) => {
+                let view = store.data_mut().http_view();
+                let (request, request_io) = P3Request::from_http(view.hooks, request);
+                let request = match view.table.push(request) {
+                    Ok(request) => request,
+                    Err(e) => return internal(&format!("{e:#}")),
+                };
+                // As for 0.2, on a task of its own; and the store's event
+                // loop must go on running while the body is sent (the
+                // guest's tasks write it), so the call returns only once
+                // hyper is done with the body.
+                tokio::spawn(async move {
+                    let call = async {
+                        let service = pre.instantiate_async(&mut store).await?;
+                        store
+                            .run_concurrent(async move |accessor| {
+                                let answered = service
+                                    .wasi_http_handler()
+                                    .call_handle(accessor, request)
+                                    .await?;
+                                let response = match answered {
+                                    Ok(response) => response,
+                                    Err(code) => {
+                                        let _ = sender.send(Err(p3_code(&code)));
+                                        return Ok(());
+                                    }
+                                };
+                                let response = accessor.with(|mut access| {
+                                    let response =
+                                        access.get().http_view().table.delete(response)?;
+                                    response.into_http_with_getter(
+                                        &mut access,
+                                        request_io,
+                                        http_view_of,
+                                    )
+                                })?;
+                                let (over, body_over) = tokio::sync::oneshot::channel();
+                                let response =
+                                    response.map(|body| Watched::new(body, over).boxed_unsync());
+                                let _ = sender.send(Ok(response));
+                                let _ = body_over.await;
+                                Ok(())
+                            })
+                            .await?
+                    };
+                    let ended = bounded(limit, spelling, call).await;
+                    drop(store);
+                    drop(instance);
+                    ended
+                })
+            }
+        };
         let answered = receiver.await;
         let response = match answered {
             Ok(Ok(response)) => response,
@@ -190,6 +249,30 @@ impl Shared {
         }
         response
     }
+}
+
+/// `call`, stopped at the request's time limit.
+async fn bounded(
+    limit: Duration,
+    spelling: crate::setting::Spelling,
+    call: impl Future<Output = wasmtime::Result<()>>,
+) -> wasmtime::Result<()> {
+    match tokio::time::timeout(limit, call).await {
+        Ok(ended) => ended,
+        Err(_) => Err(wasmtime::Error::new(TimeLimitReached {
+            limit,
+            setting: crate::setting::Setting::Timeout.named(spelling),
+        })),
+    }
+}
+
+fn http_view_of(state: &mut RunState) -> wasmtime_wasi_http::WasiHttpCtxView<'_> {
+    state.http_view()
+}
+
+/// A 0.3 handler's error code as the 0.2 one the answer is built from.
+fn p3_code(code: &wasmtime_wasi_http::p3::bindings::http::types::ErrorCode) -> ErrorCode {
+    ErrorCode::InternalError(Some(format!("{code:?}")))
 }
 
 /// What a client is told of a handler that ended without answering.

@@ -317,6 +317,20 @@ impl HttpClient {
         Ok(response.map(|incoming| ResponseBody::new(incoming, between_bytes, permit)))
     }
 
+    /// Step 1 alone, for a binding that sees the authority before the
+    /// request is built (wasi:http 0.2's `outgoing-request`): a request
+    /// that names no host, or an empty one, is refused.
+    ///
+    /// # Errors
+    /// [`HttpError::NoAuthority`].
+    pub fn check_authority(authority: Option<&str>) -> Result<(), HttpError> {
+        match authority {
+            None => Err(HttpError::NoAuthority("no")),
+            Some("") => Err(HttpError::NoAuthority("an empty")),
+            Some(_) => Ok(()),
+        }
+    }
+
     /// Steps 1 to 3 of the module doc: the authority as written, the
     /// policy, the bound on requests in flight.
     fn admit(&self, uri: &Uri) -> Result<(Target, OwnedSemaphorePermit), HttpError> {
