@@ -32,6 +32,9 @@ enum Reply {
     BigHead(usize),
     /// 302 to this location.
     Redirect(String),
+    /// 200 with this body, then the connection closed without a word (as
+    /// a server does whose idle timeout is shorter than the client's).
+    ThenClose(&'static str),
 }
 
 /// An HTTP/1.1 server on 127.0.0.1 counting connections and requests.
@@ -176,6 +179,10 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
                 }
                 r.extend_from_slice(b"content-length: 2\r\n\r\nok");
                 r
+            }
+            Reply::ThenClose(text) => {
+                let _ = stream.write_all(&ok(text.as_bytes())).await;
+                return;
             }
             Reply::Redirect(to) => {
                 format!("HTTP/1.1 302 Found\r\nlocation: {to}\r\ncontent-length: 0\r\n\r\n")
@@ -736,4 +743,22 @@ async fn a_wasi_http_0_3_client_is_under_the_same_grants() {
         done.stderr
     );
     assert_eq!(up.connections(), 1);
+}
+
+/// A server that closes a kept-alive connection whenever it likes: the
+/// next request goes on a new connection (a request already sent is never
+/// sent again), and the guest sees no error.
+#[tokio::test]
+async fn a_kept_alive_connection_the_server_closed_is_replaced() {
+    let up = Upstream::start(Reply::ThenClose("fresh\n")).await;
+    let names = Names::new(&[]);
+    let done = probe(
+        grant(&format!("127.0.0.1:{}", up.port)),
+        &names,
+        &["sequential", "5", &up.url("/")],
+    )
+    .await;
+    assert_eq!(done.stdout, "ok 5\n", "{}", done.stderr);
+    assert_eq!(up.connections(), 5);
+    assert_eq!(up.requests().len(), 5, "each request sent once");
 }

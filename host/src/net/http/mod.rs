@@ -283,25 +283,44 @@ impl HttpClient {
         parts.uri = origin_form(&parts.uri);
         let request = Request::from_parts(parts, body);
 
-        let mut sender = match self.inner.pool.checkout(&target.key) {
-            Some(sender) => sender,
-            None => match tokio::time::timeout(connect_timeout, self.connect(&target)).await {
-                Ok(Ok(sender)) => sender,
-                Ok(Err(e)) => {
-                    self.drain(request.into_body());
-                    return Err(e);
-                }
-                Err(_) => {
-                    self.drain(request.into_body());
-                    return Err(HttpError::ConnectTimeout(connect_timeout));
-                }
-            },
-        };
-        let sent = tokio::time::timeout(first_byte, sender.send_request(request)).await;
-        let response = match sent {
-            Err(_) => return Err(HttpError::FirstByteTimeout(first_byte)),
-            Ok(Err(e)) => return Err(self.hyper_error(e)),
-            Ok(Ok(response)) => response,
+        // A kept-alive connection the server closed while it sat idle (its
+        // own idle timeout may be shorter than the pool's) fails the
+        // request before a byte of it is sent; hyper then gives the
+        // request back, and it goes on a new connection. A request that
+        // was sent is never sent twice.
+        let mut request = request;
+        let mut reused = self.inner.pool.checkout(&target.key);
+        let (sender, response) = loop {
+            let (mut sender, was_pooled) = match reused.take() {
+                Some(sender) => (sender, true),
+                None => match tokio::time::timeout(connect_timeout, self.connect(&target)).await {
+                    Ok(Ok(sender)) => (sender, false),
+                    Ok(Err(e)) => {
+                        self.drain(request.into_body());
+                        return Err(e);
+                    }
+                    Err(_) => {
+                        self.drain(request.into_body());
+                        return Err(HttpError::ConnectTimeout(connect_timeout));
+                    }
+                },
+            };
+            let sent = tokio::time::timeout(first_byte, sender.try_send_request(request)).await;
+            match sent {
+                Err(_) => return Err(HttpError::FirstByteTimeout(first_byte)),
+                Ok(Ok(response)) => break (sender, response),
+                Ok(Err(mut failed)) => match failed.take_message() {
+                    Some(unsent) if was_pooled => {
+                        tracing::debug!(
+                            target: "moat::http",
+                            error = %failed.error(),
+                            "a kept-alive connection was closed: sending on a new one"
+                        );
+                        request = unsent;
+                    }
+                    _ => return Err(self.hyper_error(failed.into_error())),
+                },
+            }
         };
         // The connection is busy until this body ends; the pool hands it
         // out again only once hyper says it is ready.
