@@ -26,7 +26,7 @@ pub fn serve(args: &[String]) -> anyhow::Result<()> {
             return runtime.block_on(udp_send(arg(1), num(2), num(3) as usize, to_name));
         }
         "tls-echo" => return runtime.block_on(tls_echo(arg(1), arg(2), arg(3))),
-        "http" => return runtime.block_on(http(arg(1))),
+        "http" => return runtime.block_on(http(arg(1), arg(2) == "wasi-http")),
         _ => {}
     }
     runtime.block_on(async move {
@@ -186,8 +186,9 @@ async fn tls_echo(addr: &str, cert: &str, key: &str) -> anyhow::Result<()> {
 }
 
 /// hyper 1 on tokio, the way a native Rust HTTP/1.1 server is written:
-/// `GET /` answers the greeting hyper-serve answers.
-async fn http(addr: &str) -> anyhow::Result<()> {
+/// `GET /` answers the greeting hyper-serve answers, or with `wasi_http`,
+/// the greeting and content type of wstd-serve (http_serve's component).
+async fn http(addr: &str, wasi_http: bool) -> anyhow::Result<()> {
     use http_body_util::Full;
     use hyper::body::Bytes;
 
@@ -197,14 +198,44 @@ async fn http(addr: &str) -> anyhow::Result<()> {
     loop {
         let (conn, _) = listener.accept().await?;
         tokio::spawn(async move {
-            let service = hyper::service::service_fn(|_request| async {
-                Ok::<_, std::convert::Infallible>(hyper::Response::new(Full::new(
-                    Bytes::from_static(b"hello from a moat guest, on hyper\n"),
-                )))
+            let service = hyper::service::service_fn(move |_request| async move {
+                let response = if wasi_http {
+                    // Chunked, as `moat serve` and wasmtime-wasi-http send
+                    // wstd-serve's body: the same bytes on the wire.
+                    let body = Unsized(Full::new(Bytes::from_static(
+                        b"hello from a wasi:http handler\n",
+                    )));
+                    let mut response = hyper::Response::new(http_body_util::Either::Left(body));
+                    response.headers_mut().insert(
+                        hyper::header::CONTENT_TYPE,
+                        hyper::header::HeaderValue::from_static("text/plain; charset=utf-8"),
+                    );
+                    response
+                } else {
+                    hyper::Response::new(http_body_util::Either::Right(Full::new(
+                        Bytes::from_static(b"hello from a moat guest, on hyper\n"),
+                    )))
+                };
+                Ok::<_, std::convert::Infallible>(response)
             });
             let _ = hyper::server::conn::http1::Builder::new()
                 .serve_connection(hyper_util::rt::TokioIo::new(conn), service)
                 .await;
         });
+    }
+}
+
+/// A body that does not tell its length, so hyper sends it chunked.
+struct Unsized(http_body_util::Full<hyper::body::Bytes>);
+
+impl hyper::body::Body for Unsized {
+    type Data = hyper::body::Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        std::pin::Pin::new(&mut self.0).poll_frame(cx)
     }
 }

@@ -81,6 +81,8 @@ pub enum Guest {
     Hello,
     HttpServer,
     HyperServe,
+    WstdServe,
+    WstdFetch,
 }
 
 impl Guest {
@@ -93,6 +95,8 @@ impl Guest {
             Guest::Hello => "hello",
             Guest::HttpServer => "http-server",
             Guest::HyperServe => "hyper-serve",
+            Guest::WstdServe => "wstd-serve",
+            Guest::WstdFetch => "wstd-fetch",
         }
     }
 
@@ -106,6 +110,8 @@ impl Guest {
             Guest::Hello => moat_guests::HELLO,
             Guest::HttpServer => moat_guests::HTTP_SERVER,
             Guest::HyperServe => moat_guests::HYPER_SERVE,
+            Guest::WstdServe => moat_guests::WSTD_SERVE,
+            Guest::WstdFetch => moat_guests::WSTD_FETCH,
         }
     }
 }
@@ -127,6 +133,11 @@ pub enum Mode {
     UdpEcho,
     /// HTTP/1.1 with keep-alive: `GET /` answers a short greeting.
     Http,
+    /// wasi:http: `moat serve` (moat kinds) and wasmtime-wasi-http's
+    /// `ProxyHandler` (`serve-wasi-http`, the wasmtime-wasi kind) serving
+    /// the wstd-serve component; native hyper answers `GET /` with the
+    /// same body and content type.
+    WasiHttp,
     /// On a "go" datagram, send `count` datagrams of `size` bytes, then
     /// "done": back to the go datagram's sender, or with `to_name` set, to
     /// `localhost:PORT` written as a name (the harness's own port).
@@ -153,6 +164,7 @@ impl Mode {
             Mode::Stream(bytes) => vec!["stream".into(), bytes.to_string()],
             Mode::UdpEcho => vec!["udp-echo".into()],
             Mode::Http => vec!["http".into()],
+            Mode::WasiHttp => vec!["http".into(), "wasi-http".into()],
             Mode::TlsEcho => vec!["tls-echo".into()],
             Mode::UdpSend {
                 count,
@@ -304,6 +316,13 @@ impl Setup {
         }
     }
 
+    /// The compiled-code cache of the wasmtime-wasi-http commands
+    /// (`serve-wasi-http`, `run-wasi-http`): the harness's, never
+    /// `~/.cache/wasmtime`.
+    pub fn wasmtime_cache(&self) -> PathBuf {
+        self.cache.join("wasmtime-wasi-http")
+    }
+
     /// The compiled-code cache of a moat kind (each build its own).
     pub fn cache_for(&self, kind: Kind) -> PathBuf {
         match kind {
@@ -359,6 +378,15 @@ impl Server {
                         .arg(setup.certs.join("key.pem"));
                 }
             }
+            Kind::Moat | Kind::MoatBaseline if matches!(mode, Mode::WasiHttp) => {
+                command
+                    .arg(setup.moat_binary(kind))
+                    .arg("serve")
+                    .arg(format!("--cache-dir={}", setup.cache_for(kind).display()))
+                    .arg(format!("--addr={listen}"))
+                    .args(moat_flags)
+                    .arg(setup.guest(kind, Guest::WstdServe));
+            }
             Kind::Moat | Kind::MoatBaseline => {
                 command
                     .arg(setup.moat_binary(kind))
@@ -407,6 +435,9 @@ impl Server {
                     }
                 }
             }
+            Kind::MoatHyper | Kind::MoatStd if matches!(mode, Mode::WasiHttp) => {
+                bail!("the {} server has no wasi:http mode", kind.label());
+            }
             Kind::MoatHyper => {
                 command
                     .arg(&setup.moat)
@@ -430,6 +461,15 @@ impl Server {
                     .arg(&listen)
                     .args(rest);
             }
+            Kind::WasmtimeWasi | Kind::WasmtimeWasiBaseline if matches!(mode, Mode::WasiHttp) => {
+                command
+                    .arg(setup.wasi_binary(kind))
+                    .arg("serve-wasi-http")
+                    .arg("--cache-dir")
+                    .arg(setup.wasmtime_cache())
+                    .arg(&listen)
+                    .arg(setup.guest(kind, Guest::WstdServe));
+            }
             Kind::WasmtimeWasi | Kind::WasmtimeWasiBaseline => {
                 let rest = mode_args.split_off(1);
                 command
@@ -441,21 +481,44 @@ impl Server {
                     .args(rest);
             }
         }
+        // `moat serve` says where it listens on stderr, the others on stdout.
+        let on_stderr = kind.is_moat() && matches!(mode, Mode::WasiHttp);
+        let (stdout, stderr) = if on_stderr {
+            (Stdio::null(), Stdio::piped())
+        } else {
+            (Stdio::piped(), Stdio::inherit())
+        };
         let mut child = command
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stdout(stdout)
+            .stderr(stderr)
             .spawn()
             .with_context(|| format!("cannot start the {} server", kind.label()))?;
-        let stdout = child.stdout.take().context("server stdout")?;
         let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if let Some(addr) = line.strip_prefix("listening on ") {
-                    let _ = tx.send(addr.trim().to_owned());
+        if on_stderr {
+            let stderr = child.stderr.take().context("server stderr")?;
+            std::thread::spawn(move || {
+                for line in BufReader::new(stderr).lines() {
+                    let Ok(line) = line else { break };
+                    match line.strip_prefix("moat: serving http://") {
+                        Some(addr) => {
+                            let _ = tx.send(addr.trim().trim_end_matches('/').to_owned());
+                        }
+                        // Passed on, as an inherited stderr would show it.
+                        None => eprintln!("{line}"),
+                    }
                 }
-            }
-        });
+            });
+        } else {
+            let stdout = child.stdout.take().context("server stdout")?;
+            std::thread::spawn(move || {
+                for line in BufReader::new(stdout).lines() {
+                    let Ok(line) = line else { break };
+                    if let Some(addr) = line.strip_prefix("listening on ") {
+                        let _ = tx.send(addr.trim().to_owned());
+                    }
+                }
+            });
+        }
         let addr = match rx.recv_timeout(Duration::from_secs(60)) {
             Ok(addr) => addr.parse().context("server address")?,
             Err(_) => {

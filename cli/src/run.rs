@@ -6,7 +6,9 @@ use anyhow::{Context, bail};
 use moat_host::net::{TlsIdentity, TlsTrust};
 use moat_host::preopen::Preopen;
 use moat_host::settings::{Origin, PolicyFile, Setting, Settings};
-use moat_host::{CacheDir, Moat, MoatConfig, MoatError, RunOptions, START_FAILED_EXIT};
+use moat_host::{
+    CacheDir, InstancePool, Moat, MoatConfig, MoatError, RunOptions, START_FAILED_EXIT,
+};
 
 use crate::args::{Command, RunArgs, ServeArgs};
 
@@ -80,13 +82,15 @@ fn serve(args: ServeArgs) -> ExitCode {
         };
         Ok((options, config, tls))
     });
-    let (options, config, tls) = match prepared {
+    let (options, mut config, tls) = match prepared {
         Ok(prepared) => prepared,
         Err(e) => {
             eprintln!("moat: error: {}", chain(&e));
             return ExitCode::from(2);
         }
     };
+    // An instance per request: from a pool of --max-instances slots.
+    config.instance_pool = Some(InstancePool::for_run(&options));
     // Requests run side by side, one per core.
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -42,5 +42,7 @@ mod ticker;
 pub use error::{MoatError, REFUSED_EXIT, START_FAILED_EXIT, TIMEOUT_EXIT, TRAP_EXIT};
 pub use moat::{Guest, Moat};
 pub use net::limits::DEFAULT_LINGER;
-pub use options::{CAPTURE_LIMIT, CacheDir, Captured, Exit, Input, MoatConfig, Output, RunOptions};
+pub use options::{
+    CAPTURE_LIMIT, CacheDir, Captured, Exit, Input, InstancePool, MoatConfig, Output, RunOptions,
+};
 pub use ticker::{EPOCH_TICK, EpochTicker};

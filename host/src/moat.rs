@@ -93,7 +93,21 @@ impl Moat {
                 }
             }
         }
-        let engine = Engine::new(&wasm).map_err(MoatError::Engine)?;
+        let engine = match config.instance_pool {
+            None => Engine::new(&wasm),
+            Some(pool) => {
+                let mut pooled = wasm.clone();
+                pooled.allocation_strategy(pool.strategy());
+                Engine::new(&pooled).or_else(|e| {
+                    // A process whose address space is limited (ulimit -v)
+                    // cannot reserve the slots: instances are then made
+                    // one by one, correct and slower.
+                    tracing::warn!("instance pool unavailable, making instances on demand: {e:#}");
+                    Engine::new(&wasm)
+                })
+            }
+        }
+        .map_err(MoatError::Engine)?;
         let linker = linker(&engine).map_err(MoatError::Engine)?;
         let ticker = EpochTicker::for_engine(&engine).map_err(|source| MoatError::Thread {
             what: "epoch",

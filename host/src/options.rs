@@ -48,6 +48,10 @@ pub struct MoatConfig {
     pub cache: CacheDir,
     /// How long a finished run lets its sockets flush (see [`DEFAULT_LINGER`]).
     pub linger: Duration,
+    /// Instances made from pooled memory, for a host that makes one per
+    /// request (`moat serve`); `None`: each instance's memory is mapped
+    /// when it is made and unmapped when it is dropped.
+    pub instance_pool: Option<InstancePool>,
 }
 
 impl Default for MoatConfig {
@@ -55,7 +59,61 @@ impl Default for MoatConfig {
         MoatConfig {
             cache: CacheDir::Default,
             linger: DEFAULT_LINGER,
+            instance_pool: None,
         }
+    }
+}
+
+/// wasmtime's pooling allocator, sized for `instances` at once, each with
+/// up to `max_memory` bytes of linear memory: an instance takes a slot
+/// whose memory, tables and stack were reserved once, instead of mapping
+/// and unmapping them per instance. The slots are virtual address space
+/// until used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InstancePool {
+    /// Component instances at once (`moat serve`'s `--max-instances`).
+    pub instances: u32,
+    /// The largest linear memory of one instance (`--max-memory`).
+    pub max_memory: u64,
+}
+
+impl InstancePool {
+    /// Core instances one component may hold in the pool: a Rust
+    /// component has a handful (its module, WASI's adapter, shims); a
+    /// JavaScript or Python one a few dozen.
+    pub const CORE_INSTANCES_PER_COMPONENT: u32 = 64;
+    /// Linear memories one component may hold: usually one or two.
+    pub const MEMORIES_PER_COMPONENT: u32 = 16;
+    /// Tables one component may hold: a few per core instance.
+    pub const TABLES_PER_COMPONENT: u32 = 64;
+    /// Fiber stacks one instance may use at once (one per host call that
+    /// suspends; wasi:http 0.3 tasks can have several).
+    pub const STACKS_PER_INSTANCE: u32 = 8;
+
+    /// The pool for a host running `options`' guests
+    /// [`Limits::max_instances`](crate::net::Limits::max_instances) at once.
+    pub fn for_run(options: &RunOptions) -> InstancePool {
+        InstancePool {
+            instances: options.limits.max_instances.max(1),
+            max_memory: options
+                .max_memory
+                .unwrap_or(crate::bounds::DEFAULT_MAX_MEMORY),
+        }
+    }
+
+    pub(crate) fn strategy(&self) -> wasmtime::InstanceAllocationStrategy {
+        let n = self.instances;
+        let mut pool = wasmtime::PoolingAllocationConfig::default();
+        pool.total_component_instances(n)
+            .total_core_instances(n.saturating_mul(Self::CORE_INSTANCES_PER_COMPONENT))
+            .total_memories(n.saturating_mul(Self::MEMORIES_PER_COMPONENT))
+            .total_tables(n.saturating_mul(Self::TABLES_PER_COMPONENT))
+            .total_stacks(n.saturating_mul(Self::STACKS_PER_INSTANCE))
+            .max_memories_per_module(Self::MEMORIES_PER_COMPONENT)
+            .max_tables_per_module(Self::TABLES_PER_COMPONENT)
+            .table_elements(crate::bounds::MAX_TABLE_ELEMENTS)
+            .max_memory_size(usize::try_from(self.max_memory).unwrap_or(usize::MAX));
+        wasmtime::InstanceAllocationStrategy::Pooling(pool)
     }
 }
 

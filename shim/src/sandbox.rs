@@ -17,7 +17,9 @@ use moat_host::preopen::Preopen;
 use moat_host::preopen::{self, PreopenError};
 use moat_host::serve::ServeOptions;
 use moat_host::settings::Spelling;
-use moat_host::{CacheDir, Moat, MoatConfig, REFUSED_EXIT, RunOptions, START_FAILED_EXIT};
+use moat_host::{
+    CacheDir, InstancePool, Moat, MoatConfig, REFUSED_EXIT, RunOptions, START_FAILED_EXIT,
+};
 
 use crate::deployment::HTTP_ADDR_VAR;
 
@@ -371,6 +373,10 @@ fn run(prepared: Prepared, refuse: impl Fn(&str)) -> i32 {
         // cache there would never be read again.
         let config = MoatConfig {
             cache: CacheDir::Off,
+            // A handler gets an instance per request, from a pool.
+            instance_pool: prepared
+                .http_addr
+                .map(|_| InstancePool::for_run(&prepared.options)),
             ..MoatConfig::default()
         };
         let moat = Moat::new(&config)?;

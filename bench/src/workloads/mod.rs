@@ -5,12 +5,14 @@
 //! One file per kind of traffic: [`tcp`] (throughput, round trips,
 //! connections), [`writes`] (a server's own writes meeting a slow or busy
 //! reader), [`held`] (thousands of TCP connections held at once), [`udp`],
-//! [`tls`], [`http`] and [`start`] (cold start). The workloads that time
+//! [`tls`], [`http`], [`http_wasi`] (wasi:http: `moat serve` and a guest's
+//! outgoing requests) and [`start`] (cold start). The workloads that time
 //! round trips share one driver, [`rr`]; this file holds the run's
 //! settings, the list of workloads and the helpers every file uses.
 
 mod held;
 mod http;
+mod http_wasi;
 mod rr;
 mod start;
 mod tcp;
@@ -19,6 +21,8 @@ mod udp;
 mod writes;
 
 use anyhow::bail;
+
+pub use http_wasi::fetch_native;
 
 use crate::measure;
 use crate::report::{Metric, MetricBuilder, Workload};
@@ -59,6 +63,8 @@ pub const ALL: &[&str] = &[
     "tls_rr",
     "tls_connect",
     "http_rr",
+    "http_serve",
+    "http_fetch",
     "c10k",
 ];
 
@@ -81,6 +87,8 @@ pub fn run(name: &str, run: &Run) -> anyhow::Result<Workload> {
         "tls_rr" => tls::tls_rr(run),
         "tls_connect" => tls::tls_connect(run),
         "http_rr" => http::http_rr(run),
+        "http_serve" => http_wasi::http_serve(run),
+        "http_fetch" => http_wasi::http_fetch(run),
         "c10k" => held::c10k(run),
         other => bail!("unknown workload {other}; known: {}", ALL.join(", ")),
     }
