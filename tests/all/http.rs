@@ -762,3 +762,53 @@ async fn a_kept_alive_connection_the_server_closed_is_replaced() {
     assert_eq!(up.connections(), 5);
     assert_eq!(up.requests().len(), 5, "each request sent once");
 }
+
+/// Python's own `http.server` as the upstream (a peer this repository did
+/// not write): a file fetched by name, byte for byte.
+#[tokio::test]
+async fn a_file_from_pythons_http_server_arrives_byte_for_byte() {
+    if !crate::support::have("python3") {
+        return;
+    }
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("http-python-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let content: Vec<u8> = (0..1_500_000u32)
+        .map(|i| b' ' + (i * 13 % 95) as u8)
+        .collect();
+    std::fs::write(dir.join("data.txt"), &content).unwrap();
+    let port = crate::support::free_port();
+    let mut server = tokio::process::Command::new("python3")
+        .args([
+            "-m",
+            "http.server",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "-d",
+        ])
+        .arg(&dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("python3 runs");
+    crate::support::eventually("python's server listening", || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    })
+    .await;
+    let names = Names::new(&[("files.test", "127.0.0.1")]);
+    let options = RunOptions::new(grant(&format!("files.test:{port}")))
+        .resolver(Arc::clone(&names) as Arc<dyn Resolver>);
+    let url = format!("http://files.test:{port}/data.txt");
+    let done = run_with(guests::WSTD_FETCH, options, &[&url]).await;
+    assert_eq!(done.code(), 0, "{}", done.stderr);
+    assert!(
+        done.stdout.as_bytes() == content,
+        "{} bytes of {}",
+        done.stdout.len(),
+        content.len()
+    );
+    let _ = server.kill().await;
+    std::fs::remove_dir_all(&dir).unwrap();
+}

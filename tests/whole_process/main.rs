@@ -1,6 +1,7 @@
 //! The tests that measure or change the whole process: the heap its
 //! allocator counts ([`tls_memory`]), its resident memory and open sockets
-//! ([`held`], [`cleanup`], [`hostile_stock`], [`hostile_udp`]), its
+//! ([`held`], [`cleanup`], [`hostile_stock`], [`hostile_udp`],
+//! [`http_memory`]), its
 //! descriptor limit ([`accept_errors`]). They run one at a
 //! time ([`in_turn`]), in a binary of their own, so that nothing else in
 //! the process moves what they measure.
@@ -15,6 +16,7 @@ mod cleanup;
 mod held;
 mod hostile_stock;
 mod hostile_udp;
+mod http_memory;
 mod tls_memory;
 
 /// The one turn every test of this binary takes.
