@@ -812,3 +812,81 @@ async fn a_file_from_pythons_http_server_arrives_byte_for_byte() {
     let _ = server.kill().await;
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// An HTTPS server that offers HTTP/2 over ALPN: the guest's requests go
+/// over HTTP/2 (the authority as a pseudo-header, no Host header), and a
+/// connection is kept for the next request.
+#[tokio::test]
+async fn an_https_upstream_that_offers_http2_is_spoken_to_over_http2() {
+    use http_body_util::Full;
+    use hyper::server::conn::http2;
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+
+    let ca = Ca::new("moat h2 test CA");
+    let acceptor = ca.leaf(&["h2.test"]).acceptor(&["h2"]);
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let connections = Arc::new(AtomicUsize::new(0));
+    let requests = Arc::new(Mutex::new(Vec::new()));
+    let (c, r) = (Arc::clone(&connections), Arc::clone(&requests));
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            c.fetch_add(1, Ordering::SeqCst);
+            let (acceptor, r) = (acceptor.clone(), Arc::clone(&r));
+            tokio::spawn(async move {
+                let Ok(tls) = acceptor.accept(stream).await else {
+                    return;
+                };
+                let service = hyper::service::service_fn(move |req: hyper::Request<_>| {
+                    let r = Arc::clone(&r);
+                    async move {
+                        r.lock().unwrap().push(format!(
+                            "{:?} {} {}",
+                            req.version(),
+                            req.uri()
+                                .authority()
+                                .map(|a| a.to_string())
+                                .unwrap_or_default(),
+                            req.uri().path()
+                        ));
+                        Ok::<_, std::convert::Infallible>(hyper::Response::new(Full::new(
+                            bytes::Bytes::from_static(b"over h2\n"),
+                        )))
+                    }
+                });
+                let _ = http2::Builder::new(TokioExecutor::new())
+                    .serve_connection(TokioIo::new(tls), service)
+                    .await;
+            });
+        }
+    });
+    let names = Names::new(&[("h2.test", "127.0.0.1")]);
+    let trust = TlsTrust::webpki().with_pem(ca.pem().as_bytes()).unwrap();
+    let options = || {
+        RunOptions::new(grant("h2.test"))
+            .resolver(Arc::clone(&names) as Arc<dyn Resolver>)
+            .tls_trust(trust.clone())
+    };
+    let url = format!("https://h2.test:{port}/multi");
+    let opened = || connections.load(Ordering::SeqCst);
+    let done = run_with(guests::HTTP_PROBE, options(), &["fetch", &url]).await;
+    assert_eq!(done.stdout, "status: 200\nover h2\n", "{}", done.stderr);
+    // Four requests one after another: one connection.
+    let before = opened();
+    let done = run_with(guests::HTTP_PROBE, options(), &["sequential", "4", &url]).await;
+    assert_eq!(done.stdout, "ok 4\n", "{}", done.stderr);
+    assert_eq!(opened() - before, 1);
+    // Six at once from a cold start: each may open its own (no
+    // connection is known to speak HTTP/2 yet), all over HTTP/2.
+    let before = opened();
+    let done = run_with(guests::HTTP_PROBE, options(), &["flood", "6", &url]).await;
+    assert_eq!(done.stdout, "ok 6\n", "{}", done.stderr);
+    assert!((1..=6).contains(&(opened() - before)));
+    let seen = requests.lock().unwrap().clone();
+    assert_eq!(seen.len(), 11);
+    assert!(
+        seen.iter()
+            .all(|r| r == &format!("HTTP/2.0 h2.test:{port} /multi")),
+        "{seen:?}"
+    );
+}

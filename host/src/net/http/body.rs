@@ -13,6 +13,7 @@ use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::{Instant, Sleep};
 
 use super::HttpError;
+use crate::net::budget::Charge;
 
 /// The body of a response to an outgoing request.
 pub struct ResponseBody {
@@ -20,8 +21,9 @@ pub struct ResponseBody {
     between_bytes: Duration,
     timer: Pin<Box<Sleep>>,
     /// The request's place under the run's bound on requests in flight,
-    /// given back at the body's end (or when it is dropped).
-    permit: Option<OwnedSemaphorePermit>,
+    /// and (over HTTP/2) its stream's send buffer paid from the run's host
+    /// memory, given back at the body's end (or when it is dropped).
+    permit: Option<(OwnedSemaphorePermit, Option<Charge>)>,
 }
 
 impl ResponseBody {
@@ -29,12 +31,13 @@ impl ResponseBody {
         incoming: Incoming,
         between_bytes: Duration,
         permit: OwnedSemaphorePermit,
+        stream: Option<Charge>,
     ) -> ResponseBody {
         ResponseBody {
             incoming,
             between_bytes,
             timer: Box::pin(tokio::time::sleep(between_bytes)),
-            permit: Some(permit),
+            permit: Some((permit, stream)),
         }
     }
 }

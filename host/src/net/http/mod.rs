@@ -17,7 +17,8 @@
 //!    once by the run's resolver with every address judged by the deny
 //!    lists ([`Run::addresses`]), a TCP connect to an address that passed,
 //!    and for `https` a TLS handshake with the run's roots (`--ca-file`),
-//!    verified against the host as written, which is also the SNI.
+//!    verified against the host as written, which is also the SNI; HTTP/2
+//!    when the server offers it over ALPN, HTTP/1.1 otherwise.
 //! 5. Time: the connect, the wait for the response's head and each wait
 //!    between body bytes are bounded by the run's caps; a guest may ask for
 //!    less, never more.
@@ -25,8 +26,8 @@
 //! A refused request's body is read to its end and dropped, so that a
 //! guest writing it sees the refusal when it asks for the response, not a
 //! broken stream. Bodies are streamed both ways; the host holds at most
-//! hyper's buffers per connection ([`CONNECTION_BYTES`], paid from the
-//! run's host memory).
+//! hyper's buffers per connection ([`CONNECTION_BYTES`]) and per HTTP/2
+//! stream ([`H2_SEND_BUFFER`]), paid from the run's host memory.
 
 mod body;
 mod pool;
@@ -40,8 +41,8 @@ use http::uri::{Authority, PathAndQuery, Scheme};
 use http::{Request, Response, Uri};
 use http_body_util::BodyExt;
 use http_body_util::combinators::UnsyncBoxBody;
-use hyper::client::conn::http1;
-use hyper_util::rt::TokioIo;
+use hyper::client::conn::{http1, http2};
+use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::net::{TcpSocket, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::either::Either;
@@ -51,6 +52,7 @@ use super::budget::Charge;
 use super::error::NetError;
 use super::io::TlsStream;
 use super::limits::DEFAULT_TLS_HANDSHAKE_TIMEOUT;
+use super::limits::SocketSlot;
 use super::run::Run;
 use super::tasks::Tasks;
 use super::tls::{self, TlsClientOptions, TlsContext};
@@ -58,7 +60,7 @@ use crate::policy::{Capability, Denied, Host};
 use crate::setting::Setting;
 
 pub use body::ResponseBody;
-use pool::{Key, Pool};
+use pool::{Key, Pool, Sender};
 
 /// What one kept-alive connection costs the host at most, paid from the
 /// run's host memory while it is open: hyper's read buffer (bounded by
@@ -69,6 +71,13 @@ use pool::{Key, Pool};
 /// buffers add 2 × 16 KiB. 64 KiB plus the header bound is the sum,
 /// rounded up.
 pub const CONNECTION_BYTES: usize = 64 << 10;
+
+/// Bytes one HTTP/2 stream queues from its request body before it waits
+/// for the peer's window: 64 KiB, HTTP/2's initial window; hyper's default
+/// (1 MiB a stream) would let 64 requests in flight on one connection
+/// hold the whole host-memory budget. Each request sent over HTTP/2 pays
+/// it from the run's host memory until its response ends.
+pub const H2_SEND_BUFFER: usize = 64 << 10;
 
 /// The smallest response-header bound hyper accepts (its minimum read
 /// buffer); a smaller setting is raised to it.
@@ -260,7 +269,7 @@ impl HttpClient {
         request: Request<B>,
         options: HttpRequestOptions,
     ) -> Result<Response<ResponseBody>, HttpError> {
-        let (mut parts, body) = request.into_parts();
+        let (parts, body) = request.into_parts();
         let admitted = self.admit(&parts.uri);
         let (target, permit) = match admitted {
             Ok(ok) => ok,
@@ -277,10 +286,6 @@ impl HttpClient {
             limits.http_between_bytes_timeout,
         );
 
-        // The request line carries the path only (origin form): the
-        // authority went into the Host header (wasi:http sets it) and
-        // chose the connection.
-        parts.uri = origin_form(&parts.uri);
         let request = Request::from_parts(parts, body);
 
         // A kept-alive connection the server closed while it sat idle (its
@@ -289,12 +294,15 @@ impl HttpClient {
         // request back, and it goes on a new connection. A request that
         // was sent is never sent twice.
         let mut request = request;
+        let uri = request.uri().clone();
+        let host_header = request.headers().get(http::header::HOST).cloned();
         let mut reused = self.inner.pool.checkout(&target.key);
-        let (sender, response) = loop {
-            let (mut sender, was_pooled) = match reused.take() {
-                Some(sender) => (sender, true),
+        let mut stream = None;
+        let (sender, response, fresh) = loop {
+            let (mut sender, was_pooled, fresh) = match reused.take() {
+                Some(sender) => (sender, true, false),
                 None => match tokio::time::timeout(connect_timeout, self.connect(&target)).await {
-                    Ok(Ok(sender)) => (sender, false),
+                    Ok(Ok(sender)) => (sender, false, true),
                     Ok(Err(e)) => {
                         self.drain(request.into_body());
                         return Err(e);
@@ -305,10 +313,50 @@ impl HttpClient {
                     }
                 },
             };
-            let sent = tokio::time::timeout(first_byte, sender.try_send_request(request)).await;
+            // HTTP/1.1's request line carries the path only (origin
+            // form: the authority chose the connection and is the Host
+            // header wasi:http sets); HTTP/2 takes the scheme and authority
+            // as pseudo-headers from the URI itself.
+            match (&sender, &host_header) {
+                (Sender::H1(_), host) => {
+                    *request.uri_mut() = origin_form(&uri);
+                    if let Some(host) = host {
+                        request
+                            .headers_mut()
+                            .insert(http::header::HOST, host.clone());
+                    }
+                }
+                (Sender::H2(_), _) => {
+                    *request.uri_mut() = uri.clone();
+                    request.headers_mut().remove(http::header::HOST);
+                    // Each HTTP/2 stream may queue this much of its body.
+                    if stream.is_none() {
+                        match self
+                            .inner
+                            .run
+                            .budget
+                            .charge(H2_SEND_BUFFER, "an HTTP/2 request")
+                        {
+                            Ok(charge) => stream = Some(charge),
+                            Err(e) => {
+                                self.drain(request.into_body());
+                                return Err(HttpError::from_net(e));
+                            }
+                        }
+                    }
+                }
+            }
+            let sent = match &mut sender {
+                Sender::H1(s) => {
+                    tokio::time::timeout(first_byte, s.try_send_request(request)).await
+                }
+                Sender::H2(s) => {
+                    tokio::time::timeout(first_byte, s.try_send_request(request)).await
+                }
+            };
             match sent {
                 Err(_) => return Err(HttpError::FirstByteTimeout(first_byte)),
-                Ok(Ok(response)) => break (sender, response),
+                Ok(Ok(response)) => break (sender, response, fresh),
                 Ok(Err(mut failed)) => match failed.take_message() {
                     Some(unsent) if was_pooled => {
                         tracing::debug!(
@@ -324,16 +372,20 @@ impl HttpClient {
         };
         // The connection is busy until this body ends; the pool hands it
         // out again only once hyper says it is ready.
-        self.inner
-            .pool
-            .put(target.key, sender, &self.inner.tasks, &self.inner.closing);
+        self.inner.pool.put(
+            target.key,
+            sender,
+            &self.inner.tasks,
+            &self.inner.closing,
+            fresh,
+        );
         tracing::debug!(
             target: "moat::http",
             host = %target.host, port = target.port, https = target.https,
             status = response.status().as_u16(),
             "response"
         );
-        Ok(response.map(|incoming| ResponseBody::new(incoming, between_bytes, permit)))
+        Ok(response.map(|incoming| ResponseBody::new(incoming, between_bytes, permit, stream)))
     }
 
     /// Step 1 alone, for a binding that sees the authority before the
@@ -403,7 +455,7 @@ impl HttpClient {
     /// Step 4 for a new connection: a socket slot, the addresses that
     /// pass the deny lists, TCP, TLS, hyper's handshake; the connection's
     /// driver runs on the run's tasks, holding the slot and its memory.
-    async fn connect(&self, target: &Target) -> Result<http1::SendRequest<B>, HttpError> {
+    async fn connect(&self, target: &Target) -> Result<Sender<B>, HttpError> {
         let run = &self.inner.run;
         let slot = match run.slots.try_take() {
             Ok(slot) => slot,
@@ -455,7 +507,7 @@ impl HttpClient {
                 .tls
                 .client_config(
                     &TlsClientOptions {
-                        alpn: vec![b"http/1.1".to_vec()],
+                        alpn: vec![b"h2".to_vec(), b"http/1.1".to_vec()],
                         ..TlsClientOptions::default()
                     },
                     &run.budget,
@@ -470,27 +522,50 @@ impl HttpClient {
         } else {
             Either::Left(stream)
         };
-        let (sender, conn) = http1::Builder::new()
-            .max_header_size(header_bound)
-            .max_buf_size(header_bound)
-            .handshake(TokioIo::new(io))
-            .await
-            .map_err(|e| self.hyper_error(e))?;
+        let h2 = match &io {
+            Either::Right(tls) => tls.get_ref().1.alpn_protocol() == Some(b"h2"),
+            Either::Left(_) => false,
+        };
         tracing::debug!(
             target: "moat::http",
             host = %target.host, port = target.port, %addr, https = target.https,
+            protocol = if h2 { "h2" } else { "http/1.1" },
             "connected"
         );
+        if h2 {
+            let (sender, conn) = http2::Builder::new(TokioExecutor::new())
+                .max_header_list_size(u32::try_from(header_bound).unwrap_or(u32::MAX))
+                .max_send_buf_size(H2_SEND_BUFFER)
+                .handshake(TokioIo::new(io))
+                .await
+                .map_err(|e| self.hyper_error(e))?;
+            self.drive(conn, slot, charge, addr);
+            Ok(Sender::H2(sender))
+        } else {
+            let (sender, conn) = http1::Builder::new()
+                .max_header_size(header_bound)
+                .max_buf_size(header_bound)
+                .handshake(TokioIo::new(io))
+                .await
+                .map_err(|e| self.hyper_error(e))?;
+            self.drive(conn, slot, charge, addr);
+            Ok(Sender::H1(sender))
+        }
+    }
+
+    /// Runs a connection's I/O on the run's tasks, holding its socket
+    /// slot and its host memory until the socket is closed.
+    fn drive<C>(&self, conn: C, slot: SocketSlot, charge: Charge, addr: SocketAddr)
+    where
+        C: Future<Output = Result<(), hyper::Error>> + Send + 'static,
+    {
         self.spawn(async move {
-            // The slot and the memory are given back when the socket is
-            // closed, not before.
             let _slot = slot;
             let _charge = charge;
             if let Err(e) = conn.await {
                 tracing::debug!(target: "moat::http", %addr, error = %e, "connection ended");
             }
         });
-        Ok(sender)
     }
 
     /// Reads a refused request's body to its end on the run's tasks, so

@@ -1,8 +1,11 @@
 //! Kept-alive connections of one run, by scheme and authority as written.
 //!
-//! A connection goes back in as soon as its response's head arrived; it is
-//! busy until that body ends, and [`Pool::checkout`] hands out only the
-//! ones hyper says are ready for a request. Closed ones are dropped when
+//! An HTTP/1.1 connection goes back in as soon as its response's head
+//! arrived; it is busy until that body ends, and [`Pool::checkout`] hands
+//! out only the ones hyper says are ready for a request. An HTTP/2
+//! connection stays in and is shared by the requests that find it ready
+//! (it multiplexes them; the run's bound on requests in flight holds for
+//! all of them). Closed ones are dropped when
 //! met. Bounded: [`POOL_MAX_PER_AUTHORITY`] per authority; idle ones close
 //! after [`POOL_IDLE_TIMEOUT`] (a sweep runs while the pool holds any),
 //! and give way when the run is at its socket cap.
@@ -15,7 +18,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
-use hyper::client::conn::http1::SendRequest;
+use hyper::client::conn::{http1, http2};
 use tokio::time::Instant;
 
 use super::{POOL_IDLE_TIMEOUT, POOL_MAX_PER_AUTHORITY};
@@ -40,8 +43,38 @@ impl Key {
     }
 }
 
+/// A connection's handle: HTTP/1.1 carries one request at a time, HTTP/2
+/// many (its handle is shared while it stays in the pool).
+pub(crate) enum Sender<B> {
+    H1(http1::SendRequest<B>),
+    H2(http2::SendRequest<B>),
+}
+
+impl<B> Sender<B> {
+    pub(crate) fn is_ready(&self) -> bool {
+        match self {
+            Sender::H1(s) => s.is_ready(),
+            Sender::H2(s) => s.is_ready(),
+        }
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        match self {
+            Sender::H1(s) => s.is_closed(),
+            Sender::H2(s) => s.is_closed(),
+        }
+    }
+
+    fn shared(&self) -> Option<Sender<B>> {
+        match self {
+            Sender::H1(_) => None,
+            Sender::H2(s) => Some(Sender::H2(s.clone())),
+        }
+    }
+}
+
 struct Kept<B> {
-    sender: SendRequest<B>,
+    sender: Sender<B>,
     /// When it was put back (its last request's head arrived).
     since: Instant,
 }
@@ -72,14 +105,21 @@ impl<B: Send + 'static> Pool<B> {
     }
 
     /// A connection for `key` that is ready for a request now, if one is
-    /// kept (taken out; [`put`](Self::put) it back after its response).
-    pub(crate) fn checkout(&self, key: &Key) -> Option<SendRequest<B>> {
+    /// kept: an HTTP/1.1 one is taken out ([`put`](Self::put) it back
+    /// after its response), an HTTP/2 one is shared and stays.
+    pub(crate) fn checkout(&self, key: &Key) -> Option<Sender<B>> {
         let mut state = self.lock();
         let list = state.kept.get_mut(key)?;
         let now = Instant::now();
         list.retain(|k| !k.sender.is_closed() && !expired(k, now));
         let ready = list.iter().position(|k| k.sender.is_ready());
-        let found = ready.map(|i| list.swap_remove(i).sender);
+        let found = ready.map(|i| match list[i].sender.shared() {
+            Some(shared) => {
+                list[i].since = now;
+                shared
+            }
+            None => list.swap_remove(i).sender,
+        });
         if list.is_empty() {
             state.kept.remove(key);
         }
@@ -94,11 +134,17 @@ impl<B: Send + 'static> Pool<B> {
     pub(crate) fn put(
         &self,
         key: Key,
-        sender: SendRequest<B>,
+        sender: Sender<B>,
         tasks: &Tasks,
         closing: &CancellationToken,
+        fresh: bool,
     ) {
         if sender.is_closed() {
+            return;
+        }
+        // A shared HTTP/2 handle is in the pool already, unless its
+        // connection is new.
+        if matches!(sender, Sender::H2(_)) && !fresh {
             return;
         }
         let start_sweep = {
@@ -191,7 +237,7 @@ mod tests {
 
     /// A sender over an in-memory pipe whose far end nobody reads: ready,
     /// never used.
-    async fn sender() -> SendRequest<Empty<Bytes>> {
+    async fn sender() -> Sender<Empty<Bytes>> {
         let (near, far) = tokio::io::duplex(1024);
         std::mem::forget(far);
         let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(near))
@@ -199,7 +245,7 @@ mod tests {
             .unwrap();
         tokio::spawn(conn);
         sender.ready().await.unwrap();
-        sender
+        Sender::H1(sender)
     }
 
     #[tokio::test(start_paused = true)]
@@ -208,7 +254,7 @@ mod tests {
         let tasks = Tasks::new(PendingWrites::new());
         let closing = CancellationToken::new();
         let key = Key::new(false, "example.com");
-        pool.put(key.clone(), sender().await, &tasks, &closing);
+        pool.put(key.clone(), sender().await, &tasks, &closing, true);
         assert!(
             pool.checkout(&Key::new(true, "example.com")).is_none(),
             "not for https"
@@ -218,7 +264,7 @@ mod tests {
             "nor as written otherwise"
         );
         let again = pool.checkout(&key).expect("reused");
-        pool.put(key.clone(), again, &tasks, &closing);
+        pool.put(key.clone(), again, &tasks, &closing, false);
         tokio::time::advance(POOL_IDLE_TIMEOUT + Duration::from_secs(1)).await;
         assert!(
             pool.checkout(&key).is_none(),
@@ -233,7 +279,7 @@ mod tests {
         let closing = CancellationToken::new();
         let key = Key::new(false, "example.com");
         for _ in 0..POOL_MAX_PER_AUTHORITY + 3 {
-            pool.put(key.clone(), sender().await, &tasks, &closing);
+            pool.put(key.clone(), sender().await, &tasks, &closing, true);
         }
         let mut taken = Vec::new();
         while let Some(sender) = pool.checkout(&key) {
@@ -241,7 +287,7 @@ mod tests {
         }
         assert_eq!(taken.len(), POOL_MAX_PER_AUTHORITY);
         for sender in taken {
-            pool.put(key.clone(), sender, &tasks, &closing);
+            pool.put(key.clone(), sender, &tasks, &closing, false);
         }
         let mut closed = 0;
         while pool.close_oldest_idle() {
