@@ -115,7 +115,7 @@ fn serve(args: ServeArgs) -> ExitCode {
         };
         let server = moat.bind_server(&guest, serve).await?;
         eprintln!("moat: serving {scheme}://{}/", server.local_addr());
-        server.serve(stop_signal()).await
+        server.serve(moat_host::serve::stop_signal()).await
     });
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
@@ -127,23 +127,6 @@ fn serve(args: ServeArgs) -> ExitCode {
             ExitCode::from(e.exit_status())
         }
     }
-}
-
-/// Resolves at SIGINT or SIGTERM (never, if neither can be listened for).
-async fn stop_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut interrupt), Ok(mut terminate)) = (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-    ) else {
-        tracing::warn!("cannot listen for SIGINT and SIGTERM: stop moat serve with SIGKILL");
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = interrupt.recv() => {}
-        _ = terminate.recv() => {}
-    }
-    eprintln!("moat: stopping: finishing the requests in flight");
 }
 
 /// `err` and its causes, as `{:#}` writes them, without a cause whose

@@ -386,7 +386,7 @@ fn run(prepared: Prepared, refuse: impl Fn(&str)) -> i32 {
                 let options = ServeOptions::new(addr.to_string(), prepared.options);
                 let server = moat.bind_server(&guest, options).await?;
                 eprintln!("moat: serving http://{}/", server.local_addr());
-                server.serve(stop_signal()).await?;
+                server.serve(moat_host::serve::stop_signal()).await?;
                 Ok(0)
             }
             None if guest.is_http_handler(&moat) => {
@@ -410,23 +410,6 @@ fn run(prepared: Prepared, refuse: impl Fn(&str)) -> i32 {
             eprintln!("moat: error: {e}");
             e.exit_status().into()
         }
-    }
-}
-
-/// Resolves at SIGTERM (what the kubelet sends to stop a container) or
-/// SIGINT; never, if neither can be listened for.
-async fn stop_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut interrupt), Ok(mut terminate)) = (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-    ) else {
-        tracing::warn!("cannot listen for SIGTERM: the server stops only when killed");
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = interrupt.recv() => {}
-        _ = terminate.recv() => {}
     }
 }
 

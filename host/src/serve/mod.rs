@@ -357,6 +357,26 @@ impl Server<'_> {
     }
 }
 
+/// Resolves at SIGINT or SIGTERM (what a terminal's Ctrl-C, systemd and
+/// the kubelet send to stop a server), saying so on stderr; never, if the
+/// process cannot listen for them (then only SIGKILL stops it, and a
+/// warning says so). For [`Server::serve`]'s `stop`.
+pub async fn stop_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut interrupt), Ok(mut terminate)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        tracing::warn!("cannot listen for SIGINT and SIGTERM: the server stops only when killed");
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = interrupt.recv() => {}
+        _ = terminate.recv() => {}
+    }
+    eprintln!("moat: stopping: finishing the requests in flight");
+}
+
 impl request::Shared {
     fn net(&self) -> &Net {
         &self.net

@@ -43,7 +43,6 @@ use http_body_util::BodyExt;
 use http_body_util::combinators::UnsyncBoxBody;
 use hyper::client::conn::{http1, http2};
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use tokio::net::{TcpSocket, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::either::Either;
 use tokio_util::sync::CancellationToken;
@@ -55,6 +54,7 @@ use super::limits::DEFAULT_TLS_HANDSHAKE_TIMEOUT;
 use super::limits::SocketSlot;
 use super::run::Run;
 use super::tasks::Tasks;
+use super::tcp::{self, ConnectOptions};
 use super::tls::{self, TlsClientOptions, TlsContext};
 use crate::policy::{Capability, Denied, Host};
 use crate::setting::Setting;
@@ -143,12 +143,12 @@ pub enum HttpError {
     /// The name could not be resolved.
     #[error("HTTP request: name not resolved: {0}")]
     Lookup(#[source] NetError),
-    /// Connecting failed (refused, unreachable, reset).
-    #[error("HTTP request: connect to {addr} failed: {source}")]
+    /// Connecting failed (refused, unreachable, reset, timed out).
+    #[error("HTTP request: connect to {host} failed: {source}")]
     Connect {
-        /// The address tried last.
-        addr: SocketAddr,
-        /// Why.
+        /// The host and port as written.
+        host: String,
+        /// Why (the last address tried).
         #[source]
         source: NetError,
     },
@@ -176,6 +176,21 @@ pub enum HttpError {
 }
 
 impl HttpError {
+    /// A failed connect: a refused address, a lookup, a bound, or the
+    /// connection itself.
+    fn from_connect(err: NetError, target: &Target) -> HttpError {
+        match err {
+            NetError::Denied(_)
+            | NetError::LimitReached(_)
+            | NetError::NameNotResolved(_)
+            | NetError::InvalidArgument(_) => HttpError::from_net(err),
+            source => HttpError::Connect {
+                host: format!("{}:{}", target.host, target.port),
+                source,
+            },
+        }
+    }
+
     fn from_net(err: NetError) -> HttpError {
         match err {
             NetError::Denied(denied) => HttpError::AddressDenied(denied),
@@ -457,50 +472,28 @@ impl HttpClient {
     /// driver runs on the run's tasks, holding the slot and its memory.
     async fn connect(&self, target: &Target) -> Result<Sender<B>, HttpError> {
         let run = &self.inner.run;
-        let slot = match run.slots.try_take() {
-            Ok(slot) => slot,
-            Err(full) => {
-                // Idle kept-alive connections give way to a new one.
-                if !self.inner.pool.close_oldest_idle() {
-                    return Err(HttpError::from_net(full));
-                }
-                tokio::task::yield_now().await;
-                run.slots.try_take().map_err(HttpError::from_net)?
-            }
-        };
         let header_bound = run.limits.max_http_header_size.max(MIN_HTTP_HEADER_SIZE);
         let charge: Charge = run
             .budget
             .charge(CONNECTION_BYTES + header_bound, "an HTTP connection")
             .map_err(HttpError::from_net)?;
-        let addrs = run
-            .addresses(Capability::Connect, &target.host, target.port)
-            .await
-            .map_err(HttpError::from_net)?;
-        let mut last = None;
-        let mut stream = None;
-        for addr in addrs {
-            match connect_tcp(addr).await {
-                Ok(s) => {
-                    stream = Some((s, addr));
-                    break;
-                }
-                Err(e) => {
-                    tracing::debug!(target: "moat::http", %addr, error = %e, "connect attempt failed");
-                    last = Some((addr, e));
-                }
-            }
-        }
-        let (stream, addr) = match (stream, last) {
-            (Some(found), _) => found,
-            (None, Some((addr, source))) => return Err(HttpError::Connect { addr, source }),
-            (None, None) => {
-                return Err(HttpError::Lookup(NetError::NameNotResolved(format!(
-                    "{}: no addresses",
-                    target.host
-                ))));
-            }
+        let options = ConnectOptions {
+            nodelay: true,
+            ..ConnectOptions::default()
         };
+        let connected =
+            match tcp::connect_admitted(run, target.host.clone(), target.port, &options).await {
+                // Idle kept-alive connections give way to a new one.
+                Err(NetError::LimitReached(_)) if self.inner.pool.close_oldest_idle() => {
+                    tokio::task::yield_now().await;
+                    tcp::connect_admitted(run, target.host.clone(), target.port, &options).await
+                }
+                other => other,
+            };
+        let (stream, _, slot) = connected.map_err(|e| HttpError::from_connect(e, target))?;
+        let addr = stream
+            .peer_addr()
+            .map_err(|e| HttpError::from_connect(e.into(), target))?;
         let io = if target.https {
             let config = self
                 .inner
@@ -646,16 +639,6 @@ fn origin_form(uri: &Uri) -> Uri {
         .cloned()
         .unwrap_or_else(|| PathAndQuery::from_static("/"));
     Uri::from(path)
-}
-
-async fn connect_tcp(addr: SocketAddr) -> Result<TcpStream, NetError> {
-    let socket = match addr {
-        SocketAddr::V4(_) => TcpSocket::new_v4()?,
-        SocketAddr::V6(_) => TcpSocket::new_v6()?,
-    };
-    let stream = socket.connect(addr).await?;
-    stream.set_nodelay(true)?;
-    Ok(stream)
 }
 
 #[cfg(test)]

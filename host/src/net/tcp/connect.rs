@@ -51,6 +51,18 @@ pub(crate) async fn connect_stream(
         ));
     }
     let target = run.admit_host(Capability::Connect, target, port)?;
+    connect_admitted(run, target, port, options).await
+}
+
+/// [`connect_stream`] after the policy said yes to `target` as written: a
+/// socket slot, the name's addresses that pass the deny lists, and the
+/// first of them that connects. The same cancel safety.
+pub(crate) async fn connect_admitted(
+    run: &Run,
+    target: Host,
+    port: u16,
+    options: &ConnectOptions,
+) -> Result<(TcpStream, Host, SocketSlot), NetError> {
     // Validate before any syscall, so a bad option fails the same way
     // whatever the network does.
     let send_buffer = options.send_buffer_size.map(buffer_size).transpose()?;
@@ -78,7 +90,7 @@ pub(crate) async fn connect_stream(
     };
     tracing::debug!(
         target: "moat::net",
-        %host, port, peer = ?stream.peer_addr().ok(), local = ?stream.local_addr().ok(),
+        host = %target, port, peer = ?stream.peer_addr().ok(), local = ?stream.local_addr().ok(),
         "connected"
     );
     Ok((stream, target, slot))
