@@ -787,6 +787,11 @@ mod tests {
                 .contains(&"MOAT_HTTP_ADDR=0.0.0.0:8080".to_owned())
         );
         assert_eq!(read(&envs(&[]), None).unwrap().http_addr, None);
+        // The image's own MOAT_HTTP_ADDR serves nothing: the pod spec grants.
+        let own = envs(&["MOAT_HTTP_ADDR=0.0.0.0:80"]);
+        let d = Deployment::read(&own, &own, None).unwrap();
+        assert_eq!(d.http_addr, None);
+        assert_eq!(d.audit.ignored, ["MOAT_HTTP_ADDR"]);
         for bad in ["localhost:8080", "8080", "0.0.0.0"] {
             let e = read(&envs(&[&format!("MOAT_HTTP_ADDR={bad}")]), None).unwrap_err();
             assert_eq!(

@@ -818,11 +818,49 @@ async fn a_file_from_pythons_http_server_arrives_byte_for_byte() {
 /// connection is kept for the next request.
 #[tokio::test]
 async fn an_https_upstream_that_offers_http2_is_spoken_to_over_http2() {
+    let ca = Ca::new("moat h2 test CA");
+    let (port, connections, requests) = h2_upstream(&ca).await;
+    let names = Names::new(&[("h2.test", "127.0.0.1")]);
+    let trust = TlsTrust::webpki().with_pem(ca.pem().as_bytes()).unwrap();
+    let options = || {
+        RunOptions::new(grant("h2.test"))
+            .resolver(Arc::clone(&names) as Arc<dyn Resolver>)
+            .tls_trust(trust.clone())
+    };
+    let url = format!("https://h2.test:{port}/multi");
+    let opened = || connections.load(Ordering::SeqCst);
+    let done = run_with(guests::HTTP_PROBE, options(), &["fetch", &url]).await;
+    assert_eq!(done.stdout, "status: 200\nover h2\n", "{}", done.stderr);
+    // Four requests one after another: one connection.
+    let before = opened();
+    let done = run_with(guests::HTTP_PROBE, options(), &["sequential", "4", &url]).await;
+    assert_eq!(done.stdout, "ok 4\n", "{}", done.stderr);
+    assert_eq!(opened() - before, 1);
+    // Six at once from a cold start: each may open its own (no
+    // connection is known to speak HTTP/2 yet), all over HTTP/2.
+    let before = opened();
+    let done = run_with(guests::HTTP_PROBE, options(), &["flood", "6", &url]).await;
+    assert_eq!(done.stdout, "ok 6\n", "{}", done.stderr);
+    assert!((1..=6).contains(&(opened() - before)));
+    let seen = requests.lock().unwrap().clone();
+    assert_eq!(seen.len(), 11);
+    assert!(
+        seen.iter()
+            .all(|r| r == &format!("HTTP/2.0 h2.test:{port} /multi")),
+        "{seen:?}"
+    );
+}
+
+type Seen = Arc<Mutex<Vec<String>>>;
+
+/// An HTTPS server for `h2.test` that speaks HTTP/2 only (ALPN `h2`),
+/// answering `over h2`; its port, its connection count and what each
+/// request was (`HTTP/2.0 AUTHORITY PATH`).
+async fn h2_upstream(ca: &Ca) -> (u16, Arc<AtomicUsize>, Seen) {
     use http_body_util::Full;
     use hyper::server::conn::http2;
     use hyper_util::rt::{TokioExecutor, TokioIo};
 
-    let ca = Ca::new("moat h2 test CA");
     let acceptor = ca.leaf(&["h2.test"]).acceptor(&["h2"]);
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
@@ -860,33 +898,40 @@ async fn an_https_upstream_that_offers_http2_is_spoken_to_over_http2() {
             });
         }
     });
+    (port, connections, requests)
+}
+
+/// Each request over HTTP/2 pays its stream's send buffer from the run's
+/// host memory: with room for the connection and not for a stream, the
+/// request is refused and says which bound to raise.
+#[tokio::test]
+async fn an_http2_request_pays_its_stream_from_the_runs_host_memory() {
+    let ca = Ca::new("moat h2 memory CA");
+    let (port, _, requests) = h2_upstream(&ca).await;
     let names = Names::new(&[("h2.test", "127.0.0.1")]);
     let trust = TlsTrust::webpki().with_pem(ca.pem().as_bytes()).unwrap();
-    let options = || {
+    let run = |budget: usize| {
         RunOptions::new(grant("h2.test"))
             .resolver(Arc::clone(&names) as Arc<dyn Resolver>)
             .tls_trust(trust.clone())
+            .limits(limits(|l| l.max_host_memory = Some(budget)))
     };
-    let url = format!("https://h2.test:{port}/multi");
-    let opened = || connections.load(Ordering::SeqCst);
-    let done = run_with(guests::HTTP_PROBE, options(), &["fetch", &url]).await;
-    assert_eq!(done.stdout, "status: 200\nover h2\n", "{}", done.stderr);
-    // Four requests one after another: one connection.
-    let before = opened();
-    let done = run_with(guests::HTTP_PROBE, options(), &["sequential", "4", &url]).await;
-    assert_eq!(done.stdout, "ok 4\n", "{}", done.stderr);
-    assert_eq!(opened() - before, 1);
-    // Six at once from a cold start: each may open its own (no
-    // connection is known to speak HTTP/2 yet), all over HTTP/2.
-    let before = opened();
-    let done = run_with(guests::HTTP_PROBE, options(), &["flood", "6", &url]).await;
-    assert_eq!(done.stdout, "ok 6\n", "{}", done.stderr);
-    assert!((1..=6).contains(&(opened() - before)));
-    let seen = requests.lock().unwrap().clone();
-    assert_eq!(seen.len(), 11);
-    assert!(
-        seen.iter()
-            .all(|r| r == &format!("HTTP/2.0 h2.test:{port} /multi")),
-        "{seen:?}"
+    let url = format!("https://h2.test:{port}/");
+    // The connection (128 KiB) and the TLS configuration fit; a 64 KiB
+    // stream does not.
+    let done = run_with(guests::HTTP_PROBE, run(180 << 10), &["fetch", &url]).await;
+    assert_eq!(
+        done.stdout, "error: ErrorCode::ConnectionLimitReached\n",
+        "{}",
+        done.stderr
     );
+    assert!(
+        done.stderr.contains("an HTTP/2 request needs 65536 bytes")
+            && done.stderr.contains("--max-host-memory"),
+        "{}",
+        done.stderr
+    );
+    assert!(requests.lock().unwrap().is_empty());
+    let done = run_with(guests::HTTP_PROBE, run(400 << 10), &["fetch", &url]).await;
+    assert_eq!(done.stdout, "status: 200\nover h2\n", "{}", done.stderr);
 }
