@@ -38,6 +38,11 @@ const GUESTS: &[(&str, &str, &str)] = &[
         "http-service-p3",
         "tests/guests/http-service-p3",
     ),
+    (
+        "HTTP_MIDDLEWARE_P3",
+        "http-middleware-p3",
+        "tests/guests/http-middleware-p3",
+    ),
     ("BENCH_SERVER", "bench-server", "bench/guests/bench-server"),
     ("BENCH_STD", "bench-std", "bench/guests/bench-std"),
     ("HELLO", "hello", "bench/guests/hello"),

@@ -1119,3 +1119,45 @@ async fn serve_runs_a_wasi_http_0_3_service() {
     let again = get(server.addr, "/").await;
     assert_eq!(again.status, 200);
 }
+
+/// A wasi:http 0.3 middleware (it imports `handler` as its next hop, no
+/// `client`): the request it forwards leaves through moat's client, under
+/// the same grants as any outgoing request.
+#[tokio::test]
+async fn serve_runs_a_middleware_whose_next_hop_is_under_the_grants() {
+    let (up, accepted) = upstream("from the next hop\n").await;
+    let grant = format!("--allow-net=127.0.0.1:{up}");
+    let mut server = Serve::start(guests::HTTP_MIDDLEWARE_P3, &[&grant]).await;
+    let forward = |to: String| {
+        format!("GET / HTTP/1.1\r\nHost: x\r\nx-forward-to: {to}\r\nConnection: close\r\n\r\n")
+    };
+    let answer = exchange(
+        server.addr,
+        forward(format!("http://127.0.0.1:{up}/there")),
+        Vec::new(),
+    )
+    .await;
+    assert_eq!(
+        (answer.status, answer.text().as_str()),
+        (200, "from the next hop\n"),
+        "{answer:?}"
+    );
+    assert_eq!(accepted.load(Ordering::SeqCst), 1);
+    let other = crate::support::free_port();
+    let refused = exchange(
+        server.addr,
+        forward(format!("http://127.0.0.1:{other}/")),
+        Vec::new(),
+    )
+    .await;
+    assert_eq!(
+        (refused.status, refused.text().as_str()),
+        (502, "ErrorCode::HttpRequestDenied\n"),
+        "{refused:?}"
+    );
+    server
+        .wait_for_stderr(&format!(
+            "moat: http-middleware-p3: HTTP request: connect to 127.0.0.1:{other} denied: needs --allow-net=127.0.0.1:{other}"
+        ))
+        .await;
+}

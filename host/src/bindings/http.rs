@@ -1,5 +1,6 @@
-//! wasi:http for moat's guests: 0.2's `outgoing-handler` and 0.3's
-//! `client`, with wasmtime-wasi-http's resources and bodies, and every
+//! wasi:http for moat's guests: 0.2's `outgoing-handler`, 0.3's `client`
+//! and 0.3's `handler` as the middleware world imports it, with
+//! wasmtime-wasi-http's resources and bodies, and every
 //! request sent by the run's [`HttpClient`] through moat's own
 //! `send_request` hook.
 //!
@@ -17,6 +18,7 @@ use wasmtime::component::{Linker, Resource, ResourceTable};
 use wasmtime_wasi_http::p2::bindings::http::outgoing_handler;
 use wasmtime_wasi_http::p2::bindings::http::types as p2_types;
 use wasmtime_wasi_http::p2::types::{HostFutureIncomingResponse, HostOutgoingRequest};
+use wasmtime_wasi_http::p3;
 use wasmtime_wasi_http::{
     Error as WasiHttpError, RequestOptions, WasiBody, WasiHttp, WasiHttpCtx, WasiHttpCtxView,
     WasiHttpHooks,
@@ -212,7 +214,7 @@ type P2Result<T> = wasmtime::Result<(Result<T, p2_types::ErrorCode>,)>;
 /// # Errors
 /// If the linker already defines one of them.
 pub(crate) fn add_to_linker<T: HttpView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
-    use wasmtime_wasi_http::{p2, p3};
+    use wasmtime_wasi_http::p2;
     let options = p2::bindings::LinkOptions::default();
     outgoing_handler::add_to_linker::<_, WasiHttp>(linker, getter::<T>)?;
     linker.allow_shadowing(true);
@@ -244,5 +246,35 @@ pub(crate) fn add_to_linker<T: HttpView + 'static>(linker: &mut Linker<T>) -> wa
     p2::bindings::http::types::add_to_linker::<_, WasiHttp>(linker, &options.into(), getter::<T>)?;
     p3::bindings::http::client::add_to_linker::<_, WasiHttp>(linker, getter::<T>)?;
     p3::bindings::http::types::add_to_linker::<_, WasiHttp>(linker, getter::<T>)?;
-    Ok(())
+    add_p3_handler_import(linker)
+}
+
+/// wasi:http 0.3's `handler` interface as an import, as the `middleware`
+/// world imports it (the next hop of a request a component forwards).
+const P3_HANDLER: &str = "wasi:http/handler@0.3.0";
+
+type P3Result<T> = wasmtime::Result<(Result<T, p3::bindings::http::types::ErrorCode>,)>;
+
+/// An imported `handler.handle` is `client.send` under another name: the
+/// request leaves through the run's HTTP client, under the same grants
+/// (the WIT says as much: a `client.send` import may be linked to a
+/// `handler.handle` export, and here the next hop is the network).
+fn add_p3_handler_import<T: HttpView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
+    use p3::bindings::http::client::HostWithStore;
+    linker.instance(P3_HANDLER)?.func_wrap_concurrent(
+        "handle",
+        |accessor: &wasmtime::component::Accessor<T>,
+         (request,): (Resource<p3::Request>,)|
+         -> std::pin::Pin<
+            Box<dyn Future<Output = P3Result<Resource<p3::Response>>> + Send + '_>,
+        > {
+            Box::pin(async move {
+                let accessor = accessor.with_getter::<WasiHttp>(getter::<T>);
+                match <WasiHttp as HostWithStore<T>>::send(&accessor, request).await {
+                    Ok(response) => Ok((Ok(response),)),
+                    Err(e) => Ok((Err(e.downcast()?),)),
+                }
+            })
+        },
+    )
 }
