@@ -4,14 +4,13 @@
 //! the test controls.
 
 use std::collections::HashMap;
-use std::net::IpAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::support::certs::Ca;
-use crate::support::{Finished, guests, start_with};
-use moat_host::net::{Limits, Lookup, Resolver, TlsTrust};
+use crate::support::{Finished, Names, guests, start_with};
+use moat_host::net::{Limits, Resolver, TlsTrust};
 use moat_host::policy::Policy;
 use moat_host::{Input, RunOptions};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -229,41 +228,6 @@ async fn read_chunked<S: AsyncRead + Unpin>(stream: &mut S, buf: &mut Vec<u8>) -
         if size == 0 {
             return Some(body);
         }
-    }
-}
-
-/// Names the test answers, with every name asked for recorded.
-#[derive(Default)]
-struct Names {
-    answers: HashMap<&'static str, IpAddr>,
-    asked: Mutex<Vec<String>>,
-}
-
-impl Names {
-    fn new(answers: &[(&'static str, &str)]) -> Arc<Names> {
-        Arc::new(Names {
-            answers: answers
-                .iter()
-                .map(|(n, ip)| (*n, ip.parse().unwrap()))
-                .collect(),
-            asked: Mutex::default(),
-        })
-    }
-
-    fn asked(&self) -> Vec<String> {
-        self.asked.lock().unwrap().clone()
-    }
-}
-
-impl Resolver for Names {
-    fn lookup<'a>(&'a self, name: &'a str) -> Lookup<'a> {
-        self.asked.lock().unwrap().push(name.to_owned());
-        let answer = self.answers.get(name).copied();
-        Box::pin(async move {
-            answer
-                .map(|ip| vec![ip])
-                .ok_or_else(|| std::io::ErrorKind::NotFound.into())
-        })
     }
 }
 

@@ -3,49 +3,17 @@
 //! written through moat's own name lookup.
 
 use crate::support;
+use crate::support::Names;
 
-use std::collections::HashMap;
-use std::net::IpAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use crate::support::{
     Finished, connections, echo_server, guests, port_is_free, watched_port, within,
 };
-use moat_host::net::{Limits, Lookup, Resolver};
+use moat_host::net::{Limits, Resolver};
 use moat_host::policy::Policy;
 use moat_host::{Input, RunOptions};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-/// Names of a test's own, and every name it was asked.
-#[derive(Default)]
-struct Names {
-    answers: HashMap<&'static str, Vec<IpAddr>>,
-    asked: Mutex<Vec<String>>,
-}
-
-impl Names {
-    fn new(answers: &[(&'static str, &str)]) -> Arc<Names> {
-        Arc::new(Names {
-            answers: answers
-                .iter()
-                .map(|(name, ip)| (*name, vec![ip.parse().unwrap()]))
-                .collect(),
-            asked: Mutex::default(),
-        })
-    }
-
-    fn asked(&self) -> Vec<String> {
-        self.asked.lock().unwrap().clone()
-    }
-}
-
-impl Resolver for Names {
-    fn lookup<'a>(&'a self, name: &'a str) -> Lookup<'a> {
-        self.asked.lock().unwrap().push(name.to_owned());
-        let answer = self.answers.get(name).cloned();
-        Box::pin(async move { answer.ok_or_else(|| std::io::ErrorKind::NotFound.into()) })
-    }
-}
 
 fn options(policy: Policy, names: &Arc<Names>, args: &[&str]) -> RunOptions {
     RunOptions::new(policy)

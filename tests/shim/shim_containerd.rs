@@ -116,6 +116,39 @@ impl Node {
         (out.status.code(), output, message)
     }
 
+    /// A connection to `port` on the host's network once the container
+    /// `ctr_run` runs serves it; fails the test, with the container's
+    /// `log` and containerd's, if the container ends first or never
+    /// serves within [`START_DEADLINE`].
+    async fn connect_when_served(
+        &self,
+        port: u16,
+        ctr_run: &mut std::process::Child,
+        log: &Path,
+    ) -> tokio::net::TcpStream {
+        let container_log = || std::fs::read_to_string(log).unwrap_or_default();
+        let started = Instant::now();
+        loop {
+            if let Ok(stream) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await {
+                return stream;
+            }
+            if let Some(status) = ctr_run.try_wait().expect("ctr's status") {
+                panic!(
+                    "the container ended ({status}):\n{}\ncontainerd's log:\n{}",
+                    container_log(),
+                    self.containerd.log()
+                );
+            }
+            assert!(
+                started.elapsed() < START_DEADLINE,
+                "nothing served 127.0.0.1:{port} in {START_DEADLINE:?}:\n{}\ncontainerd's log:\n{}",
+                container_log(),
+                self.containerd.log()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     /// Imports an image of echo-server with `files` beside it and `env` as
     /// its own environment.
     fn import_echo_server(&self, image: &str, files: &[(&str, &[u8])], env: &[&str]) {
@@ -167,26 +200,7 @@ async fn ctr_runs_echo_server_under_the_grants_of_its_deployment() {
     let container_log = || std::fs::read_to_string(&log).unwrap_or_default();
 
     // Wait until the guest listens (or its container has ended).
-    let started = Instant::now();
-    let mut stream = loop {
-        if let Ok(stream) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await {
-            break stream;
-        }
-        if let Some(status) = ctr_run.try_wait().expect("ctr's status") {
-            panic!(
-                "the container ended ({status}):\n{}\ncontainerd's log:\n{}",
-                container_log(),
-                containerd.log()
-            );
-        }
-        assert!(
-            started.elapsed() < START_DEADLINE,
-            "echo-server did not listen in {START_DEADLINE:?}:\n{}\ncontainerd's log:\n{}",
-            container_log(),
-            containerd.log()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let mut stream = node.connect_when_served(port, &mut ctr_run, &log).await;
 
     let sent: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
     let (mut rd, mut wr) = stream.split();
@@ -489,25 +503,7 @@ async fn ctr_serves_an_http_handler_on_the_address_its_pod_spec_gives() {
         .spawn()
         .expect("ctr runs");
     let container_log = || std::fs::read_to_string(&log).unwrap_or_default();
-    let started = Instant::now();
-    let mut stream = loop {
-        if let Ok(stream) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await {
-            break stream;
-        }
-        if let Some(status) = ctr_run.try_wait().expect("ctr's status") {
-            panic!(
-                "the container ended ({status}):\n{}\ncontainerd's log:\n{}",
-                container_log(),
-                containerd.log()
-            );
-        }
-        assert!(
-            started.elapsed() < START_DEADLINE,
-            "the handler was not served in {START_DEADLINE:?}:\n{}",
-            container_log()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let mut stream = node.connect_when_served(port, &mut ctr_run, &log).await;
     stream
         .write_all(b"GET / HTTP/1.1\r\nHost: pod\r\nConnection: close\r\n\r\n")
         .await

@@ -307,3 +307,34 @@ pub async fn echo_server() -> (u16, tokio::task::JoinHandle<Vec<u8>>) {
     });
     (port, served)
 }
+
+/// Names of a test's own, and every name it was asked.
+#[derive(Default)]
+pub struct Names {
+    answers: HashMap<&'static str, Vec<std::net::IpAddr>>,
+    asked: Mutex<Vec<String>>,
+}
+
+impl Names {
+    pub fn new(answers: &[(&'static str, &str)]) -> std::sync::Arc<Names> {
+        std::sync::Arc::new(Names {
+            answers: answers
+                .iter()
+                .map(|(name, ip)| (*name, vec![ip.parse().unwrap()]))
+                .collect(),
+            asked: Mutex::default(),
+        })
+    }
+
+    pub fn asked(&self) -> Vec<String> {
+        self.asked.lock().unwrap().clone()
+    }
+}
+
+impl moat_host::net::Resolver for Names {
+    fn lookup<'a>(&'a self, name: &'a str) -> moat_host::net::Lookup<'a> {
+        self.asked.lock().unwrap().push(name.to_owned());
+        let answer = self.answers.get(name).cloned();
+        Box::pin(async move { answer.ok_or_else(|| std::io::ErrorKind::NotFound.into()) })
+    }
+}

@@ -195,8 +195,6 @@ impl HttpError {
         match err {
             NetError::Denied(denied) => HttpError::AddressDenied(denied),
             NetError::LimitReached(why) => HttpError::LimitReached(why),
-            other @ NetError::NameNotResolved(_) => HttpError::Lookup(other),
-            NetError::TimedOut => HttpError::Lookup(NetError::TimedOut),
             other => HttpError::Lookup(other),
         }
     }
