@@ -364,6 +364,7 @@ impl Server {
             // `env` as a neutral launcher, so both branches build the same way.
             Command::new("env")
         };
+        crate::measure::without_backtraces(&mut command);
         match kind {
             Kind::Native => {
                 command

@@ -305,6 +305,7 @@ fn fetch_command(run: &Run, kind: Kind, url: &str, port: u16, repeat: usize) -> 
     let setup = &run.setup;
     let mut command = Command::new("taskset");
     command.args(["-c", "0"]);
+    crate::measure::without_backtraces(&mut command);
     match kind {
         Kind::Native => {
             command.arg(&setup.exe).arg("fetch-native");
