@@ -298,7 +298,8 @@ const ROWS: [Row; Setting::ALL.len()] = [
         variable: "MOAT_MAX_HTTP_CONNECTIONS",
         option: "Limits::max_http_connections",
         kind: Kind::Count,
-        help: "moat serve: most client connections open at once (more wait to be accepted)",
+        help: "moat serve: most client connections open at once (more wait to be accepted), \
+               and most requests being answered at once (HTTP/2 streams past it get 503)",
     },
     Row {
         key: "http-header-read-timeout",

@@ -236,8 +236,9 @@ pub const DEFAULT_HTTP_BETWEEN_BYTES_TIMEOUT: Duration = Duration::from_secs(60)
 /// hold.
 pub const DEFAULT_MAX_HTTP_HEADER_SIZE: usize = 64 << 10;
 
-/// `moat serve`: client connections open at once. 1024, the socket cap's
-/// default; past it new clients wait in the kernel's backlog.
+/// `moat serve`: client connections open at once, and requests being
+/// answered at once. 1024, the socket cap's default; past it new clients
+/// wait in the kernel's backlog, and an HTTP/2 stream is answered 503.
 pub const DEFAULT_MAX_HTTP_CONNECTIONS: u32 = 1024;
 
 /// `moat serve`: how long a client may take to send a request's head,
@@ -311,7 +312,9 @@ pub struct Limits {
     /// Largest HTTP head ([`DEFAULT_MAX_HTTP_HEADER_SIZE`]; at least
     /// 8 KiB, hyper's smallest buffer).
     pub max_http_header_size: usize,
-    /// `moat serve`'s open connections ([`DEFAULT_MAX_HTTP_CONNECTIONS`]).
+    /// `moat serve`'s open connections, and its requests being answered
+    /// at once ([`DEFAULT_MAX_HTTP_CONNECTIONS`]; HTTP/2 carries many on
+    /// one connection).
     pub max_http_connections: u32,
     /// `moat serve`'s wait for a request's head
     /// ([`DEFAULT_HTTP_HEADER_READ_TIMEOUT`]).

@@ -1,6 +1,6 @@
 //! `moat serve`: a wasi:http 0.2 `proxy` or 0.3 `service` component
-//! answering HTTP/1.1 requests, each in a fresh instance, under the run's
-//! grants and bounds.
+//! answering HTTP/1.1 and HTTP/2 requests, each in a fresh instance, under
+//! the run's grants and bounds.
 //!
 //! **Who grants what.** The address served on (`--addr`) is the
 //! operator's: moat listens there itself, and the guest needs no listen
@@ -29,9 +29,18 @@
 //! [`DEFAULT_REQUEST_TIMEOUT`]). A handler that traps, runs out of memory
 //! or time gets its client a 500, and the server goes on.
 //!
+//! **HTTP/2.** Over TLS when the client offers `h2` in ALPN, and over
+//! plain TCP when it opens with HTTP/2's preface (prior knowledge, as
+//! `curl --http2-prior-knowledge`; an `Upgrade: h2c` request is answered
+//! in HTTP/1.1). Its own bounds: streams per connection
+//! ([`H2_MAX_STREAMS`]), flow-control windows ([`H2_WINDOW`]), send
+//! buffers ([`H2_SEND_BUFFER`]), requests at once across the server
+//! (`--max-http-connections`, as for HTTP/1.1 connections), and the idle
+//! time (`--http-header-read-timeout`).
+//!
 //! **TLS.** With [`ServeOptions::tls`] (`--tls-cert`, `--tls-key`) the
-//! server speaks HTTPS (rustls, ALPN `http/1.1`); a client's handshake is
-//! bounded by `--tls-handshake-timeout` (10 s by default).
+//! server speaks HTTPS (rustls, ALPN `h2` and `http/1.1`); a client's
+//! handshake is bounded by `--tls-handshake-timeout` (10 s by default).
 //!
 //! **Stopping.** When the future given to [`Server::serve`] resolves
 //! (SIGINT or SIGTERM for `moat serve`), the server stops accepting, lets
@@ -39,14 +48,15 @@
 //! returns.
 
 mod body;
+mod conn;
 mod request;
+
+pub use conn::{H2_MAX_STREAMS, H2_SEND_BUFFER, H2_WINDOW};
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hyper::server::conn::http1;
-use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio_rustls::TlsAcceptor;
@@ -208,7 +218,7 @@ impl Moat {
             .map(|identity| {
                 net.tls_acceptor(&TlsServerOptions {
                     identity,
-                    alpn: vec![b"http/1.1".to_vec()],
+                    alpn: vec![b"h2".to_vec(), b"http/1.1".to_vec()],
                     client_roots_pem: None,
                     handshake_timeout: None,
                 })
@@ -265,9 +275,17 @@ impl Server<'_> {
         let limits = shared.net().limits().clone();
         let _ticker = request::TimeTicker::start(moat.engine().clone())?;
         let connections = Arc::new(Semaphore::new(limits.max_http_connections.max(1) as usize));
-        let header_bound = limits.max_http_header_size.max(MIN_HTTP_HEADER_SIZE);
         let stopping = CancellationToken::new();
         let tracker = TaskTracker::new();
+        let serving = Arc::new(conn::Serving {
+            shared: Arc::clone(&shared),
+            requests: conn::Requests::new(&limits),
+            tracker: tracker.clone(),
+            stopping: stopping.clone(),
+            header_bound: limits.max_http_header_size.max(MIN_HTTP_HEADER_SIZE),
+            idle: limits.http_header_read_timeout,
+            tls: tls.is_some(),
+        });
         let mut stop = std::pin::pin!(stop);
         loop {
             let permit = tokio::select! {
@@ -294,8 +312,7 @@ impl Server<'_> {
                 }
             };
             let _ = stream.set_nodelay(true);
-            let shared = Arc::clone(&shared);
-            let stopping = stopping.clone();
+            let serving = Arc::clone(&serving);
             let tls = tls.clone();
             tracker.spawn(async move {
                 let _permit = permit;
@@ -317,27 +334,7 @@ impl Server<'_> {
                         }
                     }
                 };
-                let service = hyper::service::service_fn(move |req| {
-                    let shared = Arc::clone(&shared);
-                    async move { Ok::<_, std::convert::Infallible>(shared.handle(req).await) }
-                });
-                let mut builder = http1::Builder::new();
-                builder
-                    .timer(TokioTimer::new())
-                    .header_read_timeout(limits.http_header_read_timeout)
-                    .max_header_size(header_bound)
-                    .max_buf_size(header_bound)
-                    .keep_alive(true);
-                let conn = builder.serve_connection(TokioIo::new(io), service);
-                let mut conn = std::pin::pin!(conn);
-                let ended = tokio::select! {
-                    ended = conn.as_mut() => ended,
-                    () = stopping.cancelled() => {
-                        conn.as_mut().graceful_shutdown();
-                        conn.await
-                    }
-                };
-                if let Err(e) = ended {
+                if let Err(e) = serving.connection(io).await {
                     tracing::debug!(target: "moat::http", %peer, error = %e, "client connection ended");
                 }
             });

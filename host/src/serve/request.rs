@@ -77,21 +77,34 @@ impl Shared {
 
     /// Answers one request; never fails: what goes wrong is the client's
     /// 413 or 500, and a debug line on `moat::http`.
-    pub(super) async fn handle(&self, request: Request<Incoming>) -> Response<HyperOutgoingBody> {
+    /// `tls`: whether the client came over HTTPS (the handler sees the
+    /// request's scheme as `https` then).
+    pub(super) async fn handle(
+        &self,
+        request: Request<Incoming>,
+        tls: bool,
+    ) -> Response<HyperOutgoingBody> {
         let started = Instant::now();
         let method = request.method().clone();
         let path = request.uri().path().to_owned();
-        let response = self.answer(request).await;
+        let version = request.version();
+        let response = self
+            .answer(request, if tls { Scheme::Https } else { Scheme::Http })
+            .await;
         tracing::debug!(
             target: "moat::http",
             %method, %path, status = response.status().as_u16(),
-            elapsed_ms = started.elapsed().as_millis() as u64,
+            elapsed_ms = started.elapsed().as_millis() as u64, ?version,
             "request"
         );
         response
     }
 
-    async fn answer(&self, request: Request<Incoming>) -> Response<HyperOutgoingBody> {
+    async fn answer(
+        &self,
+        request: Request<Incoming>,
+        scheme: Scheme,
+    ) -> Response<HyperOutgoingBody> {
         let limits = self.net.limits();
         let max_body = limits.max_http_body_size;
         let declared = request
@@ -145,7 +158,7 @@ impl Shared {
         let handler = match pre {
             Template::P2(pre) => {
                 let view = store.data_mut();
-                let incoming = view.http_view().new_incoming_request(Scheme::Http, request);
+                let incoming = view.http_view().new_incoming_request(scheme, request);
                 let outparam = view.http_view().new_response_outparam(sender);
                 let (incoming, outparam) = match (incoming, outparam) {
                     (Ok(i), Ok(o)) => (i, o),
@@ -286,7 +299,7 @@ fn describe(e: &wasmtime::Error) -> String {
     }
 }
 
-fn text(status: StatusCode, body: String) -> Response<HyperOutgoingBody> {
+pub(super) fn text(status: StatusCode, body: String) -> Response<HyperOutgoingBody> {
     let body = Full::new(Bytes::from(body))
         .map_err(|never| match never {})
         .boxed_unsync();

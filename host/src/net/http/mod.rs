@@ -208,6 +208,47 @@ pub type RequestBody = UnsyncBoxBody<Bytes, BoxError>;
 
 type B = RequestBody;
 
+/// What it takes to send a request again: its head, kept only for an
+/// idempotent method with an empty body (so nothing of the guest's is
+/// lost or sent twice).
+struct Replay {
+    method: http::Method,
+    uri: http::Uri,
+    version: http::Version,
+    headers: http::HeaderMap,
+}
+
+impl Replay {
+    fn of(request: &Request<B>) -> Option<Replay> {
+        use http_body::Body as _;
+        let idempotent = matches!(
+            *request.method(),
+            http::Method::GET
+                | http::Method::HEAD
+                | http::Method::OPTIONS
+                | http::Method::TRACE
+                | http::Method::PUT
+                | http::Method::DELETE
+        );
+        let empty = request.body().is_end_stream() || request.body().size_hint().exact() == Some(0);
+        (idempotent && empty).then(|| Replay {
+            method: request.method().clone(),
+            uri: request.uri().clone(),
+            version: request.version(),
+            headers: request.headers().clone(),
+        })
+    }
+
+    fn request(self) -> Request<B> {
+        let mut request = Request::new(B::default());
+        *request.method_mut() = self.method;
+        *request.uri_mut() = self.uri;
+        *request.version_mut() = self.version;
+        *request.headers_mut() = self.headers;
+        request
+    }
+}
+
 /// A run's HTTP client: its policy, bounds and kept-alive connections.
 /// Cloning is cheap and shares all of it.
 #[derive(Clone)]
@@ -304,11 +345,15 @@ impl HttpClient {
         // A kept-alive connection the server closed while it sat idle (its
         // own idle timeout may be shorter than the pool's) fails the
         // request before a byte of it is sent; hyper then gives the
-        // request back, and it goes on a new connection. A request that
-        // was sent is never sent twice.
+        // request back, and it goes on a new connection. If the close
+        // crossed the request on the wire instead (sent, no byte of an
+        // answer), only a request that may be repeated goes again, once:
+        // an idempotent method with no body (RFC 9110, 9.2.2). Any other
+        // request that was sent is never sent twice.
         let mut request = request;
         let uri = request.uri().clone();
         let host_header = request.headers().get(http::header::HOST).cloned();
+        let mut again = Replay::of(&request);
         let mut reused = self.inner.pool.checkout(&target.key);
         let mut stream = None;
         let (sender, response, fresh) = loop {
@@ -379,6 +424,17 @@ impl HttpClient {
                         );
                         request = unsent;
                     }
+                    None if was_pooled => match again.take() {
+                        Some(replay) => {
+                            tracing::debug!(
+                                target: "moat::http",
+                                error = %failed.error(),
+                                "a kept-alive connection closed under an idempotent request: sending it again on a new one"
+                            );
+                            request = replay.request();
+                        }
+                        None => return Err(self.hyper_error(failed.into_error())),
+                    },
                     _ => return Err(self.hyper_error(failed.into_error())),
                 },
             }

@@ -20,6 +20,8 @@
 //! - `/big?bytes=N`: 200 with `Content-Length: N` and N bytes, byte i being
 //!   `b'a' + i % 26`, written in 64 KiB chunks (400 without a count).
 //! - `/ok`: 200, `ok\n`.
+//! - `/uri`: 200 and the request's URI as the handler sees it (scheme,
+//!   authority, path), then a newline.
 //! - `/count`: 200 and how many requests this instance has answered, this
 //!   one included (`1\n` when every request gets an instance of its own).
 //! - `POST /consume`: reads the whole request body, then answers 200
@@ -62,6 +64,7 @@ async fn main(mut request: Request<Body>) -> Result<Response<Body>, Error> {
         "/slow" => slow(),
         "/big" => big(request.uri()),
         "/ok" => plain(StatusCode::OK, "ok\n"),
+        "/uri" => Response::new(Body::from(format!("{}\n", request.uri()))),
         "/count" => {
             let n = ANSWERED.fetch_add(1, Ordering::Relaxed) + 1;
             Response::new(Body::from(format!("{n}\n")))

@@ -1,0 +1,262 @@
+//! One client connection: HTTP/1.1 or HTTP/2 (by the client's first
+//! bytes, or TLS's ALPN), under the server's bounds, closed when idle.
+//!
+//! HTTP/2 carries many requests on one connection, so the bounds that
+//! HTTP/1.1 gets from one request per connection are set here instead:
+//! requests at once across the server ([`Requests`]), streams per
+//! connection ([`H2_MAX_STREAMS`]), and what a connection buffers either
+//! way ([`H2_WINDOW`], [`H2_SEND_BUFFER`]).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use http_body::{Body, Frame, SizeHint};
+
+use hyper::Request;
+use hyper::body::Incoming;
+use hyper::rt::Executor;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::request::{Shared, text};
+use crate::net::Limits;
+
+/// Streams one HTTP/2 client may have open at once: 100, the least RFC
+/// 9113 (section 6.5.2) asks a server to allow, and what browsers expect
+/// to multiplex a page over one connection. The server-wide bound on
+/// requests at once (`--max-http-connections`) holds whatever this
+/// allows.
+pub const H2_MAX_STREAMS: u32 = 100;
+
+/// HTTP/2 flow-control window, per stream and per connection: 256 KiB of
+/// request body a client may send before the handler reads it. The
+/// protocol's default (64 KiB) holds a fast upload to one window per
+/// round trip; 256 KiB keeps a LAN upload at wire speed while a
+/// connection still buffers at most this much of what its client sent.
+pub const H2_WINDOW: u32 = 256 << 10;
+
+/// HTTP/2 response bytes one stream may queue for a client that is slow
+/// to read: 64 KiB, so a client with many open streams holds at most this
+/// much per request of the server's memory; a handler writing more waits
+/// (hyper's default is 400 KiB).
+pub const H2_SEND_BUFFER: usize = 64 << 10;
+
+/// The server-wide bound on requests being answered at once, of HTTP/1.1
+/// and HTTP/2 alike: `--max-http-connections` of them. An HTTP/1.1
+/// connection has at most one request at a time, so the bound only ever
+/// refuses HTTP/2 streams past it (with a 503), which would otherwise let
+/// each connection hold [`H2_MAX_STREAMS`] requests' heads and bodies.
+#[derive(Clone)]
+pub(super) struct Requests(Arc<Semaphore>);
+
+impl Requests {
+    pub(super) fn new(limits: &Limits) -> Requests {
+        Requests(Arc::new(Semaphore::new(
+            limits.max_http_connections.max(1) as usize
+        )))
+    }
+
+    fn try_take(&self) -> Option<OwnedSemaphorePermit> {
+        Arc::clone(&self.0).try_acquire_owned().ok()
+    }
+}
+
+/// Runs hyper's tasks for HTTP/2 streams on the server's task tracker, so
+/// that a stopping server waits for them as for connections.
+#[derive(Clone)]
+struct Tracked(TaskTracker);
+
+impl<F> Executor<F> for Tracked
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    fn execute(&self, future: F) {
+        self.0.spawn(future);
+    }
+}
+
+/// When a connection last had no handler running, and how many it has:
+/// an HTTP/2 connection with none for the idle time is closed (HTTP/1.1's
+/// idle bound is hyper's header-read timeout, which HTTP/2 lacks).
+#[derive(Clone)]
+struct Activity(Arc<Mutex<(u32, Instant)>>);
+
+impl Activity {
+    fn new() -> Activity {
+        Activity(Arc::new(Mutex::new((0, Instant::now()))))
+    }
+
+    fn update(&self, f: impl FnOnce(&mut u32)) {
+        let mut state = self
+            .0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        f(&mut state.0);
+        state.1 = Instant::now();
+    }
+
+    fn begin(&self) -> Busy {
+        self.update(|n| *n += 1);
+        Busy(self.clone())
+    }
+
+    /// Resolves once no handler has run on the connection for `idle`.
+    async fn idle_for(&self, idle: Duration) {
+        loop {
+            let (busy, since) = *self
+                .0
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            if busy == 0 && since.elapsed() >= idle {
+                return;
+            }
+            let wake = if busy == 0 {
+                since + idle
+            } else {
+                Instant::now() + idle
+            };
+            tokio::time::sleep_until(wake).await;
+        }
+    }
+}
+
+/// One handler running on a connection, until dropped.
+struct Busy(Activity);
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.update(|n| *n = n.saturating_sub(1));
+    }
+}
+
+/// A response body that holds its request's places (on the connection,
+/// and among the server's requests at once) until it is sent or dropped:
+/// a handler's request is in flight until its body ends, not just until
+/// its head is ready.
+struct Holding<B> {
+    body: B,
+    _busy: Busy,
+    _permit: Option<OwnedSemaphorePermit>,
+}
+
+impl<B: Body + Unpin> Body for Holding<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<B::Data>, B::Error>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
+/// What every connection is served with.
+pub(super) struct Serving {
+    pub(super) shared: Arc<Shared>,
+    pub(super) requests: Requests,
+    pub(super) tracker: TaskTracker,
+    pub(super) stopping: CancellationToken,
+    pub(super) header_bound: usize,
+    pub(super) idle: Duration,
+    pub(super) tls: bool,
+}
+
+impl Serving {
+    /// Serves one client on `io` until it closes, errs, idles past the
+    /// bound, or the server stops (then the requests in flight finish).
+    pub(super) async fn connection<I>(
+        &self,
+        io: I,
+    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>>
+    where
+        I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let activity = Activity::new();
+        let shared = Arc::clone(&self.shared);
+        let requests = self.requests.clone();
+        let tls = self.tls;
+        let seen = activity.clone();
+        let service = hyper::service::service_fn(move |request: Request<Incoming>| {
+            let shared = Arc::clone(&shared);
+            let permit = requests.try_take();
+            let busy = seen.begin();
+            async move {
+                let response = match permit {
+                    Some(_) => shared.handle(request, tls).await,
+                    None => {
+                        tracing::debug!(target: "moat::http", "a request past the server's bound on requests at once");
+                        text(
+                            hyper::StatusCode::SERVICE_UNAVAILABLE,
+                            format!(
+                                "the server is answering its {} requests at once\n",
+                                crate::setting::Setting::MaxHttpConnections.flag()
+                            ),
+                        )
+                    }
+                };
+                Ok::<_, std::convert::Infallible>(response.map(|body| Holding {
+                    body,
+                    _busy: busy,
+                    _permit: permit,
+                }))
+            }
+        });
+        let mut builder = auto::Builder::new(Tracked(self.tracker.clone()));
+        builder
+            .http1()
+            .timer(TokioTimer::new())
+            .header_read_timeout(self.idle)
+            .max_buf_size(self.header_bound)
+            .keep_alive(true);
+        builder
+            .http2()
+            .timer(TokioTimer::new())
+            .max_concurrent_streams(H2_MAX_STREAMS)
+            .max_header_list_size(u32::try_from(self.header_bound).unwrap_or(u32::MAX))
+            .initial_stream_window_size(H2_WINDOW)
+            .initial_connection_window_size(H2_WINDOW)
+            .max_send_buf_size(H2_SEND_BUFFER);
+        let conn = builder.serve_connection(TokioIo::new(io), service);
+        let mut conn = std::pin::pin!(conn);
+        let mut closing = false;
+        let idle = self.idle;
+        loop {
+            tokio::select! {
+                ended = conn.as_mut() => return ended,
+                () = self.stopping.cancelled(), if !closing => {
+                    conn.as_mut().graceful_shutdown();
+                    closing = true;
+                }
+                () = activity.idle_for(idle), if !closing => {
+                    tracing::debug!(target: "moat::http", "closing an idle connection");
+                    conn.as_mut().graceful_shutdown();
+                    closing = true;
+                }
+                // HTTP/2's graceful close waits for the client to answer a
+                // PING; one that never does is dropped an idle time later.
+                () = activity.idle_for(idle + idle), if closing => {
+                    tracing::debug!(target: "moat::http", "dropping a connection that did not close");
+                    return Ok(());
+                }
+            }
+        }
+    }
+}
