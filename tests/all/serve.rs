@@ -1025,6 +1025,23 @@ async fn serve_runs_at_most_max_instances_handlers_and_the_rest_wait() {
     );
 }
 
+/// A test CA and a leaf for `localhost`, written to a directory of their
+/// own (`ca.pem`, `cert.pem`, `key.pem`): the directory and moat serve's
+/// `--tls-cert=` and `--tls-key=` flags for them.
+fn tls_files(name: &str) -> (PathBuf, String, String) {
+    let ca = crate::support::certs::Ca::new("moat serve test CA");
+    let leaf = ca.leaf(&["localhost"]);
+    let dir =
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("ca.pem"), ca.pem()).unwrap();
+    std::fs::write(dir.join("cert.pem"), &leaf.cert_pem).unwrap();
+    std::fs::write(dir.join("key.pem"), &leaf.key_pem).unwrap();
+    let cert = format!("--tls-cert={}", dir.join("cert.pem").display());
+    let key = format!("--tls-key={}", dir.join("key.pem").display());
+    (dir, cert, key)
+}
+
 /// `--tls-cert`/`--tls-key`: HTTPS, verified by curl against the test's
 /// CA for the name in the certificate; a plain-HTTP client gets nothing
 /// served, and a client that stalls its handshake is let go.
@@ -1033,16 +1050,7 @@ async fn serve_speaks_https_with_the_certificate_given() {
     if !have("curl") {
         return;
     }
-    let ca = crate::support::certs::Ca::new("moat serve test CA");
-    let leaf = ca.leaf(&["localhost"]);
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("serve-tls-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("ca.pem"), ca.pem()).unwrap();
-    std::fs::write(dir.join("cert.pem"), &leaf.cert_pem).unwrap();
-    std::fs::write(dir.join("key.pem"), &leaf.key_pem).unwrap();
-    let cert = format!("--tls-cert={}", dir.join("cert.pem").display());
-    let key = format!("--tls-key={}", dir.join("key.pem").display());
+    let (dir, cert, key) = tls_files("serve-tls");
     let server = Serve::start(
         guests::WSTD_SERVE,
         &[&cert, &key, "--tls-handshake-timeout=1s"],
@@ -1271,16 +1279,7 @@ async fn serve_speaks_http2_over_tls_by_alpn_and_tells_the_handler_https() {
     if !have("curl") {
         return;
     }
-    let ca = crate::support::certs::Ca::new("moat serve h2 test CA");
-    let leaf = ca.leaf(&["localhost"]);
-    let dir =
-        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("serve-h2-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("ca.pem"), ca.pem()).unwrap();
-    std::fs::write(dir.join("cert.pem"), &leaf.cert_pem).unwrap();
-    std::fs::write(dir.join("key.pem"), &leaf.key_pem).unwrap();
-    let cert = format!("--tls-cert={}", dir.join("cert.pem").display());
-    let key = format!("--tls-key={}", dir.join("key.pem").display());
+    let (dir, cert, key) = tls_files("serve-h2");
     let server = Serve::start(guests::HTTP_HOSTILE, &[&cert, &key]).await;
     let url = format!("https://localhost:{}/uri", server.addr.port());
     for (version, expect) in [("--http2", "2"), ("--http1.1", "1.1")] {
