@@ -899,3 +899,50 @@ async fn an_http2_request_pays_its_stream_from_the_runs_host_memory() {
     let done = run_with(guests::HTTP_PROBE, run(400 << 10), &["fetch", &url]).await;
     assert_eq!(done.stdout, "status: 200\nover h2\n", "{}", done.stderr);
 }
+
+/// An upstream whose accept queue is full, so the kernel drops the SYN
+/// and the TCP handshake never completes: the request fails with
+/// `connection-timeout` at `--http-connect-timeout`, not after the
+/// kernel's own minutes of retries.
+#[tokio::test]
+async fn a_connect_that_never_completes_fails_at_the_connect_timeout() {
+    use socket2::{Domain, Socket, Type};
+    let listener = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+    let any: std::net::SocketAddr = "127.0.0.1:0".parse().unwrap();
+    listener.bind(&any.into()).unwrap();
+    listener.listen(0).unwrap();
+    let addr = listener.local_addr().unwrap().as_socket().unwrap();
+    // Connections nobody accepts, until the queue takes no more: the
+    // next connect's SYN goes unanswered.
+    let mut queued = Vec::new();
+    let full = tokio::task::spawn_blocking(move || {
+        for _ in 0..16 {
+            match std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1)) {
+                Ok(stream) => queued.push(stream),
+                Err(_) => return Some(queued),
+            }
+        }
+        None
+    })
+    .await
+    .unwrap();
+    let Some(_queued) = full else {
+        panic!("16 connections to a listener with backlog 0 all completed");
+    };
+    let names = Names::new(&[]);
+    let options = RunOptions::new(grant(&addr.to_string()))
+        .resolver(Arc::clone(&names) as Arc<dyn Resolver>)
+        .limits(limits(|l| l.http_connect_timeout = Duration::from_secs(1)));
+    let done = run_with(
+        guests::HTTP_PROBE,
+        options,
+        &["fetch", &format!("http://{addr}/")],
+    )
+    .await;
+    assert_eq!(
+        done.stdout, "error: ErrorCode::ConnectionTimeout\n",
+        "{}",
+        done.stderr
+    );
+    drop(listener);
+}

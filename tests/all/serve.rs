@@ -1025,6 +1025,68 @@ async fn serve_runs_at_most_max_instances_handlers_and_the_rest_wait() {
     );
 }
 
+/// A request that finds no handler instance free within its `--timeout`
+/// gets a 503 naming `--max-instances`, and the server goes on. A holds
+/// the only instance until its time is up; of B and C, sent next, one
+/// takes the instance then and holds it for its own time, so the other
+/// is still waiting when its time is up, whichever came first.
+#[tokio::test]
+async fn serve_answers_503_when_no_instance_frees_within_the_request_time() {
+    let server = Serve::start(guests::HTTP_HOSTILE, &["--max-instances=1", "--timeout=2s"]).await;
+    let addr = server.addr;
+    let mut a = TcpStream::connect(addr).await.unwrap();
+    a.write_all(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut a = BufReader::new(a);
+    let mut line = String::new();
+    while !line.contains("tick") {
+        line.clear();
+        within("A's first tick", a.read_line(&mut line))
+            .await
+            .unwrap();
+    }
+    let slow = || {
+        tokio::spawn(async move {
+            let mut stream = TcpStream::connect(addr).await.unwrap();
+            stream
+                .write_all(b"GET /slow HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                .await
+                .unwrap();
+            let mut all = Vec::new();
+            let _ = stream.read_to_end(&mut all).await;
+            String::from_utf8_lossy(&all).into_owned()
+        })
+    };
+    let (b, c) = (slow(), slow());
+    // A's body is cut off when its time is up: the connection closes
+    // without the last chunk, so the client knows it is not whole.
+    let mut rest = Vec::new();
+    let _ = within("A's handler stopped at its time", a.read_to_end(&mut rest)).await;
+    assert!(
+        !rest.ends_with(b"0\r\n\r\n"),
+        "A's cut-off body ended as if whole: {:?}",
+        String::from_utf8_lossy(&rest)
+    );
+    let mut answers = [
+        within("B's answer", b).await.unwrap(),
+        within("C's answer", c).await.unwrap(),
+    ];
+    answers.sort_by_key(|answer| !answer.starts_with("HTTP/1.1 503"));
+    assert!(
+        answers[0].starts_with("HTTP/1.1 503") && answers[0].contains("--max-instances"),
+        "one of B and C should find no instance in time: {answers:?}"
+    );
+    assert!(
+        answers[1].starts_with("HTTP/1.1 200")
+            && answers[1].contains("tick")
+            && !answers[1].ends_with("0\r\n\r\n"),
+        "the other should be served once A's time was up, and cut off at its own: {answers:?}"
+    );
+    let after = get(addr, "/ok").await;
+    assert_eq!((after.status, after.text()), (200, "ok\n".to_owned()));
+}
+
 /// A test CA and a leaf for `localhost`, written to a directory of their
 /// own (`ca.pem`, `cert.pem`, `key.pem`): the directory and moat serve's
 /// `--tls-cert=` and `--tls-key=` flags for them.

@@ -19,7 +19,7 @@ use wasmtime_wasi_http::p3::Request as P3Request;
 use wasmtime_wasi_http::p3::bindings::ServicePre;
 
 use super::DEFAULT_REQUEST_TIMEOUT;
-use super::body::{Exceeded, LimitedBody, Watched};
+use super::body::{Cut, Exceeded, LimitedBody, Stopped, Watched};
 use crate::bindings::http::HttpView;
 use crate::bounds::{MemoryLimitReached, TimeLimitReached, deadline_callback};
 use crate::error::MoatError;
@@ -154,6 +154,8 @@ impl Shared {
         store.epoch_deadline_callback(move |_| callback());
 
         let pre = self.pre.clone();
+        let stopped = Stopped::default();
+        let stopping = stopped.clone();
         let (sender, receiver) = tokio::sync::oneshot::channel();
         let handler = match pre {
             Template::P2(pre) => {
@@ -176,6 +178,9 @@ impl Shared {
                             .await
                     };
                     let ended = bounded(limit, spelling, call).await;
+                    if ended.is_err() {
+                        stopping.set();
+                    }
                     // The instance's place is given back once its memory is.
                     drop(store);
                     drop(instance);
@@ -228,6 +233,9 @@ impl Shared {
                             .await?
                     };
                     let ended = bounded(limit, spelling, call).await;
+                    if ended.is_err() {
+                        stopping.set();
+                    }
                     drop(store);
                     drop(instance);
                     ended
@@ -236,7 +244,7 @@ impl Shared {
         };
         let answered = receiver.await;
         let response = match answered {
-            Ok(Ok(response)) => response,
+            Ok(Ok(response)) => response.map(|body| Cut::new(body, stopped).boxed_unsync()),
             Ok(Err(code)) => {
                 tracing::debug!(target: "moat::http", ?code, "the handler answered with an error");
                 internal(&format!("the handler failed: {code:?}"))
