@@ -307,6 +307,7 @@ impl Moat {
                 }
             }
         };
+        store.data().moat.http.guest_gone();
         drop(store);
         finish.await;
         ended

@@ -946,3 +946,123 @@ async fn a_connect_that_never_completes_fails_at_the_connect_timeout() {
     );
     drop(listener);
 }
+
+/// What an upstream saw of a chunked upload.
+#[derive(Debug, PartialEq)]
+pub(crate) struct Upload {
+    pub(crate) bytes: Vec<u8>,
+    /// Whether the last chunk (`0\r\n\r\n`) came: the body said it was whole.
+    pub(crate) ended: bool,
+}
+
+/// An upstream that answers a request's head at once (a streaming
+/// response it never finishes) and then reads its chunked body until the
+/// last chunk or the connection's end.
+pub(crate) async fn upload_sink() -> (u16, tokio::sync::oneshot::Receiver<Upload>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        let (mut stream, _) = listener.accept().await.unwrap();
+        let mut buf = Vec::new();
+        let head_end = loop {
+            if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                break i + 4;
+            }
+            let mut chunk = [0u8; 8192];
+            match stream.read(&mut chunk).await {
+                Ok(0) | Err(_) => panic!("the request's head never came"),
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        };
+        let head = String::from_utf8_lossy(&buf[..head_end]).to_ascii_lowercase();
+        assert!(head.contains("transfer-encoding: chunked"), "{head}");
+        buf.drain(..head_end);
+        stream
+            .write_all(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n")
+            .await
+            .unwrap();
+        // Chunk by chunk; a short read at the end is the connection closing.
+        let mut bytes = Vec::new();
+        let mut ended = false;
+        loop {
+            let line = loop {
+                if let Some(i) = buf.windows(2).position(|w| w == b"\r\n") {
+                    break Some(i);
+                }
+                let mut chunk = [0u8; 65536];
+                match stream.read(&mut chunk).await {
+                    Ok(0) | Err(_) => break None,
+                    Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                }
+            };
+            let Some(line) = line else { break };
+            let size = usize::from_str_radix(std::str::from_utf8(&buf[..line]).unwrap().trim(), 16)
+                .unwrap();
+            buf.drain(..line + 2);
+            let mut closed = false;
+            while buf.len() < size + 2 {
+                let mut chunk = [0u8; 65536];
+                match stream.read(&mut chunk).await {
+                    Ok(0) | Err(_) => {
+                        closed = true;
+                        break;
+                    }
+                    Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                }
+            }
+            if closed {
+                bytes.extend_from_slice(&buf[..size.min(buf.len())]);
+                break;
+            }
+            bytes.extend_from_slice(&buf[..size]);
+            buf.drain(..size + 2);
+            if size == 0 {
+                ended = true;
+                break;
+            }
+        }
+        let _ = tx.send(Upload { bytes, ended });
+    });
+    (port, rx)
+}
+
+#[tokio::test]
+async fn an_upload_whose_guest_trapped_is_cut_off_never_ended_as_whole() {
+    // wasmtime-wasi-http ends a guest's request body cleanly when the
+    // guest's store goes away without finishing it; the server would take
+    // the first 300,000 bytes for the whole upload.
+    let (port, seen) = upload_sink().await;
+    let names = Names::new(&[]);
+    let url = format!("http://127.0.0.1:{port}/upload");
+    let done = probe(
+        grant(&format!("127.0.0.1:{port}")),
+        &names,
+        &["post-then-trap", &url, "300000"],
+    )
+    .await;
+    assert!(
+        matches!(done.exit, Err(moat_host::MoatError::Trap(_))),
+        "the guest should trap: {:?}\n{}",
+        done.exit,
+        done.stderr
+    );
+    assert_eq!(done.stdout, "sent 300000\nstatus: 200\n", "{}", done.stderr);
+    let upload = tokio::time::timeout(Duration::from_secs(60), seen)
+        .await
+        .expect("the upstream's connection was never closed")
+        .unwrap();
+    let expected: Vec<u8> = (0..300_000u64).map(|i| b'a' + (i % 26) as u8).collect();
+    assert!(
+        !upload.ended,
+        "the cut-off upload was ended as if whole, after {} bytes",
+        upload.bytes.len()
+    );
+    // The run's connections close when it ends, so the server may get
+    // less than the guest handed over: but only the guest's bytes, in order.
+    assert!(
+        expected.starts_with(&upload.bytes),
+        "{} bytes arrived, not a prefix of the guest's",
+        upload.bytes.len()
+    );
+}

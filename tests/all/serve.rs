@@ -759,6 +759,45 @@ async fn serve_answers_500_to_a_handler_that_traps_spins_or_grows_and_goes_on() 
 }
 
 #[tokio::test]
+async fn serve_cuts_off_the_upload_of_a_handler_that_trapped_mid_way() {
+    // The handler's instance is dropped with its upstream POST unfinished;
+    // wasmtime-wasi-http alone would end the chunked body there, and the
+    // upstream would take 300,000 bytes for the whole upload.
+    let (port, seen) = crate::http::upload_sink().await;
+    let server = Serve::start(
+        guests::HTTP_HOSTILE,
+        &[&format!("--allow-net=127.0.0.1:{port}")],
+    )
+    .await;
+    let answer = get(
+        server.addr,
+        &format!("/upload-then-trap?port={port}&bytes=300000"),
+    )
+    .await;
+    assert_eq!(
+        (answer.status, answer.text().as_str()),
+        (500, "the handler trapped\n"),
+        "{answer:?}"
+    );
+    let upload = within("the upstream's connection closing", seen)
+        .await
+        .expect("the upstream saw the request");
+    assert!(
+        !upload.ended,
+        "the cut-off upload was ended as if whole, after {} bytes",
+        upload.bytes.len()
+    );
+    // Every byte the handler handed over arrived, in order, before the cut.
+    let expected: Vec<u8> = (0..300_000u64).map(|i| b'a' + (i % 26) as u8).collect();
+    assert!(
+        upload.bytes == expected,
+        "{} bytes arrived of the 300000 the handler wrote",
+        upload.bytes.len()
+    );
+    assert_eq!(get(server.addr, "/ok").await.status, 200);
+}
+
+#[tokio::test]
 async fn serve_cuts_off_a_client_whose_header_never_ends_and_serves_the_next() {
     let server = Serve::start(
         guests::WSTD_SERVE,

@@ -26,6 +26,7 @@ use wasmtime_wasi_http::{
 
 use crate::net::{
     BoxError, HttpClient, HttpError as CoreError, HttpRequestOptions, Net, NetError, Notices,
+    Unfinished, WriterGone,
 };
 
 /// One run's wasi:http state: wasmtime-wasi-http's context and moat's
@@ -46,8 +47,18 @@ impl HttpState {
             hooks: MoatHooks {
                 client: net.http_client(),
                 notices,
+                gone: WriterGone::default(),
             },
         }
+    }
+
+    /// The guest is going away: request bodies it has not finished fail
+    /// from now on instead of ending (see [`Unfinished`]). Called before
+    /// the store is dropped, since a 0.3 body's ends live in the store's
+    /// own state, which is dropped before its data; dropping this state
+    /// does it too.
+    pub(crate) fn guest_gone(&self) {
+        self.hooks.gone.set();
     }
 
     /// The view wasmtime-wasi-http's host functions take.
@@ -74,9 +85,21 @@ impl HttpState {
     }
 }
 
+impl Drop for HttpState {
+    fn drop(&mut self) {
+        // For a store dropped without `guest_gone` (an embedder's): a 0.2
+        // body's sending end lives in the resource table, so with the
+        // table dropped after this state (declared after it, as in moat's
+        // own store data) its unfinished bodies still fail.
+        self.guest_gone();
+    }
+}
+
 struct MoatHooks {
     client: HttpClient,
     notices: Notices,
+    /// Set when the guest is gone; the request bodies it wrote check it.
+    gone: WriterGone,
 }
 
 type IoFuture = Box<dyn Future<Output = Result<(), WasiHttpError>> + Send>;
@@ -96,7 +119,14 @@ impl WasiHttpHooks for MoatHooks {
             first_byte_timeout: options.and_then(|o| o.first_byte_timeout),
             between_bytes_timeout: options.and_then(|o| o.between_bytes_timeout),
         };
-        let request = request.map(|body| body.map_err(|e| Box::new(e) as BoxError).boxed_unsync());
+        let gone = self.gone.clone();
+        let request = request.map(|body| {
+            Unfinished::new(
+                body.map_err(|e| Box::new(e) as BoxError).boxed_unsync(),
+                gone,
+            )
+            .boxed_unsync()
+        });
         Box::new(async move {
             match client.send(request, options).await {
                 Ok(response) => {

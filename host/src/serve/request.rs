@@ -181,6 +181,7 @@ impl Shared {
                     if ended.is_err() {
                         stopping.set();
                     }
+                    store.data().moat.http.guest_gone();
                     // The instance's place is given back once its memory is.
                     drop(store);
                     drop(instance);
@@ -236,6 +237,7 @@ impl Shared {
                     if ended.is_err() {
                         stopping.set();
                     }
+                    store.data().moat.http.guest_gone();
                     drop(store);
                     drop(instance);
                     ended

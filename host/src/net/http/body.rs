@@ -1,8 +1,11 @@
-//! A response body as the guest reads it: hyper's, with the wait between
-//! two pieces bounded, and the request's place among those in flight held
-//! until it ends.
+//! The bodies of outgoing requests: a response body as the guest reads
+//! it (hyper's, with the wait between two pieces bounded, and the
+//! request's place among those in flight held until it ends), and a
+//! request body that fails rather than ends when its writer vanished.
 
 use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -12,7 +15,7 @@ use hyper::body::Incoming;
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::{Instant, Sleep};
 
-use super::HttpError;
+use super::{BoxError, HttpError, RequestBody};
 use crate::net::budget::Charge;
 
 /// The body of a response to an outgoing request.
@@ -83,5 +86,76 @@ impl Body for ResponseBody {
 
     fn size_hint(&self) -> SizeHint {
         self.incoming.size_hint()
+    }
+}
+
+/// Set once the program that writes request bodies is gone (its instance
+/// dropped), whether or not it finished them: a body that ends after this
+/// may have been cut short.
+#[derive(Clone, Debug, Default)]
+pub struct WriterGone(Arc<AtomicBool>);
+
+impl WriterGone {
+    /// The writer is gone; call before its bodies' sending ends are
+    /// dropped.
+    pub fn set(&self) {
+        self.0.store(true, Ordering::Release);
+    }
+
+    fn get(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
+}
+
+/// A request body whose end counts only while its writer is there.
+/// wasmtime-wasi-http's bodies (0.2 and 0.3) end cleanly when the guest's
+/// store is dropped with the body unfinished (a trap, `--timeout`, or a
+/// guest that exits mid-upload), so a server would take a chunked upload
+/// cut short for a whole one. With this, the body fails instead: hyper
+/// sends no last chunk (HTTP/1.1) or resets the stream (HTTP/2). A body
+/// the guest finished just before it went, whose end hyper had not yet
+/// read, fails too: the server is told of a failure that lost nothing,
+/// never the other way round.
+pub struct Unfinished {
+    inner: RequestBody,
+    gone: WriterGone,
+}
+
+impl Unfinished {
+    /// `inner`, failing at its end if `gone` was set by then.
+    pub fn new(inner: RequestBody, gone: WriterGone) -> Unfinished {
+        Unfinished { inner, gone }
+    }
+}
+
+impl Body for Unfinished {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        match Pin::new(&mut self.inner).poll_frame(cx) {
+            Poll::Ready(None) if self.gone.get() => {
+                tracing::debug!(target: "moat::http", "the guest was gone before its request body ended");
+                Poll::Ready(Some(Err(Box::new(HttpError::RequestBody(
+                    "the guest was gone before its request body ended".to_owned(),
+                )))))
+            }
+            polled => polled,
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        // wasmtime-wasi-http's streamed bodies never say they ended before
+        // their end is polled (which is where the check above runs); an
+        // empty body that the guest never wrote does, and has nothing to
+        // lose.
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
     }
 }

@@ -24,6 +24,10 @@
 //!   authority, path), then a newline.
 //! - `/count`: 200 and how many requests this instance has answered, this
 //!   one included (`1\n` when every request gets an instance of its own).
+//! - `/upload-then-trap?port=P&bytes=N`: POSTs a chunked body of N bytes
+//!   (byte i being `b'a' + i % 26`) to `http://127.0.0.1:P/upload`, never
+//!   finishing it, waits for the upstream's response head, then panics:
+//!   the upstream must see the upload cut off, not ended.
 //! - `POST /consume`: reads the whole request body, then answers 200
 //!   `read N\n`; a body the host cuts off answers 500 with the error.
 //! - anything else: 404.
@@ -65,12 +69,62 @@ async fn main(mut request: Request<Body>) -> Result<Response<Body>, Error> {
         "/big" => big(request.uri()),
         "/ok" => plain(StatusCode::OK, "ok\n"),
         "/uri" => Response::new(Body::from(format!("{}\n", request.uri()))),
+        "/upload-then-trap" => upload_then_trap(request.uri()),
         "/count" => {
             let n = ANSWERED.fetch_add(1, Ordering::Relaxed) + 1;
             Response::new(Body::from(format!("{n}\n")))
         }
         _ => plain(StatusCode::NOT_FOUND, "not found\n"),
     })
+}
+
+/// An upload the handler dies in the middle of, through raw wasi:http 0.2
+/// calls (so that nothing between could finish the body for it).
+fn upload_then_trap(uri: &Uri) -> ! {
+    use wasip2::http::outgoing_handler;
+    use wasip2::http::types::{Fields, Method as RawMethod, OutgoingRequest, Scheme};
+    let query = |key: &str| {
+        uri.query()
+            .unwrap_or_default()
+            .split('&')
+            .find_map(|pair| pair.strip_prefix(key)?.strip_prefix('='))
+            .and_then(|n| n.parse::<u64>().ok())
+    };
+    let (Some(port), Some(bytes)) = (query("port"), query("bytes")) else {
+        panic!("usage: /upload-then-trap?port=P&bytes=N");
+    };
+    let request = OutgoingRequest::new(Fields::new());
+    let set = request.set_method(&RawMethod::Post).is_ok()
+        && request.set_scheme(Some(&Scheme::Http)).is_ok()
+        && request
+            .set_authority(Some(&format!("127.0.0.1:{port}")))
+            .is_ok()
+        && request.set_path_with_query(Some("/upload")).is_ok();
+    assert!(set, "the request refused a part");
+    let body = request.body().expect("the body is there");
+    let future = outgoing_handler::handle(request, None).expect("the request is sent");
+    let stream = body.write().expect("the body's stream is there");
+    let mut sent = 0u64;
+    while sent < bytes {
+        let permit = stream.check_write().expect("the body takes bytes");
+        if permit == 0 {
+            stream.subscribe().block();
+            continue;
+        }
+        let end = bytes.min(sent + permit.min(BIG_CHUNK));
+        let chunk: Vec<u8> = (sent..end).map(|i| b'a' + (i % 26) as u8).collect();
+        stream.write(&chunk).expect("the body takes bytes");
+        sent = end;
+    }
+    stream.blocking_flush().expect("the body is flushed");
+    loop {
+        match future.get() {
+            Some(_) => break,
+            None => future.subscribe().block(),
+        }
+    }
+    // The body and its stream are still open.
+    panic!("http-hostile: the upload is left unfinished on purpose");
 }
 
 fn plain(status: StatusCode, body: &'static str) -> Response<Body> {

@@ -15,6 +15,10 @@
 //! http-probe post URL BYTES             POST a body of BYTES bytes (byte i is b'a' + i % 26),
 //!                                       written in 64 KiB chunks; print "sent N" once the
 //!                                       body is finished, then "status: N" and "received M"
+//! http-probe post-then-trap URL BYTES
+//!                                       POST a chunked body of BYTES bytes as post does,
+//!                                       never finished: print "sent N", wait for the
+//!                                       response's head, print "status: N", then trap
 //! http-probe flood N URL                start N GETs at once, then await each; print "ok X",
 //!                                       then "err ERR xCOUNT" for each distinct error, sorted
 //! http-probe timeouts URL CONNECT_MS FIRST_BYTE_MS BETWEEN_MS
@@ -64,6 +68,9 @@ fn main() {
         ("authority", Some(auth), scheme) => authority(auth, scheme),
         ("host-header", Some(url), Some(value)) => host_header(url, value),
         ("post", Some(url), Some(bytes)) => number(bytes).and_then(|n| post(url, n)),
+        ("post-then-trap", Some(url), Some(bytes)) => {
+            number(bytes).and_then(|n| post_then_trap(url, n))
+        }
         ("flood", Some(n), Some(url)) => number(n).and_then(|n| flood(n, url)),
         ("timeouts", Some(url), Some(connect)) => timeouts(url, connect, arg(3), arg(4)),
         ("sequential", Some(n), Some(url)) => number(n).and_then(|n| sequential(n, url)),
@@ -355,6 +362,28 @@ fn post(url: &str, bytes: u64) -> Result<(), Failure> {
     println!("status: {}", response.status());
     println!("received {}", body_length(&response)?);
     Ok(())
+}
+
+/// A guest that dies in the middle of an upload: the body is handed over
+/// but never finished, and the guest traps once the server has answered.
+/// The server must see the upload cut off, never a whole (shorter) body.
+fn post_then_trap(url: &str, bytes: u64) -> Result<(), Failure> {
+    let request = request(&parse_url(url)?, Method::Post, Fields::new())?;
+    let body = request
+        .body()
+        .map_err(|()| Failure::Guest("the request body was already taken"))?;
+    let future = outgoing_handler::handle(request, None)?;
+    let stream = body
+        .write()
+        .map_err(|()| Failure::Guest("the body stream was already taken"))?;
+    write_body(&stream, bytes)?;
+    println!("sent {bytes}");
+    let response = wait(&future)?;
+    println!("status: {}", response.status());
+    let _ = std::io::stdout().flush();
+    // The body and its stream are still open: the trap ends the guest
+    // with its upload unfinished.
+    std::process::abort()
 }
 
 /// Writes `total` bytes of the a-to-z pattern, 64 KiB at a time, each
