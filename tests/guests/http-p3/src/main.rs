@@ -8,6 +8,10 @@
 //!                          in 64 KiB chunks while the request is sent; print "sent N"
 //!                          once the whole body is written and the response has come,
 //!                          then "status: N" and "received M" (the response body's length)
+//! http-p3 post-then-trap URL BYTES
+//!                          POST BYTES bytes as post does, the trailers never written (so
+//!                          the body is never finished): print "sent N" once the body is
+//!                          written and the response's head has come, "status: N", then trap
 //! ```
 //!
 //! A request that fails (from `send`, or from the response body's trailers
@@ -47,6 +51,10 @@ impl wasip3::exports::cli::run::Guest for HttpP3 {
             ("fetch", Some(url), _) => fetch(url).await,
             ("post", Some(url), Some(bytes)) => match bytes.parse() {
                 Ok(bytes) => post(url, bytes).await,
+                Err(_) => Err(Failure::Usage(format!("{bytes:?} is not a number"))),
+            },
+            ("post-then-trap", Some(url), Some(bytes)) => match bytes.parse() {
+                Ok(bytes) => post_then_trap(url, bytes).await,
                 Err(_) => Err(Failure::Usage(format!("{bytes:?} is not a number"))),
             },
             (mode, _, _) => Err(Failure::Usage(format!(
@@ -118,6 +126,19 @@ fn request(
     method: Method,
     contents: Option<wasip3::wit_bindgen::StreamReader<u8>>,
 ) -> Result<Request, Failure> {
+    // Dropped unwritten, the trailers' writer sends its default: none.
+    let (_no_trailers, trailers) =
+        wasip3::wit_future::new::<Result<Option<Trailers>, ErrorCode>>(|| Ok(None));
+    request_with(url, method, contents, trailers)
+}
+
+/// As [`request`], with the body's trailers future given.
+fn request_with(
+    url: &str,
+    method: Method,
+    contents: Option<wasip3::wit_bindgen::StreamReader<u8>>,
+    trailers: wasip3::wit_bindgen::FutureReader<Result<Option<Trailers>, ErrorCode>>,
+) -> Result<Request, Failure> {
     let (scheme, rest) = url
         .split_once("://")
         .ok_or_else(|| Failure::Usage(format!("{url:?} is not a URL")))?;
@@ -135,9 +156,6 @@ fn request(
         "https" => Scheme::Https,
         other => Scheme::Other(other.to_owned()),
     };
-    // Dropped unwritten, the trailers' writer sends its default: none.
-    let (_no_trailers, trailers) =
-        wasip3::wit_future::new::<Result<Option<Trailers>, ErrorCode>>(|| Ok(None));
     let (request, _transmitted) = Request::new(Fields::new(), contents, trailers, None);
     request
         .set_method(&method)
@@ -197,6 +215,26 @@ async fn post(url: &str, bytes: u64) -> Result<(), Failure> {
     let body = read_body(response).await?;
     println!("received {}", body.len());
     Ok(())
+}
+
+/// A guest that dies in the middle of an upload: its bytes are written,
+/// but the trailers that would finish the body never are, and the guest
+/// traps once the server has answered.
+async fn post_then_trap(url: &str, bytes: u64) -> Result<(), Failure> {
+    let (writer, contents) = wasip3::wit_stream::new::<u8>();
+    let (unfinished, trailers) =
+        wasip3::wit_future::new::<Result<Option<Trailers>, ErrorCode>>(|| Ok(None));
+    let request = request_with(url, Method::Post, Some(contents), trailers)?;
+    let (written, response) = futures::join!(write_body(writer, bytes), client::send(request));
+    let response = response?;
+    written?;
+    println!("sent {bytes}");
+    println!("status: {}", response.get_status_code());
+    let _ = std::io::stdout().flush();
+    // The trailers' writer is still held: the trap ends the guest with
+    // its body unfinished.
+    std::hint::black_box(&unfinished);
+    std::process::abort()
 }
 
 /// Writes `total` bytes of the a-to-z pattern, 64 KiB at a time, then
