@@ -25,8 +25,8 @@ use wasmtime_wasi_http::{
 };
 
 use crate::net::{
-    BoxError, HttpClient, HttpError as CoreError, HttpRequestOptions, Net, NetError, Notices,
-    Unfinished, WriterGone,
+    Abandoned, BoxError, HttpClient, HttpError as CoreError, HttpRequestOptions, Net, NetError,
+    Notices, Unfinished, request_cut_short,
 };
 
 /// One run's wasi:http state: wasmtime-wasi-http's context and moat's
@@ -47,7 +47,7 @@ impl HttpState {
             hooks: MoatHooks {
                 client: net.http_client(),
                 notices,
-                gone: WriterGone::default(),
+                gone: Abandoned::default(),
             },
         }
     }
@@ -99,7 +99,7 @@ struct MoatHooks {
     client: HttpClient,
     notices: Notices,
     /// Set when the guest is gone; the request bodies it wrote check it.
-    gone: WriterGone,
+    gone: Abandoned,
 }
 
 type IoFuture = Box<dyn Future<Output = Result<(), WasiHttpError>> + Send>;
@@ -121,11 +121,8 @@ impl WasiHttpHooks for MoatHooks {
         };
         let gone = self.gone.clone();
         let request = request.map(|body| {
-            Unfinished::new(
-                body.map_err(|e| Box::new(e) as BoxError).boxed_unsync(),
-                gone,
-            )
-            .boxed_unsync()
+            let body = body.map_err(|e| Box::new(e) as BoxError).boxed_unsync();
+            Unfinished::new(body, gone, request_cut_short).boxed_unsync()
         });
         Box::new(async move {
             match client.send(request, options).await {

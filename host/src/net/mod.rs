@@ -43,8 +43,9 @@ pub use address_gate::{AddressGate, AddressUse, LookupError, Notices};
 pub use dns::{Addresses, Answer, AnswerLookup, Lookup, Resolver, SystemResolver};
 pub use error::NetError;
 pub use http::{
-    BoxError, CONNECTION_BYTES, HttpClient, HttpError, HttpRequestOptions, MIN_HTTP_HEADER_SIZE,
-    POOL_IDLE_TIMEOUT, POOL_MAX_PER_AUTHORITY, RequestBody, ResponseBody, Unfinished, WriterGone,
+    Abandoned, BoxError, CONNECTION_BYTES, HttpClient, HttpError, HttpRequestOptions,
+    MIN_HTTP_HEADER_SIZE, POOL_IDLE_TIMEOUT, POOL_MAX_PER_AUTHORITY, RequestBody, ResponseBody,
+    Unfinished, request_cut_short,
 };
 pub use limits::{
     ACCEPT_QUEUE, DEFAULT_ANSWER_LIFETIME, DEFAULT_CLOSE_LINGER,

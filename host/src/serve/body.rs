@@ -78,63 +78,14 @@ impl Body for LimitedBody {
     }
 }
 
-/// Set by a handler's task when the handler ended in an error (a trap, or
-/// its memory or time used up), before its instance is dropped.
-#[derive(Clone, Default)]
-pub(crate) struct Stopped(Arc<AtomicBool>);
-
-impl Stopped {
-    pub(crate) fn set(&self) {
-        self.0.store(true, Ordering::Release);
-    }
-}
-
-/// A response body that fails, rather than ends, when its handler was
-/// stopped before finishing it. wasmtime-wasi-http ends a 0.2 body
-/// cleanly when the instance is dropped without `finish` being called, so
-/// a client would take a body cut off by `--timeout` for a whole one;
-/// with this, HTTP/1.1 closes the connection without the last chunk and
-/// HTTP/2 resets the stream. (A handler that finished its body and then
-/// trapped before hyper read the end is reported as cut off too: the
-/// client is told of a failure that did not lose its bytes, never the
-/// other way round.)
-pub(crate) struct Cut<B> {
-    inner: B,
-    stopped: Stopped,
-}
-
-impl<B> Cut<B> {
-    pub(crate) fn new(inner: B, stopped: Stopped) -> Cut<B> {
-        Cut { inner, stopped }
-    }
-}
-
-impl<B: Body<Data = Bytes, Error = WasiHttpError> + Unpin> Body for Cut<B> {
-    type Data = Bytes;
-    type Error = WasiHttpError;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, WasiHttpError>>> {
-        match Pin::new(&mut self.inner).poll_frame(cx) {
-            Poll::Ready(None) if self.stopped.0.load(Ordering::Acquire) => {
-                tracing::debug!(target: "moat::http", "the handler was stopped before its response body ended");
-                Poll::Ready(Some(Err(WasiHttpError::InternalError(Some(
-                    "the handler was stopped before its response body ended".to_owned(),
-                )))))
-            }
-            polled => polled,
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
-    }
+/// The error of a response body whose handler was stopped before it
+/// ended it (see [`Unfinished`](crate::net::Unfinished), which the
+/// handler's task arms when the handler ends in an error: a trap, or its
+/// memory or time used up).
+pub(crate) fn response_cut_short() -> WasiHttpError {
+    WasiHttpError::InternalError(Some(
+        "the handler was stopped before its response body ended".to_owned(),
+    ))
 }
 
 /// A response body that says when it is over (read to its end, failed,

@@ -19,13 +19,13 @@ use wasmtime_wasi_http::p3::Request as P3Request;
 use wasmtime_wasi_http::p3::bindings::ServicePre;
 
 use super::DEFAULT_REQUEST_TIMEOUT;
-use super::body::{Cut, Exceeded, LimitedBody, Stopped, Watched};
+use super::body::{Exceeded, LimitedBody, Watched, response_cut_short};
 use crate::bindings::http::HttpView;
 use crate::bounds::{MemoryLimitReached, TimeLimitReached, deadline_callback};
 use crate::error::MoatError;
 use crate::kit::{self, MoatCtx};
 use crate::moat::RunState;
-use crate::net::{Net, Notices};
+use crate::net::{Abandoned, Net, Notices, Unfinished};
 use crate::options::RunOptions;
 
 /// How often the server's ticker interrupts running handlers so that each
@@ -154,7 +154,11 @@ impl Shared {
         store.epoch_deadline_callback(move |_| callback());
 
         let pre = self.pre.clone();
-        let stopped = Stopped::default();
+        // Set only when the handler ends in an error, not at every store
+        // drop as for the guest's own request bodies: a handler returns
+        // right after finishing its body, often before hyper has read the
+        // end, and that whole body would be reported cut off.
+        let stopped = Abandoned::default();
         let stopping = stopped.clone();
         let (sender, receiver) = tokio::sync::oneshot::channel();
         let handler = match pre {
@@ -246,7 +250,8 @@ impl Shared {
         };
         let answered = receiver.await;
         let response = match answered {
-            Ok(Ok(response)) => response.map(|body| Cut::new(body, stopped).boxed_unsync()),
+            Ok(Ok(response)) => response
+                .map(|body| Unfinished::new(body, stopped, response_cut_short).boxed_unsync()),
             Ok(Err(code)) => {
                 tracing::debug!(target: "moat::http", ?code, "the handler answered with an error");
                 internal(&format!("the handler failed: {code:?}"))

@@ -1,7 +1,8 @@
 //! The bodies of outgoing requests: a response body as the guest reads
 //! it (hyper's, with the wait between two pieces bounded, and the
-//! request's place among those in flight held until it ends), and a
-//! request body that fails rather than ends when its writer vanished.
+//! request's place among those in flight held until it ends), and a body
+//! of the guest's that fails, rather than ends, when the guest left it
+//! unfinished.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -15,7 +16,7 @@ use hyper::body::Incoming;
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::{Instant, Sleep};
 
-use super::{BoxError, HttpError, RequestBody};
+use super::{BoxError, HttpError};
 use crate::net::budget::Charge;
 
 /// The body of a response to an outgoing request.
@@ -89,14 +90,14 @@ impl Body for ResponseBody {
     }
 }
 
-/// Set once the program that writes request bodies is gone (its instance
-/// dropped), whether or not it finished them: a body that ends after this
-/// may have been cut short.
+/// Set once a body's writer has left it: the guest is gone (its store
+/// dropped) or was stopped. A body that ends after this may have been cut
+/// short.
 #[derive(Clone, Debug, Default)]
-pub struct WriterGone(Arc<AtomicBool>);
+pub struct Abandoned(Arc<AtomicBool>);
 
-impl WriterGone {
-    /// The writer is gone; call before its bodies' sending ends are
+impl Abandoned {
+    /// The writer has left; call before its bodies' sending ends are
     /// dropped.
     pub fn set(&self) {
         self.0.store(true, Ordering::Release);
@@ -107,42 +108,53 @@ impl WriterGone {
     }
 }
 
-/// A request body whose end counts only while its writer is there.
-/// wasmtime-wasi-http's bodies (0.2 and 0.3) end cleanly when the guest's
-/// store is dropped with the body unfinished (a trap, `--timeout`, or a
-/// guest that exits mid-upload), so a server would take a chunked upload
-/// cut short for a whole one. With this, the body fails instead: hyper
-/// sends no last chunk (HTTP/1.1) or resets the stream (HTTP/2), and
-/// drops what it still had queued of the body. A body
-/// the guest finished just before it went, whose end hyper had not yet
-/// read, fails too: the server is told of a failure that lost nothing,
-/// never the other way round.
-pub struct Unfinished {
-    inner: RequestBody,
-    gone: WriterGone,
+/// A body whose end counts only while its writer has not left it.
+/// wasmtime-wasi-http's bodies, 0.2 and 0.3, request and response alike,
+/// end cleanly when the guest's store is dropped with the body unfinished
+/// (a trap, `--timeout`, or a guest that exits mid-body), so a peer would
+/// take a body cut short for a whole one. With this, the body fails
+/// instead, with `cut`'s error: hyper sends no last chunk (HTTP/1.1) or
+/// resets the stream (HTTP/2), and drops what it still had queued of the
+/// body. A body the guest finished just before it left, whose end hyper
+/// had not read yet, fails too: the peer is told of a failure that lost
+/// nothing, never the other way round.
+pub struct Unfinished<B: Body> {
+    inner: B,
+    abandoned: Abandoned,
+    cut: fn() -> B::Error,
 }
 
-impl Unfinished {
-    /// `inner`, failing at its end if `gone` was set by then.
-    pub fn new(inner: RequestBody, gone: WriterGone) -> Unfinished {
-        Unfinished { inner, gone }
+impl<B: Body> Unfinished<B> {
+    /// `inner`, failing with `cut()` at its end if `abandoned` was set by
+    /// then.
+    pub fn new(inner: B, abandoned: Abandoned, cut: fn() -> B::Error) -> Unfinished<B> {
+        Unfinished {
+            inner,
+            abandoned,
+            cut,
+        }
     }
 }
 
-impl Body for Unfinished {
+/// The error of a guest's request body that it left unfinished.
+pub fn request_cut_short() -> BoxError {
+    Box::new(HttpError::RequestBody(
+        "the guest was gone before its request body ended".to_owned(),
+    ))
+}
+
+impl<B: Body<Data = Bytes> + Unpin> Body for Unfinished<B> {
     type Data = Bytes;
-    type Error = BoxError;
+    type Error = B::Error;
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
         match Pin::new(&mut self.inner).poll_frame(cx) {
-            Poll::Ready(None) if self.gone.get() => {
-                tracing::debug!(target: "moat::http", "the guest was gone before its request body ended");
-                Poll::Ready(Some(Err(Box::new(HttpError::RequestBody(
-                    "the guest was gone before its request body ended".to_owned(),
-                )))))
+            Poll::Ready(None) if self.abandoned.get() => {
+                tracing::debug!(target: "moat::http", "a body's writer left it unfinished");
+                Poll::Ready(Some(Err((self.cut)())))
             }
             polled => polled,
         }
@@ -151,8 +163,7 @@ impl Body for Unfinished {
     fn is_end_stream(&self) -> bool {
         // wasmtime-wasi-http's streamed bodies never say they ended before
         // their end is polled (which is where the check above runs); an
-        // empty body that the guest never wrote does, and has nothing to
-        // lose.
+        // empty body the guest never wrote does, and has nothing to lose.
         self.inner.is_end_stream()
     }
 

@@ -59,7 +59,7 @@ use super::tls::{self, TlsClientOptions, TlsContext};
 use crate::policy::{Capability, Denied, Host};
 use crate::setting::Setting;
 
-pub use body::{ResponseBody, Unfinished, WriterGone};
+pub use body::{Abandoned, ResponseBody, Unfinished, request_cut_short};
 use pool::{Key, Pool, Sender};
 
 /// What one kept-alive connection costs the host at most, paid from the
