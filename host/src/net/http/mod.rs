@@ -10,7 +10,7 @@
 //! 2. The host and port (the URI's port, or the scheme's: 80, 443) are
 //!    judged as written against the connect grant and the deny entries
 //!    ([`Run::admit_host`]). No name has been looked up.
-//! 3. The run's bound on requests in flight ([`Limits::max_http_requests`]).
+//! 3. The run's bound on requests in flight ([`Limits::max_http_requests`](crate::net::Limits::max_http_requests)).
 //! 4. A kept-alive connection to the same scheme and authority as written,
 //!    when one is idle ([`pool`]); otherwise a new one: a socket slot (the
 //!    run's `--max-sockets` counts HTTP connections too), the name resolved
@@ -64,7 +64,7 @@ use pool::{Key, Pool, Sender};
 
 /// What one kept-alive connection costs the host at most, paid from the
 /// run's host memory while it is open: hyper's read buffer (bounded by
-/// [`Limits::max_http_header_size`], added per connection) and its write
+/// [`Limits::max_http_header_size`](crate::net::Limits::max_http_header_size), added per connection) and its write
 /// buffer (hyper queues up to 8 KiB of headers plus one body chunk, and
 /// the guest's chunks are at most 1 MiB, wasmtime-wasi-http's
 /// outgoing chunk size, but are handed over one at a time); TLS's record
@@ -98,7 +98,7 @@ pub const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 pub const POOL_MAX_PER_AUTHORITY: usize = 16;
 
 /// Bounds on time a guest may ask for on one request; each is capped by
-/// the run's ([`Limits`]).
+/// the run's ([`Limits`](crate::net::Limits)).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct HttpRequestOptions {
     /// Resolving, connecting and the TLS handshake together.
