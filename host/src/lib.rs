@@ -27,6 +27,7 @@
 mod bindings;
 pub mod bounds;
 pub mod descriptors;
+mod engines;
 mod error;
 pub mod kit;
 mod moat;

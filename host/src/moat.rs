@@ -3,18 +3,20 @@
 //! its own ([`RunState`]) with its policy, its bounds and its network.
 
 use std::path::Path;
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use wasmtime::component::{Component, Linker, ResourceTable};
-use wasmtime::{Cache, CacheConfig, Engine, Store};
+use wasmtime::{Cache, CacheConfig, Store};
 use wasmtime_wasi::p2::pipe::MemoryInputPipe;
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use crate::bounds::{Alarm, DEFAULT_MAX_MEMORY, TimeLimitReached, deadline_callback};
+use crate::engines::{self, Linked, Support};
 use crate::error::MoatError;
 use crate::kit::{self, MoatCtx, MoatCtxView, MoatView};
 use crate::net::Notices;
-use crate::options::{Exit, Input, MoatConfig, Output, RunOptions};
+use crate::options::{Exit, Input, InstancePool, MoatConfig, Output, RunOptions};
 use crate::preopen;
 use crate::setting::Setting;
 use crate::ticker::EpochTicker;
@@ -26,20 +28,37 @@ pub struct Guest {
     /// The guest exports the asynchronous `wasi:cli/run@0.3.0` (moat's SDK
     /// does); otherwise it is a classic `wasi:cli/run@0.2.0` command.
     pub(crate) async_run: bool,
+    /// The engine it was compiled for.
+    pub(crate) support: Support,
 }
 
 impl Guest {
     /// Whether it is a wasi:http handler (it exports 0.2's
     /// `wasi:http/incoming-handler` or 0.3's `wasi:http/handler`), which
     /// `moat serve` serves.
-    pub fn is_http_handler(&self, moat: &Moat) -> bool {
+    pub fn is_http_handler(&self) -> bool {
+        self.exports().iter().any(|name| {
+            name.starts_with(engines::INCOMING_HANDLER)
+                || name.starts_with(engines::SERVICE_HANDLER)
+        })
+    }
+
+    /// The names the component exports.
+    pub(crate) fn exports(&self) -> Vec<String> {
         self.component
             .component_type()
-            .exports(moat.engine())
-            .any(|(name, _)| {
-                name.starts_with("wasi:http/incoming-handler@0.2")
-                    || name.starts_with("wasi:http/handler@0.3")
-            })
+            .exports(self.component.engine())
+            .map(|(name, _)| name.to_owned())
+            .collect()
+    }
+
+    /// Whether it runs on the engine with the component model's
+    /// concurrency support. Every guest does, but a wasi:http 0.2 proxy
+    /// that imports only WASI 0.2: that one gets an engine without it,
+    /// whose calls in and out of the guest cost less (`moat serve` makes
+    /// an instance per request), with the same grants and bounds.
+    pub fn uses_concurrency(&self) -> bool {
+        self.support == Support::Concurrent
     }
 
     /// Whether the guest exports `wasi:cli/run@0.3.0`, the entry point that
@@ -66,8 +85,15 @@ impl Guest {
 /// # }
 /// ```
 pub struct Moat {
-    engine: Engine,
-    linker: Linker<RunState>,
+    /// The engine of every guest but plain wasi:http 0.2 proxies.
+    concurrent: Linked,
+    /// The engine of plain wasi:http 0.2 proxies ([`crate::engines`]),
+    /// made when the first one is loaded; `None` if it could not be made
+    /// (they then get the concurrent engine).
+    plain: OnceLock<Option<Linked>>,
+    /// What both engines are made from: the compiled-code cache.
+    base: wasmtime::Config,
+    pool: Option<InstancePool>,
     linger: Duration,
     // Dropped last: stops the thread that advances the epoch.
     ticker: EpochTicker,
@@ -79,43 +105,31 @@ impl Moat {
     /// # Errors
     /// [`MoatError::Engine`] if wasmtime refuses the configuration.
     pub fn new(config: &MoatConfig) -> Result<Moat, MoatError> {
-        let mut wasm = wasmtime::Config::new();
-        kit::configure(&mut wasm);
+        let mut base = wasmtime::Config::new();
         if let Some(dir) = config.cache.resolve() {
             let mut cache = CacheConfig::new();
             cache.with_directory(dir);
             match Cache::new(cache) {
                 Ok(cache) => {
-                    wasm.cache(Some(cache));
+                    base.cache(Some(cache));
                 }
                 Err(e) => {
                     tracing::warn!("compiled-code cache disabled: {e:#}");
                 }
             }
         }
-        let engine = match config.instance_pool {
-            None => Engine::new(&wasm),
-            Some(pool) => {
-                let mut pooled = wasm.clone();
-                pooled.allocation_strategy(pool.strategy());
-                Engine::new(&pooled).or_else(|e| {
-                    // A process whose address space is limited (ulimit -v)
-                    // cannot reserve the slots: instances are then made
-                    // one by one, correct and slower.
-                    tracing::warn!("instance pool unavailable, making instances on demand: {e:#}");
-                    Engine::new(&wasm)
-                })
-            }
-        }
-        .map_err(MoatError::Engine)?;
-        let linker = linker(&engine).map_err(MoatError::Engine)?;
-        let ticker = EpochTicker::for_engine(&engine).map_err(|source| MoatError::Thread {
-            what: "epoch",
-            source,
-        })?;
+        let concurrent =
+            Linked::concurrent(&base, config.instance_pool).map_err(MoatError::Engine)?;
+        let ticker =
+            EpochTicker::for_engine(&concurrent.engine).map_err(|source| MoatError::Thread {
+                what: "epoch",
+                source,
+            })?;
         Ok(Moat {
-            engine,
-            linker,
+            concurrent,
+            plain: OnceLock::new(),
+            base,
+            pool: config.instance_pool,
             linger: config.linger,
             ticker,
         })
@@ -139,24 +153,68 @@ impl Moat {
     /// # Errors
     /// [`MoatError::Compile`].
     pub fn load_bytes(&self, bytes: &[u8], name: impl AsRef<Path>) -> Result<Guest, MoatError> {
+        let name = name.as_ref();
+        if engines::is_plain_proxy(bytes)
+            && let Some(plain) = self.plain()
+        {
+            match Component::from_binary(&plain.engine, bytes) {
+                Ok(component) => match plain.linker.instantiate_pre(&component) {
+                    Ok(_) => {
+                        return Ok(Guest {
+                            async_run: kit::exports_async_run(&component, &plain.engine),
+                            component,
+                            support: Support::Plain,
+                        });
+                    }
+                    Err(e) => {
+                        tracing::debug!(path = %name.display(), error = %e, "a wasi:http 0.2 proxy that links only with concurrency support");
+                    }
+                },
+                Err(e) => {
+                    tracing::debug!(path = %name.display(), error = %e, "a wasi:http 0.2 proxy that needs concurrency support");
+                }
+            }
+        }
+        let engine = &self.concurrent.engine;
         let component =
-            Component::from_binary(&self.engine, bytes).map_err(|source| MoatError::Compile {
-                path: name.as_ref().to_owned(),
+            Component::from_binary(engine, bytes).map_err(|source| MoatError::Compile {
+                path: name.to_owned(),
                 source,
             })?;
-        let async_run = kit::exports_async_run(&component, &self.engine);
         Ok(Guest {
+            async_run: kit::exports_async_run(&component, engine),
             component,
-            async_run,
+            support: Support::Concurrent,
         })
     }
 
-    pub(crate) fn engine(&self) -> &Engine {
-        &self.engine
+    /// The plain engine, made on first use.
+    fn plain(&self) -> Option<&Linked> {
+        self.plain
+            .get_or_init(|| match Linked::plain(&self.base, self.pool) {
+                Ok(plain) => Some(plain),
+                Err(e) => {
+                    tracing::warn!("no engine without concurrency support, wasi:http 0.2 proxies get the other: {e:#}");
+                    None
+                }
+            })
+            .as_ref()
     }
 
-    pub(crate) fn linker(&self) -> &Linker<RunState> {
-        &self.linker
+    /// The engine and linker `guest` was compiled for.
+    ///
+    /// # Errors
+    /// [`MoatError::Engine`] for a guest of the plain engine that another
+    /// [`Moat`] loaded, when this one has none.
+    pub(crate) fn linked(&self, guest: &Guest) -> Result<&Linked, MoatError> {
+        match guest.support {
+            Support::Concurrent => Ok(&self.concurrent),
+            Support::Plain => self.plain().ok_or_else(|| {
+                MoatError::Engine(wasmtime::format_err!(
+                    "the guest was compiled for an engine without concurrency support, which this host does not have"
+                ))
+            }),
+        }
     }
 
     pub(crate) fn linger(&self) -> Duration {
@@ -270,11 +328,12 @@ impl Moat {
         if let Some(trust) = options.tls_trust.clone() {
             builder = builder.tls_trust(trust);
         }
+        let Linked { engine, linker } = self.linked(guest)?;
         let mut wasi = wasi_ctx(&options)?;
         let moat = builder.build(&self.ticker, &mut wasi);
         let finish = moat.finish();
         let mut store = Store::new(
-            self.engine(),
+            engine,
             RunState {
                 wasi: wasi.build(),
                 moat,
@@ -283,19 +342,17 @@ impl Moat {
         );
         kit::prepare(&mut store);
         let ended = match options.timeout {
-            None => call_run(&mut store, guest, self.linker()).await,
+            None => call_run(&mut store, guest, linker).await,
             Some(limit) => {
                 let mut callback =
                     deadline_callback(Instant::now() + limit, limit, options.policy.spelling());
                 store.epoch_deadline_callback(move |_| callback());
-                let _alarm = Alarm::set(self.engine().clone(), limit).map_err(|source| {
-                    MoatError::Thread {
+                let _alarm =
+                    Alarm::set(engine.clone(), limit).map_err(|source| MoatError::Thread {
                         what: "timeout",
                         source,
-                    }
-                })?;
-                match tokio::time::timeout(limit, call_run(&mut store, guest, self.linker())).await
-                {
+                    })?;
+                match tokio::time::timeout(limit, call_run(&mut store, guest, linker)).await {
                     Ok(ended) => ended,
                     Err(_) => {
                         tracing::debug!(target: "moat::net", ?limit, "time limit reached: stopping the waiting guest");
@@ -348,12 +405,4 @@ impl MoatView for RunState {
             table: &mut self.table,
         }
     }
-}
-
-/// The linker every run uses: WASI 0.2 and 0.3 with wasi:sockets under
-/// the policy, and moat:net ([`kit::add_to_linker`]).
-fn linker(engine: &wasmtime::Engine) -> wasmtime::Result<Linker<RunState>> {
-    let mut linker = Linker::new(engine);
-    kit::add_to_linker(&mut linker)?;
-    Ok(linker)
 }

@@ -68,7 +68,9 @@ impl Default for MoatConfig {
 /// up to `max_memory` bytes of linear memory: an instance takes a slot
 /// whose memory, tables and stack were reserved once, instead of mapping
 /// and unmapping them per instance. The slots are virtual address space
-/// until used.
+/// until used; a [`crate::Moat`] that has loaded a wasi:http 0.2 proxy of
+/// WASI 0.2 imports alone reserves them twice, once for each of its two
+/// engines ([`crate::Guest::uses_concurrency`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct InstancePool {
     /// Component instances at once (`moat serve`'s `--max-instances`).

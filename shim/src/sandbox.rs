@@ -389,7 +389,7 @@ fn run(prepared: Prepared, refuse: impl Fn(&str)) -> i32 {
                 server.serve(moat_host::serve::stop_signal()).await?;
                 Ok(0)
             }
-            None if guest.is_http_handler(&moat) => {
+            None if guest.is_http_handler() => {
                 refuse(&format!(
                     "{} is an HTTP handler (it exports a wasi:http handler): set \
                      {HTTP_ADDR_VAR} in the pod spec (for example {HTTP_ADDR_VAR}=0.0.0.0:8080) \

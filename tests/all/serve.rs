@@ -1484,3 +1484,73 @@ async fn serve_closes_an_idle_http2_connection() {
     }
     assert!(frames.contains(&7), "frame types {frames:?}");
 }
+
+/// A wasi:http 0.2 proxy that imports only WASI 0.2 is compiled for the
+/// engine without the component model's concurrency support; every other
+/// component for the engine with it, including one that looks like such
+/// a proxy from its outermost imports and exports but uses the concurrency
+/// features inside, or imports what the plain engine does not link. (The
+/// serve tests above then serve wstd-serve and http-hostile, traps, spins,
+/// memory growth and cut-off uploads included, on the plain engine.)
+#[test]
+fn wasi_0_2_proxies_of_wasi_0_2_imports_alone_get_the_engine_without_concurrency() {
+    for (name, path, concurrent) in [
+        ("wstd-serve", guests::WSTD_SERVE, false),
+        ("http-hostile", guests::HTTP_HOSTILE, false),
+        ("http-service-p3 (0.3)", guests::HTTP_SERVICE_P3, true),
+        ("http-middleware-p3 (0.3)", guests::HTTP_MIDDLEWARE_P3, true),
+        ("std-echo (a 0.2 command)", guests::STD_ECHO, true),
+        ("echo-server (moat:net)", guests::ECHO_SERVER, true),
+    ] {
+        assert_eq!(
+            support::guest(path).uses_concurrency(),
+            concurrent,
+            "{name}"
+        );
+    }
+
+    const HANDLER: &str =
+        r#"(instance $h) (export "wasi:http/incoming-handler@0.2.6" (instance $h))"#;
+    let cases = [
+        (
+            "a proxy of WASI 0.2 imports",
+            r#"(import "wasi:io/streams@0.2.6" (instance))"#,
+            false,
+        ),
+        (
+            "a proxy with a nested component of its own imports",
+            r#"(import "wasi:io/streams@0.2.6" (instance))
+               (component (import "moat:net/tcp@0.1.0" (instance)))"#,
+            false,
+        ),
+        (
+            "a proxy importing moat:net",
+            r#"(import "moat:net/tcp@0.1.0" (instance))"#,
+            true,
+        ),
+        (
+            "a proxy importing a WASI 0.3 interface",
+            r#"(import "wasi:clocks/monotonic-clock@0.3.0" (instance))"#,
+            true,
+        ),
+        (
+            "a proxy with an async function type inside",
+            r#"(import "wasi:io/streams@0.2.6" (instance)) (type (func async))"#,
+            true,
+        ),
+        (
+            "a proxy importing a WASI 0.2 function that does not exist",
+            r#"(import "wasi:io/streams@0.2.6" (instance (export "no-such-function" (func))))"#,
+            true,
+        ),
+    ];
+    for (what, imports, concurrent) in cases {
+        let bytes = wat::parse_str(format!("(component {imports} {HANDLER})"))
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        let guest = support::moat()
+            .load_bytes(&bytes, what)
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert_eq!(guest.uses_concurrency(), concurrent, "{what}");
+        assert!(guest.is_http_handler(), "{what}");
+    }
+}

@@ -227,8 +227,9 @@ fn many_connections(
 pub fn http_serve(run: &Run) -> anyhow::Result<Workload> {
     let requests = run.scale(10_000, 2_000);
     let each = run.scale(300, 60);
-    let kinds = vec![Kind::Native, Kind::Moat, Kind::WasmtimeWasi];
-    let servers = start_all(run, kinds, Mode::WasiHttp, true)?;
+    // With --baseline, the baseline build's moat serve and wasmtime serve
+    // too, in the same rounds.
+    let servers = start_all(run, run.setup.kinds(), Mode::WasiHttp, true)?;
     // The same bytes from all three, before anything is timed.
     for (kind, server) in &servers {
         let body = client(true, async {

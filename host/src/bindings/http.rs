@@ -73,7 +73,7 @@ impl HttpState {
 
 impl HttpState {
     /// Refuses a request whose authority is missing or empty with the
-    /// run's notice (see [`add_to_linker`]).
+    /// run's notice (see [`add_p2_to_linker`]).
     fn refuse_no_authority(&self, authority: Option<&str>) -> bool {
         match HttpClient::check_authority(authority) {
             Ok(()) => false,
@@ -229,8 +229,20 @@ const P2_OUTGOING_HANDLER: &str = "wasi:http/outgoing-handler@0.2.12";
 type P2Result<T> = wasmtime::Result<(Result<T, p2_types::ErrorCode>,)>;
 
 /// Adds wasi:http 0.2 (`types`, `outgoing-handler`) and 0.3 (`types`,
-/// `client`) to `linker`. The rest of the 0.2 `proxy` world (clocks,
-/// random, stdio) is WASI's, added with it.
+/// `client`, and `handler` as an import) to `linker`. The rest of the 0.2
+/// `proxy` world (clocks, random, stdio) is WASI's, added with it.
+///
+/// # Errors
+/// If the linker already defines one of them.
+pub(crate) fn add_to_linker<T: HttpView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
+    add_p2_to_linker(linker)?;
+    p3::bindings::http::client::add_to_linker::<_, WasiHttp>(linker, getter::<T>)?;
+    p3::bindings::http::types::add_to_linker::<_, WasiHttp>(linker, getter::<T>)?;
+    add_p3_handler_import(linker)
+}
+
+/// wasi:http 0.2 alone (`types`, `outgoing-handler`): what a linker of an
+/// engine without the component model's concurrency support can hold.
 ///
 /// 0.2's `handle` is wasmtime-wasi-http's behind one check of moat's: a
 /// request with no authority (or an empty one) is refused with the run's
@@ -240,13 +252,14 @@ type P2Result<T> = wasmtime::Result<(Result<T, p2_types::ErrorCode>,)>;
 ///
 /// # Errors
 /// If the linker already defines one of them.
-pub(crate) fn add_to_linker<T: HttpView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
+pub(crate) fn add_p2_to_linker<T: HttpView + 'static>(
+    linker: &mut Linker<T>,
+) -> wasmtime::Result<()> {
     use wasmtime_wasi_http::p2;
     let options = p2::bindings::LinkOptions::default();
     outgoing_handler::add_to_linker::<_, WasiHttp>(linker, getter::<T>)?;
-    linker.allow_shadowing(true);
-    let shadowed = linker.instance(P2_OUTGOING_HANDLER).and_then(|mut p2| {
-        p2.func_wrap(
+    super::shadowing(linker, |linker| {
+        linker.instance(P2_OUTGOING_HANDLER)?.func_wrap(
             "handle",
             |mut store: wasmtime::StoreContextMut<'_, T>,
              (request, options): (
@@ -267,13 +280,8 @@ pub(crate) fn add_to_linker<T: HttpView + 'static>(linker: &mut Linker<T>) -> wa
                 }
             },
         )
-    });
-    linker.allow_shadowing(false);
-    shadowed?;
-    p2::bindings::http::types::add_to_linker::<_, WasiHttp>(linker, &options.into(), getter::<T>)?;
-    p3::bindings::http::client::add_to_linker::<_, WasiHttp>(linker, getter::<T>)?;
-    p3::bindings::http::types::add_to_linker::<_, WasiHttp>(linker, getter::<T>)?;
-    add_p3_handler_import(linker)
+    })?;
+    p2::bindings::http::types::add_to_linker::<_, WasiHttp>(linker, &options.into(), getter::<T>)
 }
 
 /// wasi:http 0.3's `handler` interface as an import, as the `middleware`

@@ -67,3 +67,15 @@ impl HasData for MoatNet {
 pub fn add_to_linker<T: MoatView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
     generated::Imports::add_to_linker::<T, MoatNet>(linker, T::moat)
 }
+
+/// Runs `define` with shadowing allowed: moat's definitions replace
+/// wasmtime-wasi's and wasmtime-wasi-http's of the same names.
+pub(crate) fn shadowing<T: 'static>(
+    linker: &mut Linker<T>,
+    define: impl FnOnce(&mut Linker<T>) -> wasmtime::Result<()>,
+) -> wasmtime::Result<()> {
+    linker.allow_shadowing(true);
+    let defined = define(linker);
+    linker.allow_shadowing(false);
+    defined
+}

@@ -17,6 +17,12 @@
 //! tables is seen by the next request. The instance is dropped when its
 //! response body has been sent.
 //!
+//! **Engine.** A 0.2 proxy that imports nothing but WASI 0.2 is served on
+//! an engine without the component model's concurrency support, which
+//! costs every call in and out of an instance some bookkeeping; anything
+//! else on the engine with it ([`Guest::uses_concurrency`]). The grants,
+//! bounds and isolation are the same on both.
+//!
 //! **Bounds.** Client connections at once (`--max-http-connections`; more
 //! wait in the kernel's backlog); the time to send a request's head, which
 //! is also how long a kept-alive connection may sit idle
@@ -66,6 +72,7 @@ use tokio_util::task::TaskTracker;
 use wasmtime_wasi_http::p2::bindings::ProxyPre;
 use wasmtime_wasi_http::p3::bindings::ServicePre;
 
+use crate::engines::{INCOMING_HANDLER, SERVICE_HANDLER};
 use crate::error::MoatError;
 use crate::kit::MoatCtx;
 use crate::moat::{Guest, Moat};
@@ -88,10 +95,6 @@ pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 /// default grace most process managers give before SIGKILL is 10 s
 /// (systemd 90 s, Kubernetes 30 s, Docker 10 s).
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
-
-/// The exports `moat serve` calls: 0.2's and 0.3's.
-const INCOMING_HANDLER: &str = "wasi:http/incoming-handler@0.2";
-const SERVICE_HANDLER: &str = "wasi:http/handler@0.3";
 
 /// What a server serves and how.
 #[derive(Clone, Debug)]
@@ -149,12 +152,7 @@ impl Moat {
         guest: &Guest,
         options: ServeOptions,
     ) -> Result<Server<'_>, MoatError> {
-        let exports: Vec<String> = guest
-            .component
-            .component_type()
-            .exports(self.engine())
-            .map(|(name, _)| name.to_owned())
-            .collect();
+        let exports = guest.exports();
         let p3 = exports.iter().any(|e| e.starts_with(SERVICE_HANDLER));
         if !p3 && !exports.iter().any(|e| e.starts_with(INCOMING_HANDLER)) {
             return Err(MoatError::NotAHandler {
@@ -170,8 +168,9 @@ impl Moat {
                 ),
             });
         }
-        let linked = self
-            .linker()
+        let engines = self.linked(guest)?;
+        let linked = engines
+            .linker
             .instantiate_pre(&guest.component)
             .map_err(MoatError::Instantiate)?;
         let pre = if p3 {
@@ -232,7 +231,7 @@ impl Moat {
                 ),
             })?;
         let shared = Arc::new(request::Shared::new(
-            self.engine().clone(),
+            engines.engine.clone(),
             pre,
             net,
             notices,
@@ -273,7 +272,7 @@ impl Server<'_> {
         let handshake_limit =
             DEFAULT_TLS_HANDSHAKE_TIMEOUT.min(shared.net().limits().tls_handshake_timeout);
         let limits = shared.net().limits().clone();
-        let _ticker = request::TimeTicker::start(moat.engine().clone())?;
+        let _ticker = request::TimeTicker::start(shared.engine.clone())?;
         let connections = Arc::new(Semaphore::new(limits.max_http_connections.max(1) as usize));
         let stopping = CancellationToken::new();
         let tracker = TaskTracker::new();

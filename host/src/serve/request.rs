@@ -45,7 +45,7 @@ pub(crate) enum Template {
 /// What every request shares: the engine, the template, the network and
 /// the run's settings.
 pub(crate) struct Shared {
-    engine: Engine,
+    pub(super) engine: Engine,
     /// Places for handler instances ([`crate::net::Limits::max_instances`]).
     instances: Arc<Semaphore>,
     pre: Template,

@@ -77,13 +77,12 @@ type Accepted = (
 );
 type P3Result<T> = wasmtime::Result<(Result<T, p3::ErrorCode>,)>;
 
-/// Defines the counted create functions and destructors, and the bounded
-/// 0.3 UDP receive, on `linker` (shadowing wasmtime-wasi's).
-pub(super) fn add_to_linker<T: WasiNetView + 'static>(
+/// Defines the counted 0.2 create functions, accept and destructors on
+/// `linker` (shadowing wasmtime-wasi's).
+pub(super) fn add_p2_to_linker<T: WasiNetView + 'static>(
     linker: &mut Linker<T>,
 ) -> wasmtime::Result<()> {
     use wasmtime_wasi::p2::{TcpSocket as P2Tcp, UdpSocket as P2Udp};
-    use wasmtime_wasi::sockets::{TcpSocket as P3Tcp, UdpSocket as P3Udp};
 
     let mut p2_tcp = linker.instance(P2_TCP)?;
     p2_tcp.resource(
@@ -158,6 +157,15 @@ pub(super) fn add_to_linker<T: WasiNetView + 'static>(
             })
         },
     )?;
+    Ok(())
+}
+
+/// Defines the counted 0.3 create functions and destructors, and the
+/// bounded 0.3 UDP receive, on `linker` (shadowing wasmtime-wasi's).
+pub(super) fn add_p3_to_linker<T: WasiNetView + 'static>(
+    linker: &mut Linker<T>,
+) -> wasmtime::Result<()> {
+    use wasmtime_wasi::sockets::{TcpSocket as P3Tcp, UdpSocket as P3Udp};
 
     let mut types = linker.instance(P3_TYPES)?;
     types.resource(

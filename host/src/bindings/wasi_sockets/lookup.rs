@@ -104,8 +104,8 @@ fn p3_code(err: LookupError) -> P3ErrorCode {
 
 type P2Result<T> = wasmtime::Result<(Result<T, ErrorCode>,)>;
 
-/// Defines both interfaces on `linker` (shadowing wasmtime-wasi's).
-pub(super) fn add_to_linker<T: WasiNetView + 'static>(
+/// Defines the 0.2 interface on `linker` (shadowing wasmtime-wasi's).
+pub(super) fn add_p2_to_linker<T: WasiNetView + 'static>(
     linker: &mut Linker<T>,
 ) -> wasmtime::Result<()> {
     let mut p2 = linker.instance(P2_INTERFACE)?;
@@ -165,7 +165,13 @@ pub(super) fn add_to_linker<T: WasiNetView + 'static>(
             Ok((subscribe(store.data_mut().ctx().table, this)?,))
         },
     )?;
+    Ok(())
+}
 
+/// Defines the 0.3 interface on `linker` (shadowing wasmtime-wasi's).
+pub(super) fn add_p3_to_linker<T: WasiNetView + 'static>(
+    linker: &mut Linker<T>,
+) -> wasmtime::Result<()> {
     let mut p3 = linker.instance(P3_INTERFACE)?;
     p3.func_wrap_concurrent(
         "resolve-addresses",

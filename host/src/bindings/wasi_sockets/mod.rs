@@ -127,12 +127,32 @@ fn judge(gate: &AddressGate, addr: std::net::SocketAddr, use_: SocketAddrUse) ->
 /// # Errors
 /// If the linker already defines WASI.
 pub fn add_to_linker<T: WasiNetView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
+    add_p2_to_linker(linker)?;
+    add_p3_to_linker(linker)
+}
+
+/// [`add_to_linker`]'s WASI 0.2 half alone: what a linker of an engine
+/// without the component model's concurrency support can hold (WASI
+/// 0.3's functions need that support).
+///
+/// # Errors
+/// If the linker already defines WASI 0.2.
+pub(crate) fn add_p2_to_linker<T: WasiNetView + 'static>(
+    linker: &mut Linker<T>,
+) -> wasmtime::Result<()> {
     wasmtime_wasi::p2::add_to_linker_async(linker)?;
+    super::shadowing(linker, |linker| {
+        lookup::add_p2_to_linker(linker)?;
+        count::add_p2_to_linker(linker)
+    })
+}
+
+/// [`add_to_linker`]'s WASI 0.3 half.
+fn add_p3_to_linker<T: WasiNetView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
     wasmtime_wasi::p3::add_to_linker(linker)?;
-    linker.allow_shadowing(true);
-    let shadowed = lookup::add_to_linker(linker)
-        .and_then(|()| count::add_to_linker(linker))
-        .and_then(|()| streams::add_to_linker(linker));
-    linker.allow_shadowing(false);
-    shadowed
+    super::shadowing(linker, |linker| {
+        lookup::add_p3_to_linker(linker)?;
+        count::add_p3_to_linker(linker)?;
+        streams::add_to_linker(linker)
+    })
 }

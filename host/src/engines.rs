@@ -1,0 +1,201 @@
+//! The two engines a [`crate::Moat`] compiles guests for, and which one a
+//! component gets.
+//!
+//! **Concurrent** (every guest, unless below): the component model's
+//! concurrency support on, which moat:net's and WASI 0.3's asynchronous
+//! functions need. That support has a price on every call between host
+//! and guest, whether the guest uses it or not: a task recorded per call,
+//! an event loop around each export called, a fiber handed back when a
+//! store is dropped.
+//!
+//! **Plain**: that support off, for a wasi:http 0.2 proxy (a component
+//! exporting `wasi:http/incoming-handler@0.2`) that imports nothing but
+//! WASI 0.2. `moat serve` makes an instance of such a handler per request,
+//! and the support costs a tenth of the instructions of a request to a
+//! small handler (BENCHMARKS.md). Its linker holds WASI 0.2 and wasi:http 0.2
+//! with moat's sockets, name lookups and HTTP client, the same as the
+//! concurrent engine's 0.2 half: the grants, deny lists and bounds are
+//! the same code on both.
+//!
+//! Which engine is chosen from the component's outermost import and
+//! export names, read before compiling ([`is_plain_proxy`]). A component
+//! that passes that reading but uses the concurrency features inside
+//! (async canonical options, async function types) fails the plain
+//! engine's validation, which comes before any code is compiled, and is
+//! compiled for the concurrent one instead; one that compiles for the
+//! plain engine but does not link there (an import of a name WASI 0.2 does
+//! not have) is compiled a second time, for the concurrent one. No
+//! component is compiled more than twice.
+
+use wasmtime::component::Linker;
+use wasmtime::wasmparser::{Chunk, Encoding, Parser, Payload};
+use wasmtime::{Config, Engine};
+
+use crate::bindings::http as wasi_http;
+use crate::bindings::wasi_sockets;
+use crate::kit;
+use crate::moat::RunState;
+use crate::options::InstancePool;
+
+/// Which engine a guest was compiled for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Support {
+    /// With the component model's concurrency support.
+    Concurrent,
+    /// Without it: a wasi:http 0.2 proxy of WASI 0.2 imports only.
+    Plain,
+}
+
+/// An engine and the linker of everything moat gives guests on it.
+pub(crate) struct Linked {
+    pub(crate) engine: Engine,
+    pub(crate) linker: Linker<RunState>,
+}
+
+impl Linked {
+    /// The concurrent engine: `base` (the cache, set by the caller), with
+    /// [`kit::configure`]'s settings, the instance pool if asked for, and
+    /// every interface moat offers.
+    pub(crate) fn concurrent(
+        base: &Config,
+        pool: Option<InstancePool>,
+    ) -> wasmtime::Result<Linked> {
+        let mut config = base.clone();
+        kit::configure(&mut config);
+        let engine = engine(&config, pool)?;
+        let mut linker = Linker::new(&engine);
+        kit::add_to_linker(&mut linker)?;
+        Ok(Linked { engine, linker })
+    }
+
+    /// The plain engine: as the concurrent one, without the component
+    /// model's concurrency support, linking WASI 0.2 and wasi:http 0.2.
+    pub(crate) fn plain(base: &Config, pool: Option<InstancePool>) -> wasmtime::Result<Linked> {
+        let mut config = base.clone();
+        kit::configure(&mut config);
+        config
+            .wasm_component_model_async(false)
+            .concurrency_support(false);
+        let engine = engine(&config, pool)?;
+        let mut linker = Linker::new(&engine);
+        wasi_sockets::add_p2_to_linker(&mut linker)?;
+        wasi_http::add_p2_to_linker(&mut linker)?;
+        Ok(Linked { engine, linker })
+    }
+}
+
+/// An engine for `config`, its instances from `pool` if given and the
+/// process can reserve it.
+fn engine(config: &Config, pool: Option<InstancePool>) -> wasmtime::Result<Engine> {
+    let Some(pool) = pool else {
+        return Engine::new(config);
+    };
+    let mut pooled = config.clone();
+    pooled.allocation_strategy(pool.strategy());
+    Engine::new(&pooled).or_else(|e| {
+        // A process whose address space is limited (ulimit -v) cannot
+        // reserve the slots: instances are then made one by one, correct
+        // and slower.
+        tracing::warn!("instance pool unavailable, making instances on demand: {e:#}");
+        Engine::new(config)
+    })
+}
+
+/// The export `moat serve` calls on a wasi:http 0.2 proxy.
+pub(crate) const INCOMING_HANDLER: &str = "wasi:http/incoming-handler@0.2";
+/// The export `moat serve` calls on a wasi:http 0.3 service.
+pub(crate) const SERVICE_HANDLER: &str = "wasi:http/handler@0.3";
+
+/// Whether the component in `bytes` is a wasi:http 0.2 proxy that asks
+/// for nothing but WASI 0.2: it exports `wasi:http/incoming-handler@0.2`
+/// and every import it names is a `wasi:` interface at version 0.2. Read
+/// from the outermost component's import and export sections alone: the
+/// bytes of nested modules and components are passed over unread (they
+/// are the component's own business, and a reading that descended would
+/// hold state per level of nesting), and nothing is validated (the plain
+/// engine's compile does that). `false` for anything that does not parse
+/// or is a core module.
+pub(crate) fn is_plain_proxy(mut bytes: &[u8]) -> bool {
+    let mut parser = Parser::new(0);
+    let mut handler = false;
+    loop {
+        // With `eof` set, the parser never asks for more data.
+        let Ok(Chunk::Parsed { consumed, payload }) = parser.parse(bytes, true) else {
+            return false;
+        };
+        let Some(rest) = bytes.get(consumed..) else {
+            return false;
+        };
+        bytes = rest;
+        match payload {
+            Payload::Version {
+                encoding: Encoding::Module,
+                ..
+            } => return false,
+            Payload::ModuleSection {
+                unchecked_range, ..
+            }
+            | Payload::ComponentSection {
+                unchecked_range, ..
+            } => {
+                let nested = usize::try_from(unchecked_range.end - unchecked_range.start);
+                let Some(rest) = nested.ok().and_then(|n| bytes.get(n..)) else {
+                    return false;
+                };
+                bytes = rest;
+            }
+            Payload::ComponentImportSection(imports) => {
+                for import in imports {
+                    match import {
+                        Ok(import) if is_wasi_p2(&import.name.full_name()) => {}
+                        _ => return false,
+                    }
+                }
+            }
+            Payload::ComponentExportSection(exports) => {
+                for export in exports {
+                    let Ok(export) = export else {
+                        return false;
+                    };
+                    handler |= export.name.full_name().starts_with(INCOMING_HANDLER);
+                }
+            }
+            Payload::End(_) => return handler,
+            _ => {}
+        }
+    }
+}
+
+/// Whether `name` is a WASI interface at 0.2 (`wasi:io/streams@0.2.6`).
+fn is_wasi_p2(name: &str) -> bool {
+    let Some((interface, version)) = name.split_once('@') else {
+        return false;
+    };
+    interface.starts_with("wasi:") && (version == "0.2" || version.starts_with("0.2."))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_wasi_0_2_interfaces_count() {
+        assert!(is_wasi_p2("wasi:io/streams@0.2.6"));
+        assert!(is_wasi_p2("wasi:http/types@0.2"));
+        assert!(!is_wasi_p2("wasi:http/types@0.3.0"));
+        assert!(!is_wasi_p2("wasi:io/streams@0.20.0"));
+        assert!(!is_wasi_p2("wasi:io/streams"));
+        assert!(!is_wasi_p2("moat:net/tcp@0.2.0"));
+        assert!(!is_wasi_p2("my-func"));
+    }
+
+    #[test]
+    fn what_does_not_parse_as_a_component_is_not_a_plain_proxy() {
+        assert!(!is_plain_proxy(b""));
+        assert!(!is_plain_proxy(b"not wasm at all"));
+        // A core module's header.
+        assert!(!is_plain_proxy(b"\0asm\x01\0\0\0"));
+        // A component's header, and nothing in it.
+        assert!(!is_plain_proxy(b"\0asm\x0d\0\x01\0"));
+    }
+}
