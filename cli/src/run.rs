@@ -114,8 +114,10 @@ fn serve(args: ServeArgs) -> ExitCode {
             "http"
         };
         let server = moat.bind_server(&guest, serve).await?;
+        // Taken over before the line a supervisor may wait for.
+        let stop = moat_host::serve::stop_signal();
         eprintln!("moat: serving {scheme}://{}/", server.local_addr());
-        server.serve(moat_host::serve::stop_signal()).await
+        server.serve(stop).await
     });
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

@@ -385,8 +385,10 @@ fn run(prepared: Prepared, refuse: impl Fn(&str)) -> i32 {
             Some(addr) => {
                 let options = ServeOptions::new(addr.to_string(), prepared.options);
                 let server = moat.bind_server(&guest, options).await?;
+                // Taken over before the line a supervisor may wait for.
+                let stop = moat_host::serve::stop_signal();
                 eprintln!("moat: serving http://{}/", server.local_addr());
-                server.serve(moat_host::serve::stop_signal()).await?;
+                server.serve(stop).await?;
                 Ok(0)
             }
             None if guest.is_http_handler() => {

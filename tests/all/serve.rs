@@ -138,11 +138,13 @@ impl Serve {
         .await
         .expect("the stderr reader")
         .clone();
-        assert!(
-            seen.text.contains(needle),
-            "moat serve ended without printing {needle:?}:\n{}",
-            seen.text
-        );
+        if !seen.text.contains(needle) {
+            let status = within("moat serve exiting", self.child.wait()).await;
+            panic!(
+                "moat serve ended ({status:?}) without printing {needle:?}:\n{}",
+                seen.text
+            );
+        }
     }
 
     fn url(&self, path: &str) -> String {

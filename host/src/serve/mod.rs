@@ -353,24 +353,34 @@ impl Server<'_> {
     }
 }
 
-/// Resolves at SIGINT or SIGTERM (what a terminal's Ctrl-C, systemd and
-/// the kubelet send to stop a server), saying so on stderr; never, if the
-/// process cannot listen for them (then only SIGKILL stops it, and a
-/// warning says so). For [`Server::serve`]'s `stop`.
-pub async fn stop_signal() {
+/// A future that resolves at SIGINT or SIGTERM (what a terminal's Ctrl-C,
+/// systemd and the kubelet send to stop a server), saying so on stderr;
+/// never, if the process cannot listen for them (then only SIGKILL stops
+/// it, and a warning says so). For [`Server::serve`]'s `stop`.
+///
+/// The signals are taken over when this is called, not when the future is
+/// first polled: called before the server says it is serving, a signal
+/// that comes at once stops it gracefully instead of killing the process.
+/// Call it inside the tokio runtime.
+pub fn stop_signal() -> impl Future<Output = ()> + Send + 'static {
     use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut interrupt), Ok(mut terminate)) = (
+    let signals = (
         signal(SignalKind::interrupt()),
         signal(SignalKind::terminate()),
-    ) else {
-        tracing::warn!("cannot listen for SIGINT and SIGTERM: the server stops only when killed");
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = interrupt.recv() => {}
-        _ = terminate.recv() => {}
+    );
+    async move {
+        let (Ok(mut interrupt), Ok(mut terminate)) = signals else {
+            tracing::warn!(
+                "cannot listen for SIGINT and SIGTERM: the server stops only when killed"
+            );
+            return std::future::pending().await;
+        };
+        tokio::select! {
+            _ = interrupt.recv() => {}
+            _ = terminate.recv() => {}
+        }
+        eprintln!("moat: stopping: finishing the requests in flight");
     }
-    eprintln!("moat: stopping: finishing the requests in flight");
 }
 
 impl request::Shared {
