@@ -1081,12 +1081,15 @@ async fn serve_answers_503_when_no_instance_frees_within_the_request_time() {
         .await
         .unwrap();
     let mut a = BufReader::new(a);
+    // B and C start after A's fifth tick (the handler ticks every 100 ms):
+    // A's time is then up at least 400 ms before theirs, which leaves its
+    // instance that long to be given back to one of them.
     let mut line = String::new();
-    while !line.contains("tick") {
+    let mut ticks = 0;
+    while ticks < 5 {
         line.clear();
-        within("A's first tick", a.read_line(&mut line))
-            .await
-            .unwrap();
+        within("A's ticks", a.read_line(&mut line)).await.unwrap();
+        ticks += usize::from(line.contains("tick"));
     }
     let slow = || {
         tokio::spawn(async move {
