@@ -107,8 +107,9 @@ pub(crate) const INCOMING_HANDLER: &str = "wasi:http/incoming-handler@0.2";
 pub(crate) const SERVICE_HANDLER: &str = "wasi:http/handler@0.3";
 
 /// Whether the component in `bytes` is a wasi:http 0.2 proxy that asks
-/// for nothing but WASI 0.2: it exports `wasi:http/incoming-handler@0.2`
-/// and every import it names is a `wasi:` interface at version 0.2. Read
+/// for nothing but WASI 0.2: it exports `wasi:http/incoming-handler@0.2`,
+/// every import it names is a `wasi:` interface at version 0.2, and so is
+/// every `wasi:` interface it exports. Read
 /// from the outermost component's import and export sections alone: the
 /// bytes of nested modules and components are passed over unread (they
 /// are the component's own business, and a reading that descended would
@@ -157,7 +158,14 @@ pub(crate) fn is_plain_proxy(mut bytes: &[u8]) -> bool {
                     let Ok(export) = export else {
                         return false;
                     };
-                    handler |= export.name.full_name().starts_with(INCOMING_HANDLER);
+                    let name = export.name.full_name();
+                    // moat drives a WASI 0.3 export (`wasi:cli/run`,
+                    // `wasi:http/handler`) concurrently, whatever its type
+                    // says: such a component needs the other engine.
+                    if name.starts_with("wasi:") && !is_wasi_p2(&name) {
+                        return false;
+                    }
+                    handler |= name.starts_with(INCOMING_HANDLER);
                 }
             }
             Payload::End(_) => return handler,

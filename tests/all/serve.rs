@@ -1539,6 +1539,12 @@ fn wasi_0_2_proxies_of_wasi_0_2_imports_alone_get_the_engine_without_concurrency
             true,
         ),
         (
+            "a proxy exporting a WASI 0.3 interface too",
+            r#"(import "wasi:io/streams@0.2.6" (instance))
+               (instance $s) (export "wasi:http/handler@0.3.0" (instance $s))"#,
+            true,
+        ),
+        (
             "a proxy with an async function type inside",
             r#"(import "wasi:io/streams@0.2.6" (instance)) (type (func async))"#,
             true,
@@ -1558,4 +1564,32 @@ fn wasi_0_2_proxies_of_wasi_0_2_imports_alone_get_the_engine_without_concurrency
         assert_eq!(guest.uses_concurrency(), concurrent, "{what}");
         assert!(guest.is_http_handler(), "{what}");
     }
+}
+
+/// A hostile proxy of WASI 0.2 imports that also exports, under the names
+/// of WASI 0.3's asynchronous entry points, functions that are not
+/// asynchronous (their types pass wasmtime's checks of those exports): it
+/// gets the engine with concurrency support, since moat drives such an
+/// export concurrently whatever its type says, and runs there. On the
+/// other engine, `moat run` failed with wasmtime's own "cannot use
+/// `run_concurrent`".
+#[tokio::test]
+async fn a_proxy_exporting_sync_0_3_entry_points_gets_the_engine_that_can_drive_them() {
+    let wat = r#"(component
+        (import "wasi:io/streams@0.2.6" (instance))
+        (core module $m (func (export "run") (result i32) i32.const 0))
+        (core instance $i (instantiate $m))
+        (func $run (result (result)) (canon lift (core func $i "run")))
+        (instance $cli (export "run" (func $run)))
+        (export "wasi:cli/run@0.3.0" (instance $cli))
+        (instance $h)
+        (export "wasi:http/incoming-handler@0.2.6" (instance $h)))"#;
+    let bytes = wat::parse_str(wat).expect("the component parses");
+    let moat = support::moat();
+    let guest = moat.load_bytes(&bytes, "sync-0.3").expect("it compiles");
+    assert!(guest.uses_concurrency());
+    assert!(guest.has_async_run());
+    let options = moat_host::RunOptions::new(moat_host::policy::Policy::new());
+    let exit = moat.run(&guest, options).await.expect("it runs");
+    assert_eq!(exit.code(), 0);
 }
