@@ -101,6 +101,16 @@ fn main() {
     ] {
         build.env_remove(var);
     }
+    // Unless asked to lint them: with MOAT_LINT_GUESTS set, the guests and
+    // the SDK are compiled by the outer build's workspace wrapper too (CI
+    // builds under clippy-driver, whose arguments travel in CLIPPY_ARGS), so
+    // that one build of them both lints and makes them.
+    println!("cargo:rerun-if-env-changed=MOAT_LINT_GUESTS");
+    if env::var_os("MOAT_LINT_GUESTS").is_some() {
+        let wrapper = env::var_os("RUSTC_WORKSPACE_WRAPPER")
+            .expect("MOAT_LINT_GUESTS is set, but the outer build has no RUSTC_WORKSPACE_WRAPPER");
+        build.env("RUSTC_WORKSPACE_WRAPPER", wrapper);
+    }
     build.stdout(Stdio::inherit()).stderr(Stdio::inherit());
     let status = build
         .status()
