@@ -37,6 +37,9 @@ pub enum Kind {
     /// `moat run` with `examples/hyper-serve` (hyper 1 on moat-sdk), beside
     /// `Moat` running `examples/http-server` (HTTP written by hand).
     MoatHyper,
+    /// `Moat` with the audit trail on (`--audit=FILE`): what recording
+    /// every decision costs.
+    MoatAudited,
 }
 
 impl Kind {
@@ -49,6 +52,7 @@ impl Kind {
             Kind::WasmtimeWasiBaseline => "wasmtime-wasi (baseline)",
             Kind::MoatStd => "moat, std::net guest",
             Kind::MoatHyper => "moat, hyper-serve",
+            Kind::MoatAudited => "moat --audit",
         }
     }
 
@@ -62,6 +66,7 @@ impl Kind {
             Kind::WasmtimeWasiBaseline => "wasmtime-wasi-baseline",
             Kind::MoatStd => "moat-std",
             Kind::MoatHyper => "moat-hyper",
+            Kind::MoatAudited => "moat-audit",
         }
     }
 
@@ -324,6 +329,18 @@ impl Setup {
     }
 
     /// The compiled-code cache of a moat kind (each build its own).
+    /// `--audit=FILE` for the audited kind (a file of the bench's own,
+    /// appended to by every run), nothing for the others.
+    pub fn audit_flag(&self, kind: Kind) -> Vec<String> {
+        match kind {
+            Kind::MoatAudited => vec![format!(
+                "--audit={}",
+                self.cache.with_file_name("audit.jsonl").display()
+            )],
+            _ => Vec::new(),
+        }
+    }
+
     pub fn cache_for(&self, kind: Kind) -> PathBuf {
         match kind {
             Kind::MoatBaseline => self.cache.join("baseline"),
@@ -388,7 +405,7 @@ impl Server {
                     .args(moat_flags)
                     .arg(setup.guest(kind, Guest::WstdServe));
             }
-            Kind::Moat | Kind::MoatBaseline => {
+            Kind::Moat | Kind::MoatBaseline | Kind::MoatAudited => {
                 command
                     .arg(setup.moat_binary(kind))
                     .arg("run")
@@ -396,6 +413,7 @@ impl Server {
                     .arg("--allow-listen=127.0.0.1:0")
                     .arg("--allow-net=127.0.0.1")
                     .args(setup.uncapped(kind))
+                    .args(setup.audit_flag(kind))
                     .args(moat_flags);
                 if let Mode::UdpSend {
                     to_name: Some(_), ..

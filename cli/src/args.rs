@@ -217,7 +217,7 @@ fn flag_of(setting: Setting) -> Arg {
             .require_equals(true)
             .default_missing_value("*"),
         Kind::Deny => arg.action(ArgAction::Append).require_equals(true),
-        Kind::Count | Kind::Size | Kind::Duration => arg.action(ArgAction::Set),
+        Kind::Count | Kind::Size | Kind::Duration | Kind::File => arg.action(ArgAction::Set),
     }
 }
 

@@ -3,6 +3,7 @@
 use std::process::ExitCode;
 
 use anyhow::{Context, bail};
+use moat_host::audit::{self, Audit, GuestIdentity};
 use moat_host::net::{TlsIdentity, TlsTrust};
 use moat_host::preopen::Preopen;
 use moat_host::settings::{Origin, PolicyFile, Setting, Settings};
@@ -32,7 +33,7 @@ fn init_logging() {
 }
 
 fn run(args: RunArgs) -> ExitCode {
-    let (options, config) = match prepare(&args) {
+    let prepared = match prepare(&args) {
         Ok(prepared) => prepared,
         Err(e) => {
             eprintln!("moat: error: {}", chain(&e));
@@ -49,14 +50,17 @@ fn run(args: RunArgs) -> ExitCode {
             return ExitCode::from(START_FAILED_EXIT);
         }
     };
+    let audit = prepared.options.audit_trail().clone();
     let outcome = runtime.block_on(async {
-        let moat = Moat::new(&config)?;
-        let guest = moat.load(&args.component)?;
+        let moat = Moat::new(&prepared.config)?;
+        let guest = prepared.load(&moat, &args.component)?;
         if !guest.has_async_run() {
             tracing::debug!("the guest exports only wasi:cli/run@0.2.0: it cannot use moat:net");
         }
-        moat.run(&guest, options).await
+        moat.run(&guest, prepared.options.clone()).await
     });
+    // Every record written before the status is.
+    audit.finish();
     match outcome {
         Ok(exit) => ExitCode::from(u8::try_from(exit.code()).unwrap_or(1)),
         Err(e) => {
@@ -70,7 +74,7 @@ fn run(args: RunArgs) -> ExitCode {
 }
 
 fn serve(args: ServeArgs) -> ExitCode {
-    let prepared = prepare(&args.run).and_then(|(options, config)| {
+    let prepared = prepare(&args.run).and_then(|prepared| {
         let tls = match (&args.tls_cert, &args.tls_key) {
             (Some(cert), Some(key)) => Some(TlsIdentity {
                 certificate_chain_pem: std::fs::read(cert)
@@ -80,9 +84,9 @@ fn serve(args: ServeArgs) -> ExitCode {
             }),
             _ => None,
         };
-        Ok((options, config, tls))
+        Ok((prepared, tls))
     });
-    let (options, mut config, tls) = match prepared {
+    let (mut prepared, tls) = match prepared {
         Ok(prepared) => prepared,
         Err(e) => {
             eprintln!("moat: error: {}", chain(&e));
@@ -90,7 +94,7 @@ fn serve(args: ServeArgs) -> ExitCode {
         }
     };
     // An instance per request: from a pool of --max-instances slots.
-    config.instance_pool = Some(InstancePool::for_run(&options));
+    prepared.config.instance_pool = Some(InstancePool::for_run(&prepared.options));
     // Requests run side by side, one per core.
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -103,10 +107,11 @@ fn serve(args: ServeArgs) -> ExitCode {
         }
     };
     let component = args.run.component.clone();
+    let audit = prepared.options.audit_trail().clone();
     let outcome = runtime.block_on(async {
-        let moat = Moat::new(&config)?;
-        let guest = moat.load(&component)?;
-        let mut serve = moat_host::serve::ServeOptions::new(&args.addr, options);
+        let moat = Moat::new(&prepared.config)?;
+        let guest = prepared.load(&moat, &component)?;
+        let mut serve = moat_host::serve::ServeOptions::new(&args.addr, prepared.options.clone());
         let scheme = if let Some(identity) = tls {
             serve = serve.tls(identity);
             "https"
@@ -119,6 +124,7 @@ fn serve(args: ServeArgs) -> ExitCode {
         eprintln!("moat: serving {scheme}://{}/", server.local_addr());
         server.serve(stop).await
     });
+    audit.finish();
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -205,7 +211,7 @@ fn spaced_grant(args: &RunArgs) -> Option<&'static str> {
 
 /// Turns the flags (and the policy file, if any) into a run's options and
 /// the engine's configuration.
-fn prepare(args: &RunArgs) -> anyhow::Result<(RunOptions, MoatConfig)> {
+fn prepare(args: &RunArgs) -> anyhow::Result<Prepared> {
     let from_file = match &args.policy {
         Some(path) => Settings::from_file(&PolicyFile::read(path)?)?,
         None => Settings::new(),
@@ -223,6 +229,18 @@ fn prepare(args: &RunArgs) -> anyhow::Result<(RunOptions, MoatConfig)> {
         .run_options()
         .arg(args.component.display().to_string())
         .args(args.args.iter().cloned());
+    let mut component = None;
+    if let Some(destination) = &settings.audit {
+        // The digest of the bytes that run names them in every record; a
+        // component that cannot be read fails the run when it is loaded.
+        component = std::fs::read(&args.component).ok();
+        let guest = component
+            .as_deref()
+            .map(|bytes| GuestIdentity::of(&args.component, bytes));
+        let audit =
+            Audit::to_destination(destination, audit::Context::new(guest), settings.audited())?;
+        options = options.audit(audit);
+    }
     for entry in &args.env {
         let (key, value) = match entry.split_once('=') {
             Some((key, value)) => (key.to_owned(), value.to_owned()),
@@ -281,5 +299,28 @@ fn prepare(args: &RunArgs) -> anyhow::Result<(RunOptions, MoatConfig)> {
         cache,
         ..MoatConfig::default()
     };
-    Ok((options, config))
+    Ok(Prepared {
+        options,
+        config,
+        component,
+    })
+}
+
+/// A run's options and engine configuration, and (when the run is audited)
+/// the component's bytes, read once: the digest on the trail is of the
+/// bytes that run.
+struct Prepared {
+    options: RunOptions,
+    config: MoatConfig,
+    component: Option<Vec<u8>>,
+}
+
+impl Prepared {
+    /// Loads the component: the bytes read already, or the file.
+    fn load(&self, moat: &Moat, path: &std::path::Path) -> Result<moat_host::Guest, MoatError> {
+        match &self.component {
+            Some(bytes) => moat.load_bytes(bytes, path),
+            None => moat.load(path),
+        }
+    }
 }

@@ -74,6 +74,7 @@ use wasmtime::component::{Component, Linker, ResourceTable};
 use wasmtime::{Config, Store};
 use wasmtime_wasi::{I32Exit, WasiCtxBuilder, WasiView};
 
+use crate::audit::Audit;
 use crate::bindings::http::{self as wasi_http, HttpState, HttpView};
 use crate::bindings::wasi_sockets::{self, WasiNet, WasiNetView};
 use crate::bindings::{self, MoatCtxView as NetCtxView, MoatView as NetView};
@@ -113,6 +114,7 @@ pub struct MoatCtxBuilder {
     notices: Option<Notices>,
     max_memory: u64,
     linger: Duration,
+    audit: Audit,
 }
 
 impl MoatCtx {
@@ -126,6 +128,7 @@ impl MoatCtx {
             notices: None,
             max_memory: DEFAULT_MAX_MEMORY,
             linger: DEFAULT_LINGER,
+            audit: Audit::off(),
         }
     }
 
@@ -177,6 +180,13 @@ impl MoatCtxBuilder {
         self
     }
 
+    /// Records every network decision of the run on `audit` (default:
+    /// none). See [`crate::audit`].
+    pub fn audit(mut self, audit: Audit) -> MoatCtxBuilder {
+        self.audit = audit;
+        self
+    }
+
     /// How long [`MoatCtx::finish`] lets the sockets flush.
     pub fn linger(mut self, linger: Duration) -> MoatCtxBuilder {
         self.linger = linger;
@@ -201,6 +211,9 @@ impl MoatCtxBuilder {
         }
         if let Some(trust) = self.tls_trust {
             net = net.with_tls_trust(trust);
+        }
+        if self.audit.is_on() {
+            net = net.with_audit(self.audit);
         }
         let notices = self
             .notices

@@ -9,6 +9,8 @@
 //!   ([`net::AddressGate`]).
 //! - [`bounds`]: the run's memory and time limits; [`descriptors`]: the
 //!   process's descriptor limit that follows the socket cap.
+//! - [`audit`]: the audit trail, a record of every network decision with
+//!   the rule that made it.
 //! - [`settings`]: the table of settings (each one's flag, policy-file key
 //!   and container variable), and grants, deny lists and bounds as flags, a
 //!   policy file or a container's environment state them, and how they add
@@ -24,6 +26,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod audit;
 mod bindings;
 pub mod bounds;
 pub mod descriptors;

@@ -321,7 +321,8 @@ impl Moat {
             .limits(options.limits.clone())
             .notices(notices(&options))
             .max_memory(options.max_memory.unwrap_or(DEFAULT_MAX_MEMORY))
-            .linger(self.linger());
+            .linger(self.linger())
+            .audit(options.audit.clone());
         if let Some(resolver) = options.resolver.clone() {
             builder = builder.resolver(resolver);
         }

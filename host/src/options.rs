@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 
+use crate::audit::Audit;
 pub(crate) use crate::net::limits::DEFAULT_LINGER;
 use crate::net::{Limits, Resolver, TlsTrust};
 use crate::policy::Policy;
@@ -198,6 +199,7 @@ pub struct RunOptions {
     pub(crate) stdin: Input,
     pub(crate) stdout: Output,
     pub(crate) stderr: Output,
+    pub(crate) audit: Audit,
 }
 
 impl RunOptions {
@@ -305,6 +307,19 @@ impl RunOptions {
         self
     }
 
+    /// Records every network decision of the run on `audit` (default:
+    /// none): see [`crate::audit`]. The trail is finished when its last
+    /// clone is dropped, or by [`Audit::finish`].
+    pub fn audit(mut self, audit: Audit) -> RunOptions {
+        self.audit = audit;
+        self
+    }
+
+    /// The run's audit trail (off unless [`audit`](Self::audit) set one).
+    pub fn audit_trail(&self) -> &Audit {
+        &self.audit
+    }
+
     /// The policy of this run.
     pub fn policy(&self) -> &Policy {
         &self.policy
@@ -320,6 +335,7 @@ impl std::fmt::Debug for RunOptions {
             .field("timeout", &self.timeout)
             .field("resolver", &self.resolver.as_ref().map(|_| "custom"))
             .field("args", &self.args)
+            .field("audit", &self.audit)
             .field("dirs", &self.dirs)
             .finish_non_exhaustive()
     }

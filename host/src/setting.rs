@@ -79,6 +79,8 @@ pub enum Setting {
     MaxHttpBodySize,
     /// `moat serve`'s handlers running at once.
     MaxInstances,
+    /// Where the audit trail of every decision goes.
+    Audit,
 }
 
 /// What kind of value a setting takes, and so how every source writes it.
@@ -96,6 +98,8 @@ pub enum Kind {
     Size,
     /// A duration such as `30s` (ms, s, m, h), longer than 0.
     Duration,
+    /// A file's path, or `-` for standard error.
+    File,
 }
 
 impl Kind {
@@ -106,6 +110,7 @@ impl Kind {
             Kind::Count => "N",
             Kind::Size => "SIZE",
             Kind::Duration => "DURATION",
+            Kind::File => "FILE",
         }
     }
 }
@@ -327,11 +332,20 @@ const ROWS: [Row; Setting::ALL.len()] = [
         help: "moat serve: most handler instances running at once, each with up to \
                --max-memory (more requests wait for one, within --timeout)",
     },
+    Row {
+        key: "audit",
+        flag: "--audit",
+        variable: "MOAT_AUDIT",
+        option: "RunOptions::audit",
+        kind: Kind::File,
+        help: "Write a JSON Lines record of every network decision, allowed and denied, \
+               with the rule that decided it, to FILE (appended; - for standard error)",
+    },
 ];
 
 impl Setting {
     /// Every setting, in the order `moat run --help` lists their flags.
-    pub const ALL: [Setting; 23] = [
+    pub const ALL: [Setting; 24] = [
         Setting::AllowNet,
         Setting::AllowListen,
         Setting::DenyNet,
@@ -355,6 +369,7 @@ impl Setting {
         Setting::HttpHeaderReadTimeout,
         Setting::MaxHttpBodySize,
         Setting::MaxInstances,
+        Setting::Audit,
     ];
 
     const fn row(self) -> &'static Row {

@@ -173,6 +173,25 @@ pub enum DeploymentError {
         /// Why.
         why: String,
     },
+    /// `MOAT_AUDIT` names a file: the trail goes to the container's log.
+    #[error(
+        "MOAT_AUDIT={value}: under the shim the audit trail goes to the container's log (MOAT_AUDIT=-); a path on the node is not the pod spec's to choose"
+    )]
+    AuditFile {
+        /// The value given.
+        value: String,
+    },
+    /// The image's policy sets `audit`: where the trail goes is the pod
+    /// spec's to say, not the image's.
+    #[error(
+        "the image's moat policy ({origin}) sets audit at line {line}: where the audit trail goes is the pod spec's to say (MOAT_AUDIT=-), not the image's"
+    )]
+    ImageAudit {
+        /// `layer` or `file /moat-policy.toml`.
+        origin: String,
+        /// The line.
+        line: usize,
+    },
     /// `MOAT_IMAGE_POLICY` is none of `ignore`, `apply`, `sha256:<hex>`.
     #[error(
         "MOAT_IMAGE_POLICY={value}: expected ignore, apply, or the layer's digest (sha256:...)"
@@ -432,6 +451,11 @@ impl Deployment {
                     var: var.to_owned(),
                 });
             };
+            if setting == Setting::Audit && !matches!(value.trim(), "" | "-") {
+                return Err(DeploymentError::AuditFile {
+                    value: value.to_owned(),
+                });
+            }
             from_env
                 .set(&Origin::Environment, setting, value)
                 .map_err(DeploymentError::Setting)?;
@@ -515,7 +539,18 @@ fn parse_layer(layer: &PolicyLayer) -> Result<Settings, DeploymentError> {
         })
     })?;
     let file = PolicyFile::parse(text, path)?;
-    Settings::from_file(&file).map_err(|e| DeploymentError::PolicyLayer(e.into()))
+    if let Some(statement) = file
+        .statements()
+        .iter()
+        .find(|s| s.setting == Setting::Audit)
+    {
+        return Err(DeploymentError::ImageAudit {
+            origin: layer.origin.clone(),
+            line: statement.line,
+        });
+    }
+    Settings::from_image_policy(&file, &layer.digest)
+        .map_err(|e| DeploymentError::PolicyLayer(e.into()))
 }
 
 #[cfg(test)]
@@ -694,6 +729,65 @@ mod tests {
         );
         let e = read(&envs(&["MOAT_IMAGE_POLICY=apply"]), None).unwrap_err();
         assert!(matches!(e, DeploymentError::NoPolicyLayer { .. }), "{e}");
+    }
+
+    #[test]
+    fn the_audit_trail_goes_to_the_containers_log_and_rules_name_the_image() {
+        let d = read(&envs(&["MOAT_AUDIT=-", "MOAT_ALLOW_NET=db:5432"]), None).unwrap();
+        assert_eq!(
+            d.settings.audit,
+            Some(moat_host::audit::Destination::Stderr)
+        );
+        for path in ["/etc/cron.d/moat", "audit.jsonl"] {
+            let e = read(&envs(&[&format!("MOAT_AUDIT={path}")]), None).unwrap_err();
+            assert!(
+                e.to_string()
+                    .starts_with(&format!("MOAT_AUDIT={path}: under the shim")),
+                "{e}"
+            );
+        }
+        // An image may not pick where the trail goes (a path on the node).
+        let layer =
+            PolicyLayer::new(b"allow-net = [\"a.example:443\"]\naudit = \"/etc/x\"\n".to_vec());
+        let e = read(&envs(&["MOAT_IMAGE_POLICY=apply"]), Some(&layer)).unwrap_err();
+        assert!(
+            matches!(e, DeploymentError::ImageAudit { line: 2, .. }),
+            "{e}"
+        );
+        // An image's entries name the image's policy and its line.
+        let layer =
+            PolicyLayer::new(b"max-sockets = 3\nallow-net = [\"a.example:443\"]\n".to_vec());
+        let d = read(
+            &envs(&["MOAT_IMAGE_POLICY=apply", "MOAT_DENY_NET=private"]),
+            Some(&layer),
+        )
+        .unwrap();
+        let allowed = d
+            .settings
+            .policy
+            .decide(Capability::Connect, &Host::parse("a.example").unwrap(), 443)
+            .unwrap();
+        assert_eq!(
+            allowed.rule.source,
+            moat_host::policy::Source::ImagePolicy {
+                digest: layer.digest.clone(),
+                line: 2
+            }
+        );
+        let denied = d
+            .settings
+            .policy
+            .check(Capability::Connect, &Host::parse("10.0.0.1").unwrap(), 1)
+            .unwrap_err();
+        let moat_host::policy::DenyReason::DeniedBy { source, .. } = denied.reason else {
+            panic!("{denied}")
+        };
+        assert_eq!(
+            *source,
+            moat_host::policy::Source::Environment {
+                variable: "MOAT_DENY_NET".to_owned()
+            }
+        );
     }
 
     #[test]

@@ -23,6 +23,9 @@ use crate::sandbox::{Container, Image, MoatSandbox};
 pub(crate) struct MoatExecutor {
     /// What the shim read of the image before the container was created.
     pub(crate) image: Image,
+    /// The container's containerd namespace and id, for the audit trail.
+    pub(crate) namespace: String,
+    pub(crate) id: String,
 }
 
 impl Executor for MoatExecutor {
@@ -33,6 +36,8 @@ impl Executor for MoatExecutor {
             args: process.and_then(|p| p.args().clone()).unwrap_or_default(),
             env: process.and_then(|p| p.env().clone()).unwrap_or_default(),
             image: self.image.clone(),
+            namespace: self.namespace.clone(),
+            id: self.id.clone(),
         };
         let status = MoatSandbox::default().run(&container);
         std::process::exit(status)

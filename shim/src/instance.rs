@@ -66,8 +66,13 @@ fn build(build: Build) -> Result<(), String> {
     let root = cfg
         .determine_rootdir(RUNTIME_NAME)
         .map_err(|e| e.to_string())?;
+    let executor = MoatExecutor {
+        image,
+        namespace: cfg.namespace.clone(),
+        id: id.clone(),
+    };
     let mut builder = ContainerBuilder::new(id, SyscallType::Linux)
-        .with_executor(MoatExecutor { image })
+        .with_executor(executor)
         .with_root_path(root)
         .map_err(|e| e.to_string())?;
     if let Ok(stdin) = cfg.open_stdin() {

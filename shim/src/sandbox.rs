@@ -13,6 +13,7 @@
 use std::io::{Read as _, Write as _};
 use std::path::{Path, PathBuf};
 
+use moat_host::audit::{self, Audit, GuestIdentity};
 use moat_host::preopen::Preopen;
 use moat_host::preopen::{self, PreopenError};
 use moat_host::serve::ServeOptions;
@@ -41,6 +42,11 @@ pub struct Container {
     pub env: Vec<String>,
     /// What the shim read of the image.
     pub image: Image,
+    /// The container's containerd namespace (`k8s.io`), for the audit
+    /// trail.
+    pub namespace: String,
+    /// The container's id, for the audit trail.
+    pub id: String,
 }
 
 /// What the shim knows of a container's image.
@@ -94,6 +100,9 @@ pub enum StartError {
         /// The file, or the layer.
         what: String,
     },
+    /// `MOAT_AUDIT`'s trail cannot be started.
+    #[error("MOAT_AUDIT: {0}")]
+    Audit(#[source] moat_host::audit::AuditError),
     /// `/moat-policy.toml` exists but could not be read.
     #[error("cannot read {POLICY_FILE}: {0}")]
     PolicyFile(#[source] std::io::Error),
@@ -328,6 +337,14 @@ impl MoatSandbox {
         for (key, value) in &deployment.guest_env {
             options = options.env(key, value);
         }
+        if let Some(destination) = &settings.audit {
+            let guest = GuestIdentity::of(Path::new(path), &component);
+            let context = audit::Context::new(Some(guest))
+                .in_container(container.namespace.clone(), container.id.clone());
+            let trail = Audit::to_destination(destination, context, settings.audited())
+                .map_err(StartError::Audit)?;
+            options = options.audit(trail);
+        }
         Ok((
             Prepared {
                 component,
@@ -368,6 +385,7 @@ fn run(prepared: Prepared, refuse: impl Fn(&str)) -> i32 {
             return START_FAILED_EXIT.into();
         }
     };
+    let audit = prepared.options.audit_trail().clone();
     let outcome = runtime.block_on(async {
         // Each container starts in a fresh root filesystem: a compile
         // cache there would never be read again.
@@ -406,6 +424,8 @@ fn run(prepared: Prepared, refuse: impl Fn(&str)) -> i32 {
                 .map(|exit| exit.code()),
         }
     });
+    // Every record in the log before the container's end is.
+    audit.finish();
     match outcome {
         Ok(code) => code,
         Err(e) => {

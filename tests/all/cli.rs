@@ -63,6 +63,7 @@ fn help_documents_every_flag_with_an_example() {
         "--tls-handshake-timeout",
         "--max-connections",
         "--max-connections-per-peer",
+        "--audit",
     ] {
         let line = help.lines().find(|l| l.trim_start().starts_with(flag));
         assert!(line.is_some(), "{flag} is not documented:\n{help}");

@@ -10,6 +10,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod audit;
 mod busy_guest;
 mod chat;
 mod cli;

@@ -812,3 +812,93 @@ async fn extra_roots_over_their_caps_fail_the_connect_before_it_is_made() {
         );
     }
 }
+
+/// A sink that keeps the records it is given.
+#[derive(Clone, Default)]
+struct Kept(std::sync::Arc<std::sync::Mutex<Vec<moat_host::audit::AuditRecord>>>);
+
+impl moat_host::audit::AuditSink for Kept {
+    fn write(&mut self, record: &moat_host::audit::AuditRecord) -> std::io::Result<()> {
+        self.0.lock().unwrap().push(record.clone());
+        Ok(())
+    }
+}
+
+/// An embedder's sink gets the trail: mail-sink's listen with the grant
+/// that allowed it, and the STARTTLS upgrade of the connection curl made.
+#[tokio::test]
+async fn a_server_side_starttls_upgrade_is_on_an_embedders_audit_trail() {
+    use moat_host::audit::{Audit, Body, Context, Operation, Outcome};
+    if !have("curl") {
+        return;
+    }
+    let ca = Ca::new("moat test CA");
+    let certs = Certs::new("smtp-audit", &ca, &ca.leaf(&["localhost"]));
+    let kept = Kept::default();
+    let audit = Audit::start(Box::new(kept.clone()), Context::new(None), Vec::new()).unwrap();
+    let args = [
+        "mail-sink",
+        "--tls",
+        "/certs/cert.pem",
+        "/certs/key.pem",
+        "127.0.0.1:0",
+    ];
+    let sink = start_with(
+        guests::MAIL_SINK,
+        options(server_policy(), &certs, &args).audit(audit.clone()),
+    );
+    let port = sink.listening_addr().await.port();
+    let message = certs.dir.join("message.txt");
+    std::fs::write(&message, "Subject: audited\r\n\r\nHello.\r\n").unwrap();
+    let out = tokio::process::Command::new("curl")
+        .args(["-sS", "--ssl-reqd", "--cacert", &certs.path("ca.pem")])
+        .arg(format!("smtp://localhost:{port}"))
+        .args([
+            "--mail-from",
+            "a@example.com",
+            "--mail-rcpt",
+            "b@example.com",
+        ])
+        .arg("-T")
+        .arg(&message)
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    sink.wait_for("--- end").await;
+    audit.finish();
+    let records = kept.0.lock().unwrap().clone();
+    let decisions: Vec<_> = records
+        .iter()
+        .filter_map(|r| match &r.body {
+            Body::Decision(event) => Some(event),
+            _ => None,
+        })
+        .collect();
+    let listen = decisions
+        .iter()
+        .find(|e| e.operation == Operation::Listen)
+        .expect("the listen is recorded");
+    let Outcome::Allowed { rule: Some(rule) } = &listen.outcome else {
+        panic!("{listen:?}")
+    };
+    assert_eq!(rule.entry, "127.0.0.1");
+    let upgrade = decisions
+        .iter()
+        .find(|e| e.operation == Operation::TlsUpgrade)
+        .unwrap_or_else(|| panic!("no upgrade among {decisions:#?}"));
+    assert_eq!(
+        (upgrade.host.as_str(), upgrade.port),
+        ("127.0.0.1", Some(port))
+    );
+    assert!(upgrade.allowed());
+    assert_eq!(
+        upgrade.address.map(|a| a.ip()),
+        Some("127.0.0.1".parse().unwrap()),
+        "the peer"
+    );
+}

@@ -189,6 +189,7 @@ async fn ctr_runs_echo_server_under_the_grants_of_its_deployment() {
         .ctr(NAMESPACE)
         .args(["run", "--net-host", "--runtime", "io.containerd.moat.v1"])
         .args(["--env", &pin, "--env", "MOAT_LOG=moat::net=debug"])
+        .args(["--env", "MOAT_AUDIT=-"])
         // ctr's arguments after the id replace the image's entrypoint.
         .args([image, &id, "/echo-server.wasm"])
         .arg(format!("127.0.0.1:{port}"))
@@ -227,7 +228,7 @@ async fn ctr_runs_echo_server_under_the_grants_of_its_deployment() {
     assert_eq!(status.code(), Some(137), "killed: 128 + SIGKILL\n{output}");
     assert!(
         output.contains(&format!(
-            "moat: pod spec sets no grants; image policy file /moat-policy.toml {}: applied",
+            "moat: pod spec: MOAT_AUDIT=-; image policy file /moat-policy.toml {}: applied",
             support::sha256_digest(policy.as_bytes())
         )),
         "the audit line, in the container's log:\n{output}"
@@ -240,6 +241,25 @@ async fn ctr_runs_echo_server_under_the_grants_of_its_deployment() {
         output.contains(&format!("listening on 127.0.0.1:{port}")),
         "the guest's stdout, in the container's log:\n{output}"
     );
+    // The audit trail, in the container's log: the listen, the image's
+    // rule that allowed it, and the container it happened in.
+    let listen = output
+        .lines()
+        .find(|l| l.starts_with('{') && l.contains(r#""operation":"listen""#))
+        .unwrap_or_else(|| panic!("no listen on the trail in the container's log:\n{output}"));
+    for part in [
+        format!(r#""address":"127.0.0.1:{port}""#),
+        format!(r#""id":"{id}""#),
+        format!(r#""namespace":"{NAMESPACE}""#),
+        r#""decision":"allowed""#.to_owned(),
+        format!(
+            r#""digest":"{}""#,
+            support::sha256_digest(policy.as_bytes())
+        ),
+        r#""kind":"image-policy""#.to_owned(),
+    ] {
+        assert!(listen.contains(&part), "{part} in {listen}");
+    }
     run(containerd.ctr(NAMESPACE).args(["container", "rm", &id]));
 }
 

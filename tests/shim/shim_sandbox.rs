@@ -30,6 +30,8 @@ fn file(guest: &str, args: &[&str], env: &[&str]) -> Container {
             .collect(),
         env: env.iter().map(|e| e.to_string()).collect(),
         image: Image::Read(ImageFacts::default()),
+        namespace: "moat-test".to_owned(),
+        id: "sandbox-test".to_owned(),
     }
 }
 

@@ -325,6 +325,7 @@ fn fetch_command(run: &Run, kind: Kind, url: &str, port: u16, repeat: usize) -> 
                 .arg("run")
                 .arg(format!("--cache-dir={}", setup.cache.display()))
                 .arg(format!("--allow-net=127.0.0.1:{port}"))
+                .args(setup.audit_flag(kind))
                 .arg(setup.guest(kind, Guest::WstdFetch));
         }
     }
@@ -367,7 +368,12 @@ pub fn http_fetch(run: &Run) -> anyhow::Result<Workload> {
     let server = Server::start(&run.setup, Kind::Native, Mode::Http, true)?;
     let port = server.addr.port();
     let url = format!("http://{}/", server.addr);
-    let kinds = [Kind::Native, Kind::Moat, Kind::WasmtimeWasi];
+    let kinds = [
+        Kind::Native,
+        Kind::Moat,
+        Kind::MoatAudited,
+        Kind::WasmtimeWasi,
+    ];
     // Each client once, untimed: it works, and its compiled code is cached.
     for kind in kinds {
         time_fetch(fetch_command(run, kind, &url, port, 2), 2)

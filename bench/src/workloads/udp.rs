@@ -16,7 +16,12 @@ use super::{Run, median, native_and_moat, ratio, start_all, started, started_wit
 /// server CPU per round trip.
 pub fn udp_echo(run: &Run) -> anyhow::Result<Workload> {
     let trips = run.scale(10_000, 3_000);
-    let servers = started_with_std(run, Mode::UdpEcho, true)?;
+    let mut servers = started_with_std(run, Mode::UdpEcho, true)?;
+    // Every echo is a send the trail counts.
+    servers.push((
+        Kind::MoatAudited,
+        Server::start(&run.setup, Kind::MoatAudited, Mode::UdpEcho, true)?,
+    ));
     let plan = Plan {
         noun: "round trip",
         trips,

@@ -39,8 +39,9 @@ use super::budget::Charge;
 use super::dns::{Addresses, RecordFull};
 use super::error::NetError;
 use super::limits::{DEFAULT_ANSWER_LIFETIME, MAX_NOTICES, MAX_WASI_UDP_RECEIVES, SocketSlot};
-use super::run::{Run, unspecified_destination};
-use crate::policy::{Capability, Denied, Host, LookupDenied};
+use super::run::{Admitted, Run, capability_of, unspecified_destination};
+use crate::audit::{Event, Operation, Outcome, Reason};
+use crate::policy::{Capability, Denied, Host, LookupDenied, Provenance};
 use crate::setting::Setting;
 
 /// What a program does with an address, as the gate judges it.
@@ -51,9 +52,12 @@ pub enum AddressUse {
     /// Send a datagram to it, or fix it as a UDP socket's peer (connect
     /// grant).
     Send,
-    /// Bind a socket to it as the local address (listen grant, unless the
-    /// port is 0).
+    /// Bind a TCP socket to it as the local address (listen grant, unless
+    /// the port is 0).
     Bind,
+    /// Bind a UDP socket to it as the local address (listen grant, unless
+    /// the port is 0).
+    UdpBind,
     /// Listen on it, the local address of a bound TCP socket (listen
     /// grant).
     Listen,
@@ -151,19 +155,26 @@ impl AddressGate {
     /// [`NetError::Denied`]; [`NetError::InvalidArgument`] for a
     /// destination that is the unspecified address.
     pub fn judge(&self, addr: SocketAddr, use_: AddressUse) -> Result<(), NetError> {
-        let capability = match use_ {
+        let operation = match use_ {
             AddressUse::Accept | AddressUse::Receive => return Ok(()),
-            AddressUse::Bind if addr.port() == 0 => return Ok(()),
-            AddressUse::Bind | AddressUse::Listen => Capability::Listen,
-            AddressUse::Connect | AddressUse::Send => Capability::Connect,
+            AddressUse::Bind | AddressUse::UdpBind if addr.port() == 0 => return Ok(()),
+            AddressUse::Bind => Operation::TcpBind,
+            AddressUse::UdpBind => Operation::UdpBind,
+            AddressUse::Listen => Operation::Listen,
+            AddressUse::Connect => Operation::Connect,
+            AddressUse::Send => Operation::UdpSend,
         };
+        let capability = capability_of(operation);
         let ip = addr.ip().to_canonical();
         if capability == Capability::Connect && ip.is_unspecified() {
             tracing::debug!(target: "moat::net", %addr, "refused: the unspecified address is not a destination");
-            return Err(unspecified_destination(ip));
+            let refusal = unspecified_destination(ip);
+            return Err(self
+                .run
+                .refused(operation, &Host::ip(ip), Some(addr.port()), refusal));
         }
         let mut denied = match self.judge_host(capability, ip, addr.port()) {
-            Ok(()) => return Ok(()),
+            Ok(rule) => return self.allowed(operation, addr, ip, rule),
             Err(denied) => denied,
         };
         if use_ == AddressUse::Listen && addr.port() != 0 && !denied.by_deny_entry() {
@@ -172,21 +183,57 @@ impl AddressGate {
             // grant. So this is a socket bound to port 0 (any free port),
             // judged as port 0, as moat:net judges `listen(host, 0)`.
             match self.judge_host(capability, ip, 0) {
-                Ok(()) => return Ok(()),
+                Ok(rule) => return self.allowed(operation, addr, ip, rule),
                 Err(as_port_0) => denied = as_port_0,
             }
         }
         tracing::debug!(target: "moat::net", %denied, ?use_, "denied");
         self.notices.tell(denied.to_string());
-        Err(denied.into())
+        let host = denied.host.clone();
+        let port = denied.port;
+        Err(self
+            .run
+            .refused(operation, &host, Some(port), denied.into()))
     }
 
-    fn judge_host(&self, capability: Capability, ip: IpAddr, port: u16) -> Result<(), Denied> {
+    /// Records an allowed use of `addr` on the audit trail.
+    fn allowed(
+        &self,
+        operation: Operation,
+        addr: SocketAddr,
+        ip: IpAddr,
+        rule: Arc<Provenance>,
+    ) -> Result<(), NetError> {
+        if !self.run.audit.is_on() {
+            return Ok(());
+        }
+        let admitted = Admitted {
+            host: Host::ip(ip),
+            port: addr.port(),
+            operation,
+            rule,
+        };
+        self.run.allowed(&admitted, None, Some(addr))
+    }
+
+    /// The grant entry that allows `ip`:`port`, as the address or as a
+    /// name it was resolved from; or the denial.
+    fn judge_host(
+        &self,
+        capability: Capability,
+        ip: IpAddr,
+        port: u16,
+    ) -> Result<Arc<Provenance>, Denied> {
         let policy = &self.run.policy;
-        let denied = match policy.check(capability, &Host::ip(ip), port) {
+        let denied = match policy.decide(capability, &Host::ip(ip), port) {
             // A deny entry for a name this address was resolved from holds
             // even where the address itself is granted.
-            Ok(()) => return self.run.check_recorded(capability, ip, port),
+            Ok(allowed) => {
+                return self
+                    .run
+                    .check_recorded(capability, ip, port)
+                    .map(|()| allowed.rule);
+            }
             Err(denied) => denied,
         };
         if denied.by_deny_entry() {
@@ -206,11 +253,13 @@ impl AddressGate {
             .unwrap_or_else(PoisonError::into_inner);
         let mut resolved_from = None;
         for name in names.names(ip) {
-            let allowed = policy.check(capability, name, port).is_ok()
-                && policy.check_resolved(capability, name, port, ip).is_ok();
-            if allowed {
+            let allowed = policy
+                .decide(capability, name, port)
+                .ok()
+                .filter(|_| policy.check_resolved(capability, name, port, ip).is_ok());
+            if let Some(allowed) = allowed {
                 tracing::debug!(target: "moat::net", %ip, port, %name, "admitted as the name it was resolved from");
-                return Ok(());
+                return Ok(allowed.rule);
             }
             resolved_from.get_or_insert_with(|| name.clone());
         }
@@ -242,10 +291,30 @@ impl AddressGate {
         if let Err(denied) = self.run.policy.check_lookup(&host) {
             tracing::debug!(target: "moat::net", %denied, "lookup denied");
             self.notices.tell(denied.to_string());
+            // Refused whether or not the trail takes the record.
+            let _ = self.record_lookup(&host, Err(&denied));
             return Err(LookupError::Denied(denied));
         }
         let _waiting = self.run.waiting.enter("lookup")?;
-        let answer = self.run.lookups.answer(&dns_name).await?;
+        let answer = match self.run.lookups.answer(&dns_name).await {
+            Ok(answer) => answer,
+            Err(e) => {
+                // Allowed; the name has no address (or a bound refused it).
+                let _ = self.run.audit.record(|| {
+                    let mut event = Event::new(
+                        Operation::Lookup,
+                        &host,
+                        None,
+                        Outcome::Allowed { rule: None },
+                    );
+                    event.error = Some(e.to_string());
+                    event
+                });
+                return Err(e.into());
+            }
+        };
+        self.record_lookup(&host, Ok(&answer.addresses))
+            .map_err(|e| LookupError::LimitReached(e.to_string()))?;
         let lifetime = answer.lifetime.unwrap_or(DEFAULT_ANSWER_LIFETIME);
         let pinned = self.run.policy.denies_by_name(&host);
         tracing::debug!(target: "moat::net", name = %host, addresses = ?answer.addresses, ?lifetime, pinned, "resolved and recorded");
@@ -265,6 +334,41 @@ impl AddressGate {
                 ))
             })?;
         Ok(answer.addresses)
+    }
+
+    /// Records a lookup on the audit trail: the addresses it gave, or its
+    /// refusal.
+    fn record_lookup(
+        &self,
+        host: &Host,
+        outcome: Result<&Addresses, &LookupDenied>,
+    ) -> Result<(), crate::audit::AuditError> {
+        self.run.audit.record(|| {
+            let (decided, resolved) = match outcome {
+                Ok(addresses) => (
+                    Outcome::Allowed { rule: None },
+                    addresses.iter().map(|a| a.to_canonical()).collect(),
+                ),
+                Err(denied) => (
+                    Outcome::Denied {
+                        reason: match denied.deny_entry(&self.run.policy) {
+                            None => Reason::NoGrant {
+                                needs: denied.needs().unwrap_or_default(),
+                            },
+                            Some(entry) => Reason::DenyEntry {
+                                rule: entry.provenance(),
+                                address: None,
+                            },
+                        },
+                        message: denied.to_string(),
+                    },
+                    Vec::new(),
+                ),
+            };
+            let mut event = Event::new(Operation::Lookup, host, None, decided);
+            event.resolved = resolved;
+            event
+        })
     }
 
     /// Pays `bytes` for `what` from the run's host memory.

@@ -27,11 +27,10 @@ use super::error::NetError;
 use super::io::Io;
 use super::limits::{ACCEPT_QUEUE, ConnectionCaps, MAX_HANDSHAKES, SocketSlot};
 use super::options::buffer_size;
-use super::run::Run;
+use super::run::{Admitted, Run};
 use super::tasks::Tasks;
 use super::tcp::TcpConn;
 use super::tls::{ServerTls, handshake_server};
-use crate::policy::Capability;
 
 /// First delay after a failed accept: short enough that a transient error
 /// (a connection aborted before accept) costs nothing noticeable.
@@ -96,12 +95,10 @@ struct QueueInner {
 pub(crate) async fn listen(
     run: &Arc<Run>,
     tasks: &Tasks,
-    host: &str,
-    port: u16,
+    admitted: &Admitted,
     options: &ListenOptions,
     tls: Option<ServerTls>,
 ) -> Result<TcpListener, NetError> {
-    let target = run.admit(Capability::Listen, host, port)?;
     for (name, cap) in [
         ("max-connections", options.max_connections),
         ("max-connections-per-peer", options.max_connections_per_peer),
@@ -127,12 +124,14 @@ pub(crate) async fn listen(
     let send_buffer = options.send_buffer_size.map(buffer_size).transpose()?;
     let receive_buffer = options.receive_buffer_size.map(buffer_size).transpose()?;
 
-    let slot = run.slots.try_take()?;
+    let slot = run.slot_for(admitted)?;
     let mut last = None;
-    for addr in run.addresses(Capability::Listen, &target, port).await? {
+    let resolved = run.addresses(admitted).await?;
+    for &addr in &resolved.addrs {
         let dual_stack = run.dual_stack_allowed(addr);
         match bind(addr, dual_stack, backlog, send_buffer, receive_buffer) {
             Ok(listener) => {
+                run.allowed(admitted, Some(&resolved), listener.local_addr().ok())?;
                 let accepting = Accepting {
                     run: Arc::clone(run),
                     caps,
@@ -142,7 +141,11 @@ pub(crate) async fn listen(
             Err(e) => last = Some(e),
         }
     }
-    Err(last.unwrap_or_else(|| NetError::NameNotResolved(format!("{target}: no addresses"))))
+    let target = &admitted.host;
+    let failed =
+        last.unwrap_or_else(|| NetError::NameNotResolved(format!("{target}: no addresses")));
+    run.failed(admitted, Some(&resolved), &failed);
+    Err(failed)
 }
 
 fn bind(

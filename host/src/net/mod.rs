@@ -22,6 +22,8 @@
 //! `budget`; the checks of socket option values in `options`.
 
 mod address_gate;
+#[cfg(test)]
+mod audit_tests;
 pub(crate) mod budget;
 mod dns;
 mod error;
@@ -67,6 +69,7 @@ pub use udp::{BindOptions, Datagram, MulticastInterface, RECEIVE_BUFFER, UdpSock
 
 use tokio_rustls::TlsAcceptor;
 
+use crate::audit::{self, Audit, Operation};
 use crate::policy::Policy;
 use run::Run;
 use tasks::Tasks;
@@ -130,6 +133,22 @@ impl Net {
         self.http = Arc::default();
         self.tasks.set_budget(Arc::clone(&self.run.budget));
         self
+    }
+
+    /// This network recording every decision on `audit` (see
+    /// [`crate::audit`]). Call it before opening sockets.
+    pub fn with_audit(mut self, audit: Audit) -> Net {
+        let mut run = self.run.rebuilt(None, None);
+        run.audit = audit;
+        self.run = Arc::new(run);
+        self.http = Arc::default();
+        self.tasks.set_budget(Arc::clone(&self.run.budget));
+        self
+    }
+
+    /// The run's audit trail (off unless [`with_audit`](Self::with_audit)).
+    pub fn audit(&self) -> &Audit {
+        &self.run.audit
     }
 
     /// The limits every socket of this network counts against.
@@ -212,7 +231,8 @@ impl Net {
         port: u16,
         options: &ListenOptions,
     ) -> Result<TcpListener, NetError> {
-        listen::listen(&self.run, &self.tasks, host, port, options, None).await
+        let admitted = self.run.admit(Operation::Listen, host, port)?;
+        listen::listen(&self.run, &self.tasks, &admitted, options, None).await
     }
 
     /// Opens a TLS connection to `host`:`port`: the TCP connect (checked
@@ -238,13 +258,16 @@ impl Net {
     ) -> Result<TcpConn, NetError> {
         let attempt = async {
             // The policy first: a denied connect builds no configuration.
-            self.run
-                .admit(crate::policy::Capability::Connect, host, port)?;
+            if port == 0 {
+                return Err(NetError::InvalidArgument(
+                    "port 0 cannot be connected to".into(),
+                ));
+            }
+            let admitted = self.run.admit(Operation::Connect, host, port)?;
             let config = self.tls.client_config(tls, &self.run.budget)?;
-            let (stream, target, slot) = tcp::connect_stream(
+            let (stream, target, slot) = tcp::connect_admitted(
                 &self.run,
-                host,
-                port,
+                &admitted,
                 &ConnectOptions {
                     timeout: None,
                     ..options.clone()
@@ -289,11 +312,10 @@ impl Net {
         tls: &TlsServerOptions,
     ) -> Result<TcpListener, NetError> {
         // The policy first: a denied listen builds no configuration.
-        self.run
-            .admit(crate::policy::Capability::Listen, host, port)?;
+        let admitted = self.run.admit(Operation::Listen, host, port)?;
         let config = self.tls.server_config(tls, &self.run.budget)?;
         let server = tls::ServerTls::new(config, tls, self.run.limits.tls_handshake_timeout);
-        listen::listen(&self.run, &self.tasks, host, port, options, Some(server)).await
+        listen::listen(&self.run, &self.tasks, &admitted, options, Some(server)).await
     }
 
     /// A TLS acceptor for a server of the host's own (`moat serve
@@ -321,8 +343,11 @@ impl Net {
         already_read: Vec<u8>,
         tls: &TlsClientOptions,
     ) -> Result<Upgrade, NetError> {
-        let name = tls::server_name(&crate::policy::Host::parse(server_name)?)?;
+        let host = crate::policy::Host::parse(server_name)?;
+        let name = tls::server_name(&host)?;
         let config = self.tls.client_config(tls, &self.run.budget)?;
+        let port = conn.peer_addr()?.port();
+        self.record_upgrade(conn, host, port)?;
         let limit =
             limits::DEFAULT_TLS_HANDSHAKE_TIMEOUT.min(self.run.limits.tls_handshake_timeout);
         let side = tcp::upgrade::Side::Client {
@@ -347,7 +372,36 @@ impl Net {
     ) -> Result<Upgrade, NetError> {
         let config = self.tls.server_config(tls, &self.run.budget)?;
         let server = tls::ServerTls::new(config, tls, self.run.limits.tls_handshake_timeout);
+        let local = conn.local_addr()?;
+        self.record_upgrade(conn, crate::policy::Host::ip(local.ip()), local.port())?;
         conn.upgrade(tcp::upgrade::Side::Server(server), already_read)
+    }
+
+    /// Records a STARTTLS upgrade of `conn` on the audit trail: `host` and
+    /// `port` are the server's name as the guest wrote it and the port it
+    /// connected to (a client), or this side's address and port (a
+    /// server); the address is the peer's. No grant is asked: the
+    /// connection's connect or listen was judged.
+    fn record_upgrade(
+        &self,
+        conn: &TcpConn,
+        host: crate::policy::Host,
+        port: u16,
+    ) -> Result<(), NetError> {
+        let peer = conn.peer_addr().ok();
+        self.run
+            .audit
+            .record(|| {
+                let mut event = audit::Event::new(
+                    Operation::TlsUpgrade,
+                    &host,
+                    Some(port),
+                    audit::Outcome::Allowed { rule: None },
+                );
+                event.address = peer;
+                event
+            })
+            .map_err(|e| NetError::LimitReached(e.to_string()))
     }
 
     /// Binds a UDP socket to `host`:`port` (port 0: any free port).

@@ -21,6 +21,10 @@
 //!    ([`ResolvedNames`]), for every address used, however it was written.
 //! 4. [`Run::dual_stack_allowed`] decides whether a socket bound to `::`
 //!    may take IPv4 too.
+//!
+//! Every decision these make is also handed to the run's audit trail
+//! ([`crate::audit`]): a refusal where it is made, an allowed call by its
+//! caller once it knows the address it used ([`Run::allowed`]).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -28,8 +32,83 @@ use std::sync::{Arc, Mutex, PoisonError};
 use super::budget::Budget;
 use super::dns::{Lookups, ResolvedNames, Resolver, SystemResolver};
 use super::error::NetError;
-use super::limits::{Limits, SocketSlots, WaitingCalls};
-use crate::policy::{Capability, Denied, Host, Policy};
+use super::limits::{Limits, SocketSlot, SocketSlots, WaitingCalls};
+use crate::audit::{Audit, Event, Operation, Outcome, Reason, Refusal};
+use crate::policy::{Capability, Denied, DenyReason, Host, Policy, Provenance, Source};
+use crate::setting::Setting;
+
+/// The capability an operation needs.
+pub(crate) fn capability_of(operation: Operation) -> Capability {
+    match operation {
+        Operation::Connect
+        | Operation::UdpSend
+        | Operation::HttpRequest
+        | Operation::TlsUpgrade
+        | Operation::Lookup => Capability::Connect,
+        Operation::Listen
+        | Operation::TcpBind
+        | Operation::UdpBind
+        | Operation::MulticastJoin
+        | Operation::ServeBind => Capability::Listen,
+    }
+}
+
+/// A call the policy allowed on the host as written: the host, and the
+/// grant entry that allowed it.
+#[derive(Debug, Clone)]
+pub(crate) struct Admitted {
+    pub(crate) host: Host,
+    pub(crate) port: u16,
+    pub(crate) operation: Operation,
+    pub(crate) rule: Arc<Provenance>,
+}
+
+/// The addresses a call may use, and (for the audit trail) what its name
+/// resolved to and which of those deny entries refused.
+#[derive(Debug, Default)]
+pub(crate) struct Resolved {
+    pub(crate) addrs: Vec<SocketAddr>,
+    resolved: Vec<IpAddr>,
+    refused: Vec<Refusal>,
+}
+
+/// Why `error` refused a call, for the audit trail.
+fn reason_of(error: &NetError, spelling: crate::setting::Spelling) -> Reason {
+    match error {
+        NetError::Denied(denied) => match &denied.reason {
+            DenyReason::NotGranted => Reason::NoGrant {
+                needs: denied.needs().unwrap_or_default(),
+            },
+            DenyReason::DeniedBy {
+                entry,
+                source,
+                address,
+                carried,
+            } => Reason::DenyEntry {
+                rule: Provenance {
+                    entry: entry.clone(),
+                    source: Source::clone(source),
+                },
+                address: address.or(carried.map(IpAddr::V4)),
+            },
+        },
+        NetError::LimitReached(why) => Reason::Limit {
+            setting: limit_setting(why, spelling),
+        },
+        _ => Reason::Invalid,
+    }
+}
+
+/// The setting a limit's message names (each names the one that raises
+/// it), or the whole message.
+fn limit_setting(why: &str, spelling: crate::setting::Spelling) -> String {
+    Setting::ALL
+        .into_iter()
+        .map(|s| s.named(spelling))
+        .filter(|name| why.contains(name))
+        .max_by_key(|name| name.len())
+        .map_or_else(|| why.to_owned(), str::to_owned)
+}
 
 /// What one run's sockets share: its policy, limits, socket slots, waiting
 /// calls, lookups, the names its lookups recorded and its host memory;
@@ -45,6 +124,8 @@ pub(crate) struct Run {
     pub(crate) names: Mutex<ResolvedNames>,
     /// The run's host memory ([`Limits::max_host_memory`]).
     pub(crate) budget: Arc<Budget>,
+    /// Where the run's decisions are recorded (off by default).
+    pub(crate) audit: Audit,
 }
 
 impl Run {
@@ -65,6 +146,7 @@ impl Run {
             budget,
             policy,
             limits,
+            audit: Audit::off(),
         }
     }
 
@@ -75,15 +157,142 @@ impl Run {
         limits: Option<Limits>,
         resolver: Option<Arc<dyn Resolver>>,
     ) -> Run {
-        Run::new(
+        let mut run = Run::new(
             self.policy.clone(),
             limits.unwrap_or_else(|| self.limits.clone()),
             Some(resolver.unwrap_or_else(|| self.lookups.resolver())),
-        )
+        );
+        run.audit = self.audit.clone();
+        run
     }
 
-    /// Parses `host` and checks it, as written, against `capability`'s
-    /// grant and deny entries.
+    /// Records a refusal of `operation` on `host`:`port`, and returns it.
+    pub(crate) fn refused(
+        &self,
+        operation: Operation,
+        host: &Host,
+        port: Option<u16>,
+        error: NetError,
+    ) -> NetError {
+        self.refused_after(operation, host, port, None, error)
+    }
+
+    /// [`refused`](Self::refused), after a lookup.
+    fn refused_after(
+        &self,
+        operation: Operation,
+        host: &Host,
+        port: Option<u16>,
+        resolved: Option<Resolved>,
+        error: NetError,
+    ) -> NetError {
+        // The call is refused whether or not the trail takes the record.
+        let event = || {
+            let mut event = Event::new(
+                operation,
+                host,
+                port,
+                Outcome::Denied {
+                    reason: reason_of(&error, self.policy.spelling()),
+                    message: error.to_string(),
+                },
+            );
+            if let Some(resolved) = resolved {
+                event.resolved = resolved.resolved;
+                event.refused = resolved.refused;
+            }
+            event
+        };
+        let _ = match (operation, port) {
+            (Operation::UdpSend, Some(port)) => self.audit.udp_send(host, port, false, event),
+            _ => self.audit.record(event),
+        };
+        error
+    }
+
+    /// Records that the admitted call went ahead: with what its name
+    /// resolved to, and the address it used, or the error it met there.
+    ///
+    /// # Errors
+    /// [`NetError::LimitReached`] if the trail cannot take the record:
+    /// the caller drops what it made and fails the call.
+    pub(crate) fn allowed(
+        &self,
+        admitted: &Admitted,
+        resolved: Option<&Resolved>,
+        used: Option<SocketAddr>,
+    ) -> Result<(), NetError> {
+        let event = || {
+            let mut event = Event::new(
+                admitted.operation,
+                &admitted.host,
+                Some(admitted.port),
+                Outcome::Allowed {
+                    rule: Some(Arc::clone(&admitted.rule)),
+                },
+            );
+            if let Some(resolved) = resolved {
+                event.resolved.clone_from(&resolved.resolved);
+                event.refused.clone_from(&resolved.refused);
+            }
+            event.address = used;
+            event
+        };
+        match admitted.operation {
+            Operation::UdpSend => self
+                .audit
+                .udp_send(&admitted.host, admitted.port, true, event),
+            _ => self.audit.record(event),
+        }
+        .map_err(|e| NetError::LimitReached(e.to_string()))
+    }
+
+    /// Records that the admitted call failed at the network (its name has
+    /// no address, its peer refused): allowed, with the error. The call
+    /// fails either way, so a trail that cannot take the record changes
+    /// nothing.
+    pub(crate) fn failed(
+        &self,
+        admitted: &Admitted,
+        resolved: Option<&Resolved>,
+        error: &NetError,
+    ) {
+        let event = || {
+            let mut event = Event::new(
+                admitted.operation,
+                &admitted.host,
+                Some(admitted.port),
+                Outcome::Allowed {
+                    rule: Some(Arc::clone(&admitted.rule)),
+                },
+            );
+            if let Some(resolved) = resolved {
+                event.resolved.clone_from(&resolved.resolved);
+                event.refused.clone_from(&resolved.refused);
+            }
+            event.error = Some(error.to_string());
+            event
+        };
+        let _ = match admitted.operation {
+            Operation::UdpSend => self
+                .audit
+                .udp_send(&admitted.host, admitted.port, true, event),
+            _ => self.audit.record(event),
+        };
+    }
+
+    /// A socket slot for `admitted`, its refusal recorded.
+    ///
+    /// # Errors
+    /// [`NetError::LimitReached`] at `--max-sockets`.
+    pub(crate) fn slot_for(&self, admitted: &Admitted) -> Result<SocketSlot, NetError> {
+        self.slots
+            .try_take()
+            .map_err(|e| self.refused(admitted.operation, &admitted.host, Some(admitted.port), e))
+    }
+
+    /// Parses `host` and checks it, as written, against the grant and deny
+    /// entries of the capability `operation` needs.
     ///
     /// A destination (connect, send) that is the unspecified address
     /// (`0.0.0.0`, `::`) is refused as an invalid argument: Linux would
@@ -94,37 +303,47 @@ impl Run {
     /// [`NetError::Denied`].
     pub(crate) fn admit(
         &self,
-        capability: Capability,
+        operation: Operation,
         host: &str,
         port: u16,
-    ) -> Result<Host, NetError> {
+    ) -> Result<Admitted, NetError> {
         let target = Host::parse(host)?;
-        self.admit_host(capability, target, port)
+        self.admit_host(operation, target, port)
     }
 
-    /// As [`admit`](Self::admit), for a host already parsed.
+    /// As [`admit`](Self::admit), for a host already parsed. A refusal is
+    /// recorded on the audit trail.
     pub(crate) fn admit_host(
         &self,
-        capability: Capability,
+        operation: Operation,
         target: Host,
         port: u16,
-    ) -> Result<Host, NetError> {
+    ) -> Result<Admitted, NetError> {
+        let capability = capability_of(operation);
         if capability == Capability::Connect
             && let Some(ip) = target.as_ip().filter(IpAddr::is_unspecified)
         {
-            return Err(unspecified_destination(ip));
+            return Err(self.refused(operation, &target, Some(port), unspecified_destination(ip)));
         }
-        if let Err(denied) = self.policy.check(capability, &target, port) {
-            tracing::debug!(target: "moat::net", %denied, "denied");
-            return Err(denied.into());
-        }
+        let rule = match self.policy.decide(capability, &target, port) {
+            Ok(allowed) => allowed.rule,
+            Err(denied) => {
+                tracing::debug!(target: "moat::net", %denied, "denied");
+                return Err(self.refused(operation, &target, Some(port), denied.into()));
+            }
+        };
         if let Some(ip) = target.as_ip()
             && let Err(denied) = self.check_recorded(capability, ip, port)
         {
             tracing::debug!(target: "moat::net", %denied, "denied");
-            return Err(denied.into());
+            return Err(self.refused(operation, &target, Some(port), denied.into()));
         }
-        Ok(target)
+        Ok(Admitted {
+            host: target,
+            port,
+            operation,
+            rule,
+        })
     }
 
     /// Checks `ip`:`port` against the deny entries of `capability` that
@@ -159,33 +378,56 @@ impl Run {
             .try_for_each(|name| self.policy.check_recorded(capability, name, port, ip))
     }
 
-    /// The addresses to use for `target`:`port`, which [`admit`](Self::admit)
-    /// accepted: the name's addresses that no deny entry matches and that
-    /// are not unspecified (a destination cannot be "this machine", and a
-    /// listen on a name never binds every interface), in the resolver's
-    /// order.
+    /// The addresses to use for the call [`admit`](Self::admit) accepted:
+    /// the name's addresses that no deny entry matches and that are not
+    /// unspecified (a destination cannot be "this machine", and a listen on
+    /// a name never binds every interface), in the resolver's order.
     ///
     /// # Errors
     /// The lookup's errors; [`NetError::Denied`] naming the first deny
-    /// entry that matched, if every address was denied.
-    pub(crate) async fn addresses(
-        &self,
-        capability: Capability,
-        target: &Host,
-        port: u16,
-    ) -> Result<Vec<SocketAddr>, NetError> {
-        let addrs = match target {
-            Host::Ip(_) => self.lookups.resolve(target, port).await?,
-            Host::Name(_) => {
-                let _waiting = self.waiting.enter("lookup")?;
-                self.lookups.resolve(target, port).await?
-            }
+    /// entry that matched and every address refused, if every address was
+    /// denied. Either is recorded on the audit trail.
+    pub(crate) async fn addresses(&self, admitted: &Admitted) -> Result<Resolved, NetError> {
+        let Admitted {
+            host: target,
+            port,
+            operation,
+            ..
+        } = admitted;
+        let (port, capability) = (*port, capability_of(*operation));
+        let looked_up = match target {
+            Host::Ip(_) => self.lookups.resolve(target, port).await,
+            Host::Name(_) => match self.waiting.enter("lookup") {
+                Ok(_waiting) => self.lookups.resolve(target, port).await,
+                Err(e) => Err(e),
+            },
         };
+        let addrs = looked_up.inspect_err(|e| match e {
+            // A bound of the run refused the lookup.
+            NetError::LimitReached(_) => {
+                self.refused_after(*operation, target, Some(port), None, e.clone());
+            }
+            // The policy allowed it; the name has no address.
+            _ => self.failed(admitted, None, e),
+        })?;
         if matches!(target, Host::Ip(_)) {
             // Judged as written by `admit`: the address is the host.
-            return Ok(addrs);
+            return Ok(Resolved {
+                addrs,
+                ..Resolved::default()
+            });
         }
-        let mut first_refusal = None;
+        let audited = self.audit.is_on();
+        let mut resolved = Resolved {
+            resolved: if audited {
+                addrs.iter().map(SocketAddr::ip).collect()
+            } else {
+                Vec::new()
+            },
+            ..Resolved::default()
+        };
+        let mut first_refusal: Option<NetError> = None;
+        let mut denied_addresses = Vec::new();
         let mut kept = Vec::with_capacity(addrs.len());
         for addr in addrs {
             if addr.ip().is_unspecified() {
@@ -204,14 +446,43 @@ impl Run {
                 Ok(()) => kept.push(addr),
                 Err(denied) => {
                     tracing::debug!(target: "moat::net", %denied, "resolved address denied");
+                    if let DenyReason::DeniedBy { entry, source, .. } = &denied.reason {
+                        if audited {
+                            resolved.refused.push(Refusal {
+                                address: addr.ip(),
+                                rule: Provenance {
+                                    entry: entry.clone(),
+                                    source: Source::clone(source),
+                                },
+                            });
+                        }
+                        denied_addresses.push(addr.ip());
+                    }
                     first_refusal.get_or_insert(NetError::from(denied));
                 }
             }
         }
-        match (kept.is_empty(), first_refusal) {
-            (true, Some(refusal)) => Err(refusal),
-            _ => Ok(kept),
+        resolved.addrs = kept;
+        match (resolved.addrs.is_empty(), first_refusal) {
+            (true, Some(refusal)) => {
+                let refusal = name_every_address(refusal, &denied_addresses);
+                Err(self.refused_after(*operation, target, Some(port), Some(resolved), refusal))
+            }
+            _ => Ok(resolved),
         }
+    }
+}
+
+/// A denial of a name all of whose addresses were refused, naming every
+/// one of them (`(it resolved to 10.0.0.5, 192.168.1.9)`), not only the
+/// first.
+fn name_every_address(refusal: NetError, denied: &[IpAddr]) -> NetError {
+    match refusal {
+        NetError::Denied(mut d) if denied.len() > 1 => {
+            d.also_resolved_to = denied[1..].into();
+            NetError::Denied(d)
+        }
+        other => other,
     }
 }
 

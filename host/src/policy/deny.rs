@@ -5,6 +5,7 @@
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr};
 use std::str::FromStr;
+use std::sync::Arc;
 
 use ipnet::IpNet;
 
@@ -12,6 +13,7 @@ use super::PolicyError;
 use super::address::{Judged, carried_ipv4};
 use super::host::Host;
 use super::rule::Rule;
+use super::source::{Provenance, Source};
 
 /// The ranges `private` names: where "my network" and "this machine" live,
 /// everything a packet can reach without crossing the internet.
@@ -73,17 +75,46 @@ pub const METADATA_ADDRESSES: &[&str] = &[
     "192.0.0.192/32",
 ];
 
-/// One deny entry: a word or a [`Rule`], kept as written for messages.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One deny entry: a word or a [`Rule`], kept as written, with where it
+/// was written, for messages and the audit trail. Two entries that deny
+/// the same are equal wherever they were written.
+#[derive(Debug, Clone)]
 pub struct DenyEntry {
     written: String,
     rules: Vec<Rule>,
+    source: Arc<Source>,
 }
+
+impl PartialEq for DenyEntry {
+    fn eq(&self, other: &DenyEntry) -> bool {
+        self.written == other.written && self.rules == other.rules
+    }
+}
+
+impl Eq for DenyEntry {}
 
 impl DenyEntry {
     /// The entry as the user wrote it (`private`, `10.0.0.0/8:22`, ...).
     pub fn as_written(&self) -> &str {
         &self.written
+    }
+
+    /// Where the entry was written.
+    pub fn source(&self) -> &Source {
+        &self.source
+    }
+
+    /// [`source`](Self::source), shared.
+    pub(super) fn source_shared(&self) -> &Arc<Source> {
+        &self.source
+    }
+
+    /// The entry as written and where.
+    pub fn provenance(&self) -> Provenance {
+        Provenance {
+            entry: self.written.clone(),
+            source: Source::clone(&self.source),
+        }
     }
 
     /// Whether the entry matches `host`:`port` as written, or an IPv4
@@ -157,6 +188,7 @@ impl FromStr for DenyEntry {
         Ok(DenyEntry {
             written: entry.to_owned(),
             rules,
+            source: Arc::new(Source::Embedding),
         })
     }
 }
@@ -211,6 +243,15 @@ impl DenyList {
     /// The entries.
     pub fn entries(&self) -> &[DenyEntry] {
         &self.entries
+    }
+
+    /// This list as written at `source`.
+    pub fn sourced(mut self, source: &Source) -> DenyList {
+        let source = Arc::new(source.clone());
+        for entry in &mut self.entries {
+            entry.source = Arc::clone(&source);
+        }
+        self
     }
 
     pub(super) fn extend(&mut self, other: DenyList) {

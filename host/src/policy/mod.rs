@@ -44,16 +44,19 @@ pub mod address;
 mod deny;
 mod host;
 mod rule;
+mod source;
 
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr};
 use std::str::FromStr;
+use std::sync::{Arc, LazyLock};
 
 use crate::setting::Setting;
 
 pub use deny::{DenyEntry, DenyList, METADATA_ADDRESSES, PRIVATE_RANGES};
 pub use host::{Host, HostError};
 pub use rule::Rule;
+pub use source::{Provenance, Source};
 
 /// One of the two network grants.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -137,14 +140,29 @@ pub enum Grant {
 impl Grant {
     /// Whether this grant allows `host`:`port`.
     pub fn allows(&self, host: &Host, port: u16) -> bool {
-        self.allows_judged(&address::Judged::new(host), port)
+        self.allowing(&address::Judged::new(host), port).is_some()
     }
 
-    fn allows_judged(&self, host: &address::Judged<'_>, port: u16) -> bool {
+    /// The entry of this grant that allows `host`:`port`, first in the
+    /// order written.
+    fn allowing(&self, host: &address::Judged<'_>, port: u16) -> Option<Arc<Provenance>> {
         match self {
-            Grant::Nothing => false,
-            Grant::Everything => true,
-            Grant::Only(rules) => rules.iter().any(|r| r.grants(host, port)),
+            Grant::Nothing => None,
+            Grant::Everything => Some(Arc::clone(&EVERYTHING)),
+            Grant::Only(rules) => rules
+                .iter()
+                .find(|r| r.grants(host, port))
+                .map(Rule::provenance_shared),
+        }
+    }
+
+    /// This grant's entries as written at `source`.
+    pub fn sourced(self, source: &Source) -> Grant {
+        match self {
+            Grant::Only(rules) => {
+                Grant::Only(rules.into_iter().map(|r| r.sourced(source)).collect())
+            }
+            other => other,
         }
     }
 
@@ -160,6 +178,14 @@ impl Grant {
         }
     }
 }
+
+/// What allowed a call when the grant is [`Grant::Everything`].
+static EVERYTHING: LazyLock<Arc<Provenance>> = LazyLock::new(|| {
+    Arc::new(Provenance {
+        entry: "*".to_owned(),
+        source: Source::Embedding,
+    })
+});
 
 impl FromStr for Grant {
     type Err = PolicyError;
@@ -203,6 +229,14 @@ pub enum PolicyError {
     },
 }
 
+/// An allowed call: the grant entry that allowed it, as written and where
+/// (`*` from the embedding API when the grant is [`Grant::Everything`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Allowed {
+    /// The entry.
+    pub rule: Arc<Provenance>,
+}
+
 /// A refused call: which capability it needed, for what, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Denied {
@@ -216,6 +250,9 @@ pub struct Denied {
     pub reason: DenyReason,
     /// How the message names the settings.
     pub spelling: Spelling,
+    /// The other addresses the name resolved to, each refused too (by a
+    /// deny entry): a denial of a name names every address it refused.
+    pub also_resolved_to: Box<[IpAddr]>,
 }
 
 /// Why a call was refused.
@@ -229,6 +266,8 @@ pub enum DenyReason {
     DeniedBy {
         /// The deny entry, as written (`private`, `10.0.0.0/8`, ...).
         entry: String,
+        /// Where the deny entry was written (shared with the entry).
+        source: Arc<Source>,
         /// The resolved address it matched, when it was not the host itself.
         address: Option<IpAddr>,
         /// The IPv4 address the entry matched, when the address is an IPv6
@@ -249,6 +288,7 @@ impl fmt::Display for Denied {
             port,
             reason,
             spelling,
+            also_resolved_to,
         } = self;
         let verb = capability.verb();
         match reason {
@@ -263,17 +303,31 @@ impl fmt::Display for Denied {
                 entry,
                 address,
                 carried,
+                ..
             } => {
                 let by = capability.deny().written(*spelling, entry);
                 write!(f, "{verb} {host}:{port} denied by {by}")?;
                 match (address, carried) {
-                    (None, None) => Ok(()),
-                    (None, Some(v4)) => write!(f, " (it carries {v4})"),
-                    (Some(ip), None) => write!(f, " (it resolved to {})", Host::ip(*ip)),
+                    (None, None) => return Ok(()),
+                    (None, Some(v4)) => write!(f, " (it carries {v4}")?,
+                    (Some(ip), None) => write!(f, " (it resolved to {}", Host::ip(*ip))?,
                     (Some(ip), Some(v4)) => {
-                        write!(f, " (it resolved to {}, which carries {v4})", Host::ip(*ip))
+                        write!(f, " (it resolved to {}, which carries {v4}", Host::ip(*ip))?;
                     }
                 }
+                match &also_resolved_to[..] {
+                    [] => {}
+                    [one] => write!(f, "; its other address {} is denied too", Host::ip(*one))?,
+                    more => {
+                        f.write_str("; its other addresses ")?;
+                        for (i, ip) in more.iter().enumerate() {
+                            let sep = if i == 0 { "" } else { ", " };
+                            write!(f, "{sep}{}", Host::ip(*ip))?;
+                        }
+                        f.write_str(" are denied too")?;
+                    }
+                }
+                f.write_str(")")
             }
         }
     }
@@ -286,6 +340,19 @@ impl Denied {
     /// allowing it).
     pub fn by_deny_entry(&self) -> bool {
         matches!(self.reason, DenyReason::DeniedBy { .. })
+    }
+
+    /// The setting that would allow the call (`--allow-net=example.com:443`),
+    /// when no grant allowed it; `None` when a deny entry refused it.
+    pub fn needs(&self) -> Option<String> {
+        match self.reason {
+            DenyReason::NotGranted => Some(
+                self.capability
+                    .grant()
+                    .written(self.spelling, &format!("{}:{}", self.host, self.port)),
+            ),
+            DenyReason::DeniedBy { .. } => None,
+        }
     }
 }
 
@@ -326,6 +393,33 @@ impl fmt::Display for LookupDenied {
 }
 
 impl std::error::Error for LookupDenied {}
+
+impl LookupDenied {
+    /// The setting that would allow the lookup (`--allow-net=db.example`),
+    /// when no grant named the name; `None` when a deny entry refused it.
+    pub fn needs(&self) -> Option<String> {
+        match self.reason {
+            DenyReason::NotGranted => Some(
+                Capability::Connect
+                    .grant()
+                    .written(self.spelling, &self.name.to_string()),
+            ),
+            DenyReason::DeniedBy { .. } => None,
+        }
+    }
+
+    /// The deny entry that refused the lookup, as written and where; `None`
+    /// when no grant named the name.
+    pub fn deny_entry<'p>(&self, policy: &'p Policy) -> Option<&'p DenyEntry> {
+        match self.reason {
+            DenyReason::NotGranted => None,
+            DenyReason::DeniedBy { .. } => [Capability::Connect, Capability::Listen]
+                .into_iter()
+                .flat_map(|c| policy.denied(c).entries())
+                .find(|e| e.matches_every_port(&self.name)),
+        }
+    }
+}
 
 /// The network capabilities of one guest run: a [`Grant`] for each
 /// [`Capability`]. The default policy denies everything.
@@ -458,25 +552,40 @@ impl Policy {
     /// [`Denied`] naming the capability and the deny entry that matched, or
     /// the flag entry that would allow the call.
     pub fn check(&self, capability: Capability, host: &Host, port: u16) -> Result<(), Denied> {
+        self.decide(capability, host, port).map(drop)
+    }
+
+    /// [`check`](Self::check), saying which grant entry allowed the call
+    /// (the first that matches, in the order written).
+    ///
+    /// # Errors
+    /// As [`check`](Self::check).
+    pub fn decide(
+        &self,
+        capability: Capability,
+        host: &Host,
+        port: u16,
+    ) -> Result<Allowed, Denied> {
         let denied = |reason| Denied {
             capability,
             host: host.clone(),
             port,
             reason,
             spelling: self.spelling,
+            also_resolved_to: Box::default(),
         };
         let judged = address::Judged::new(host);
         if let Some(entry) = self.denied(capability).matching_judged(&judged, port) {
             return Err(denied(DenyReason::DeniedBy {
                 entry: entry.as_written().to_owned(),
+                source: Arc::clone(entry.source_shared()),
                 address: None,
                 carried: entry.carried_match(host, port),
             }));
         }
-        if self.grant(capability).allows_judged(&judged, port) {
-            Ok(())
-        } else {
-            Err(denied(DenyReason::NotGranted))
+        match self.grant(capability).allowing(&judged, port) {
+            Some(rule) => Ok(Allowed { rule }),
+            None => Err(denied(DenyReason::NotGranted)),
         }
     }
 
@@ -512,6 +621,7 @@ impl Policy {
                 Some(entry) => {
                     refusal = DenyReason::DeniedBy {
                         entry: capability.deny().written(self.spelling, entry.as_written()),
+                        source: Arc::clone(entry.source_shared()),
                         address: None,
                         carried: None,
                     }
@@ -547,10 +657,12 @@ impl Policy {
                 port,
                 reason: DenyReason::DeniedBy {
                     entry: entry.as_written().to_owned(),
+                    source: Arc::clone(entry.source_shared()),
                     address: Some(address),
                     carried: None,
                 },
                 spelling: self.spelling,
+                also_resolved_to: Box::default(),
             }),
         }
     }
@@ -586,10 +698,12 @@ impl Policy {
                 port,
                 reason: DenyReason::DeniedBy {
                     entry: entry.as_written().to_owned(),
+                    source: Arc::clone(entry.source_shared()),
                     address: (Host::ip(address) != *host).then_some(address),
                     carried: entry.carried_match(&Host::ip(address), port),
                 },
                 spelling: self.spelling,
+                also_resolved_to: Box::default(),
             }),
         }
     }

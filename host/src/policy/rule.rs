@@ -3,12 +3,14 @@
 use std::fmt;
 use std::net::IpAddr;
 use std::str::FromStr;
+use std::sync::Arc;
 
 use ipnet::{IpNet, Ipv4Net};
 
 use super::PolicyError;
 use super::address::Judged;
 use super::host::{Host, HostError};
+use super::source::{Provenance, Source};
 
 /// One allowlist entry: which hosts, and which ports on them.
 ///
@@ -35,11 +37,26 @@ use super::host::{Host, HostError};
 /// range inside `::ffff:0:0/96` is the IPv4 range it maps
 /// (`::ffff:10.0.0.0/104` is `10.0.0.0/8`). So `::/0` is every IPv6
 /// address and no IPv4 one, however the IPv4 address is spelled.
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// A rule remembers the entry as written and where ([`Provenance`]), so
+/// that a decision can name it; two rules that allow the same hosts and
+/// ports are equal wherever they were written.
+#[derive(Debug, Clone)]
 pub struct Rule {
     hosts: HostPattern,
     ports: PortRange,
+    /// `None` for the ranges a deny word (`private`) stands for: the deny
+    /// entry holds the word and its source.
+    provenance: Option<Arc<Provenance>>,
 }
+
+impl PartialEq for Rule {
+    fn eq(&self, other: &Rule) -> bool {
+        self.hosts == other.hosts && self.ports == other.ports
+    }
+}
+
+impl Eq for Rule {}
 
 /// The host part of a [`Rule`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -118,6 +135,52 @@ impl Rule {
         Rule {
             hosts: HostPattern::Range(canonical_range(net)),
             ports: PortRange::ANY,
+            provenance: None,
+        }
+    }
+
+    /// `*`: every host, every port, written at `source`.
+    pub fn everything(source: Source) -> Rule {
+        Rule {
+            hosts: HostPattern::Any,
+            ports: PortRange::ANY,
+            provenance: Some(Arc::new(Provenance {
+                entry: "*".to_owned(),
+                source,
+            })),
+        }
+    }
+
+    /// This rule as written at `source`.
+    pub fn sourced(mut self, source: &Source) -> Rule {
+        let entry = match self.provenance.take() {
+            Some(p) => Arc::unwrap_or_clone(p).entry,
+            None => self.to_string(),
+        };
+        self.provenance = Some(Arc::new(Provenance {
+            entry,
+            source: source.clone(),
+        }));
+        self
+    }
+
+    /// [`provenance`](Self::provenance), shared.
+    pub(super) fn provenance_shared(&self) -> Arc<Provenance> {
+        match &self.provenance {
+            Some(p) => Arc::clone(p),
+            None => Arc::new(self.provenance()),
+        }
+    }
+
+    /// The entry as written and where; an entry parsed without a source
+    /// is the embedding API's.
+    pub fn provenance(&self) -> Provenance {
+        match &self.provenance {
+            Some(p) => Provenance::clone(p),
+            None => Provenance {
+                entry: self.to_string(),
+                source: Source::Embedding,
+            },
         }
     }
 
@@ -202,7 +265,14 @@ impl FromStr for Rule {
             Some(port) => parse_ports(port).map_err(invalid)?,
         };
         let hosts = parse_host_pattern(host).map_err(invalid)?;
-        Ok(Rule { hosts, ports })
+        Ok(Rule {
+            hosts,
+            ports,
+            provenance: Some(Arc::new(Provenance {
+                entry: entry.to_owned(),
+                source: Source::Embedding,
+            })),
+        })
     }
 }
 

@@ -72,6 +72,7 @@ use tokio_util::task::TaskTracker;
 use wasmtime_wasi_http::p2::bindings::ProxyPre;
 use wasmtime_wasi_http::p3::bindings::ServicePre;
 
+use crate::audit::{Event, Operation, Outcome};
 use crate::engines::{INCOMING_HANDLER, SERVICE_HANDLER};
 use crate::error::MoatError;
 use crate::kit::MoatCtx;
@@ -80,6 +81,8 @@ use crate::net::{
     DEFAULT_TLS_HANDSHAKE_TIMEOUT, MIN_HTTP_HEADER_SIZE, Net, TlsIdentity, TlsServerOptions,
 };
 use crate::options::RunOptions;
+use crate::policy::{Host, Provenance, Source};
+use crate::setting::Spelling;
 
 /// Where `moat serve` listens unless told otherwise: loopback only, never
 /// every interface unless the operator writes `0.0.0.0` or `[::]`.
@@ -200,11 +203,13 @@ impl Moat {
         })?;
         let run = options.run;
         let notices = crate::moat::notices(&run);
+        record_serve_bind(&run, &options.addr, addr)?;
         let mut builder = MoatCtx::builder(run.policy.clone())
             .limits(run.limits.clone())
             .notices(notices)
             .max_memory(run.max_memory.unwrap_or(crate::bounds::DEFAULT_MAX_MEMORY))
-            .linger(self.linger());
+            .linger(self.linger())
+            .audit(run.audit.clone());
         if let Some(resolver) = run.resolver.clone() {
             builder = builder.resolver(resolver);
         }
@@ -387,4 +392,39 @@ impl request::Shared {
     fn net(&self) -> &Net {
         &self.net
     }
+}
+
+/// Records `moat serve`'s listening address on the run's audit trail: the
+/// operator's grant, `--addr` (`MOAT_HTTP_ADDR` under the shim), as
+/// written, and the address bound.
+fn record_serve_bind(run: &RunOptions, written: &str, bound: SocketAddr) -> Result<(), MoatError> {
+    let source = match run.policy.spelling() {
+        Spelling::Flags => Source::Flag {
+            flag: "--addr".to_owned(),
+        },
+        Spelling::Environment => Source::Environment {
+            variable: "MOAT_HTTP_ADDR".to_owned(),
+        },
+        Spelling::Embedding => Source::Embedding,
+    };
+    run.audit
+        .record(|| {
+            let mut event = Event::new(
+                Operation::ServeBind,
+                &Host::ip(bound.ip()),
+                Some(bound.port()),
+                Outcome::Allowed {
+                    rule: Some(Arc::new(Provenance {
+                        entry: written.to_owned(),
+                        source,
+                    })),
+                },
+            );
+            event.address = Some(bound);
+            event
+        })
+        .map_err(|e| MoatError::Bind {
+            addr: written.to_owned(),
+            source: std::io::Error::other(e),
+        })
 }

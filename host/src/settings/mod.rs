@@ -23,9 +23,10 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
+pub use crate::audit::Destination;
 use crate::net::Limits;
 use crate::options::RunOptions;
-use crate::policy::{Capability, DenyList, Grant, Policy, PolicyError};
+use crate::policy::{Capability, DenyList, Grant, Policy, PolicyError, Rule, Source};
 pub use crate::setting::{Kind, Setting, Spelling};
 pub use policy_file::{KEYS, PolicyFile, PolicyFileError, Statement};
 pub use values::{Value, parse_duration, parse_size};
@@ -164,6 +165,23 @@ pub struct Settings {
     pub policy: Policy,
     /// The bounds set.
     pub bounds: Bounds,
+    /// Where the audit trail goes (`audit`), if it was set.
+    pub audit: Option<Destination>,
+    /// Every statement that set something, in the order applied, with
+    /// where it was written: the audit trail's first record.
+    pub applied: Vec<Applied>,
+}
+
+/// One statement that set something: the setting, its value as written
+/// and where.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Applied {
+    /// Which setting.
+    pub setting: Setting,
+    /// The value as written (a policy file's integer as its digits).
+    pub value: String,
+    /// Where it was written.
+    pub source: Source,
 }
 
 /// Where a setting was written: what a message about it names.
@@ -184,6 +202,23 @@ pub enum Origin {
 }
 
 impl Origin {
+    /// Where `setting`, written here, came from: what the audit trail
+    /// names.
+    pub fn source(&self, setting: Setting) -> Source {
+        match self {
+            Origin::Flag => Source::Flag {
+                flag: setting.flag().to_owned(),
+            },
+            Origin::PolicyFile { path, line } => Source::PolicyFile {
+                path: path.clone(),
+                line: *line,
+            },
+            Origin::Environment => Source::Environment {
+                variable: setting.variable().to_owned(),
+            },
+        }
+    }
+
     /// How settings from here are spelled in messages.
     pub fn spelling(&self) -> Spelling {
         match self {
@@ -271,7 +306,41 @@ impl Settings {
         setting: Setting,
         value: impl Into<Value<'v>>,
     ) -> Result<(), SettingError> {
-        let value = value.into();
+        self.set_from(origin, &origin.source(setting), setting, value.into())
+    }
+
+    /// [`set`](Self::set), with the entries' [`Source`] given: an image's
+    /// policy is read as a policy file, and its entries come from the
+    /// image.
+    fn set_from(
+        &mut self,
+        origin: &Origin,
+        source: &Source,
+        setting: Setting,
+        value: Value<'_>,
+    ) -> Result<(), SettingError> {
+        let written = match value {
+            Value::Text(text) => text.trim().to_owned(),
+            Value::Integer(n) => n.to_string(),
+        };
+        self.apply(origin, source, setting, value)?;
+        if !written.is_empty() {
+            self.applied.push(Applied {
+                setting,
+                value: written,
+                source: source.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    fn apply(
+        &mut self,
+        origin: &Origin,
+        source: &Source,
+        setting: Setting,
+        value: Value<'_>,
+    ) -> Result<(), SettingError> {
         let error = |reason: String, cause: Option<Box<PolicyError>>| SettingError {
             origin: origin.clone(),
             key: Some(setting.key().to_owned()),
@@ -297,11 +366,12 @@ impl Settings {
                 };
                 let text = list(value)?;
                 let added = match text.as_str() {
-                    "*" => Grant::Everything,
+                    "*" => Grant::Only(vec![Rule::everything(source.clone())]),
                     "" => Grant::Nothing,
                     entries => entries
-                        .parse()
-                        .map_err(|e: PolicyError| error(e.to_string(), Some(Box::new(e))))?,
+                        .parse::<Grant>()
+                        .map_err(|e: PolicyError| error(e.to_string(), Some(Box::new(e))))?
+                        .sourced(source),
                 };
                 let granted = self.policy.grant(capability).clone().union(added);
                 self.policy = std::mem::take(&mut self.policy).with_grant(capability, granted);
@@ -314,9 +384,10 @@ impl Settings {
                 };
                 let text = list(value)?;
                 if !text.is_empty() {
-                    let denied: DenyList = text
-                        .parse()
-                        .map_err(|e: PolicyError| error(e.to_string(), Some(Box::new(e))))?;
+                    let denied = text
+                        .parse::<DenyList>()
+                        .map_err(|e: PolicyError| error(e.to_string(), Some(Box::new(e))))?
+                        .sourced(source);
                     self.policy = std::mem::take(&mut self.policy).with_denied(capability, denied);
                 }
             }
@@ -363,6 +434,13 @@ impl Settings {
                 b.max_http_body_size = Some(values::size(value).map_err(bad)?);
             }
             Setting::MaxInstances => b.max_instances = Some(values::count(value).map_err(bad)?),
+            Setting::Audit => match value {
+                Value::Text(text) if text.trim().is_empty() => {}
+                Value::Text(text) => self.audit = Some(Destination::parse(text.trim())),
+                Value::Integer(_) => {
+                    return Err(bad("expected a file's path, found a number".to_owned()));
+                }
+            },
         }
         Ok(())
     }
@@ -373,13 +451,34 @@ impl Settings {
     /// # Errors
     /// The first statement that cannot be used, in file order.
     pub fn from_file(file: &PolicyFile) -> Result<Settings, SettingError> {
+        Settings::read_file(file, None)
+    }
+
+    /// The settings of the policy an image carries, whose digest is
+    /// `digest`: as [`from_file`](Self::from_file), each entry's source
+    /// the image's policy and its line.
+    ///
+    /// # Errors
+    /// As [`from_file`](Self::from_file).
+    pub fn from_image_policy(file: &PolicyFile, digest: &str) -> Result<Settings, SettingError> {
+        Settings::read_file(file, Some(digest))
+    }
+
+    fn read_file(file: &PolicyFile, digest: Option<&str>) -> Result<Settings, SettingError> {
         let mut settings = Settings::new();
         for statement in file.statements() {
             let origin = Origin::PolicyFile {
                 path: file.path().to_owned(),
                 line: statement.line,
             };
-            settings.set(&origin, statement.setting, statement.value())?;
+            let source = match digest {
+                Some(digest) => Source::ImagePolicy {
+                    digest: digest.to_owned(),
+                    line: statement.line,
+                },
+                None => origin.source(statement.setting),
+            };
+            settings.set_from(&origin, &source, statement.setting, statement.value())?;
         }
         Ok(settings)
     }
@@ -397,9 +496,13 @@ impl Settings {
                 .with_grant(capability, granted)
                 .with_denied(capability, later.policy.denied(capability).clone());
         }
+        let mut applied = self.applied;
+        applied.extend(later.applied);
         Settings {
             policy,
             bounds: self.bounds.overridden_by(later.bounds),
+            audit: later.audit.or(self.audit),
+            applied,
         }
     }
 
@@ -414,6 +517,34 @@ impl Settings {
             options = options.timeout(limit);
         }
         options
+    }
+
+    /// Every setting of a run under these settings, for the audit trail's
+    /// first record: each statement that set something with its source,
+    /// then each bound no statement set, at its default.
+    pub fn audited(&self) -> Vec<crate::audit::SettingRecord> {
+        let mut records: Vec<_> = self
+            .applied
+            .iter()
+            .map(|a| crate::audit::SettingRecord {
+                setting: a.setting.key(),
+                value: a.value.clone(),
+                source: Some(a.source.clone()),
+            })
+            .collect();
+        for setting in Setting::ALL {
+            if self.applied.iter().any(|a| a.setting == setting) {
+                continue;
+            }
+            if let Some(default) = default_of(setting) {
+                records.push(crate::audit::SettingRecord {
+                    setting: setting.key(),
+                    value: default,
+                    source: None,
+                });
+            }
+        }
+        records
     }
 }
 
@@ -448,6 +579,7 @@ pub fn default_of(setting: Setting) -> Option<String> {
         Setting::HttpHeaderReadTimeout => duration(limits.http_header_read_timeout),
         Setting::MaxHttpBodySize => size(limits.max_http_body_size),
         Setting::MaxInstances => count(Some(limits.max_instances)),
+        Setting::Audit => None,
     }
 }
 
@@ -555,6 +687,7 @@ mod tests {
             for setting in Setting::ALL {
                 match setting.kind() {
                     Kind::Grant | Kind::Deny => s.set(&origin, setting, "").unwrap(),
+                    Kind::File => s.set(&origin, setting, " ").unwrap(),
                     Kind::Count | Kind::Size | Kind::Duration => {
                         let e = s.set(&origin, setting, " ").unwrap_err();
                         assert_eq!(e.reason, "needs a value", "{origin:?} {setting:?}");

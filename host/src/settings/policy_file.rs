@@ -121,6 +121,7 @@ impl PolicyFile {
                     value,
                     "a duration such as \"30s\" or an integer number of seconds",
                 )?)),
+                Kind::File => statements.push(one(path_text(&doc, name, value)?)),
             }
         }
         Ok(PolicyFile {
@@ -408,6 +409,22 @@ fn integer_or_text(
     }
 }
 
+/// A file's path: a string.
+fn path_text(
+    doc: &Doc<'_>,
+    key: &str,
+    value: &Spanned<DeValue<'_>>,
+) -> Result<Written, PolicyFileError> {
+    match value.get_ref() {
+        DeValue::String(s) => Ok(Written::Text(s.to_string())),
+        other => Err(doc.error(
+            value.span(),
+            key,
+            format!("expected a file's path as a string, found {}", found(other)),
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -605,7 +622,18 @@ max-instances = 4
     #[test]
     fn grants_true_and_false() {
         let s = settings("allow-net = true\nallow-listen = false\n").unwrap();
-        assert_eq!(s.policy.grant(Capability::Connect), &Grant::Everything);
+        let allowed = s
+            .policy
+            .decide(Capability::Connect, &Host::parse("any.example").unwrap(), 1)
+            .unwrap();
+        assert_eq!(allowed.rule.entry, "*");
+        assert_eq!(
+            allowed.rule.source,
+            crate::policy::Source::PolicyFile {
+                path: "moat.toml".into(),
+                line: 1
+            }
+        );
         assert_eq!(s.policy.grant(Capability::Listen), &Grant::Nothing);
         assert_eq!(
             lines("allow-net = true\nallow-listen = false\n"),

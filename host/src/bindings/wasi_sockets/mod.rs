@@ -99,7 +99,8 @@ impl WasiNet {
 /// took none.
 fn judge(gate: &AddressGate, addr: std::net::SocketAddr, use_: SocketAddrUse) -> bool {
     let use_ = match use_ {
-        SocketAddrUse::TcpBind | SocketAddrUse::UdpBind => AddressUse::Bind,
+        SocketAddrUse::TcpBind => AddressUse::Bind,
+        SocketAddrUse::UdpBind => AddressUse::UdpBind,
         SocketAddrUse::TcpListen => AddressUse::Listen,
         SocketAddrUse::TcpConnect => AddressUse::Connect,
         SocketAddrUse::UdpSend => AddressUse::Send,

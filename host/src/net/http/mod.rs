@@ -52,11 +52,12 @@ use super::error::NetError;
 use super::io::TlsStream;
 use super::limits::DEFAULT_TLS_HANDSHAKE_TIMEOUT;
 use super::limits::SocketSlot;
-use super::run::Run;
+use super::run::{Admitted, Run};
 use super::tasks::Tasks;
 use super::tcp::{self, ConnectOptions};
 use super::tls::{self, TlsClientOptions, TlsContext};
-use crate::policy::{Capability, Denied, Host};
+use crate::audit::Operation;
+use crate::policy::{Denied, Host};
 use crate::setting::Setting;
 
 pub use body::{Abandoned, ResponseBody, Unfinished, request_cut_short};
@@ -274,6 +275,8 @@ struct Target {
     host: Host,
     port: u16,
     key: Key,
+    /// The policy's yes, for the audit trail.
+    admitted: Admitted,
 }
 
 impl HttpClient {
@@ -488,10 +491,9 @@ impl HttpClient {
             None => return Err(HttpError::Scheme("(none)".to_owned())),
         };
         let (host, port) = host_and_port(authority, https)?;
-        let host = self
-            .inner
-            .run
-            .admit_host(Capability::Connect, host, port)
+        let run = &self.inner.run;
+        let admitted = run
+            .admit_host(Operation::HttpRequest, host, port)
             .map_err(|e| match e {
                 NetError::Denied(denied) => HttpError::Denied(denied),
                 other => HttpError::BadAuthority {
@@ -502,20 +504,32 @@ impl HttpClient {
         let permit = Arc::clone(&self.inner.in_flight)
             .try_acquire_owned()
             .map_err(|_| {
-                let max = self.inner.run.limits.max_http_requests;
-                let setting = Setting::MaxHttpRequests.named(self.inner.run.policy.spelling());
+                let max = run.limits.max_http_requests;
+                let setting = Setting::MaxHttpRequests.named(run.policy.spelling());
                 tracing::debug!(target: "moat::http", max, "requests-in-flight limit reached");
-                HttpError::LimitReached(format!(
+                let why = format!(
                     "the run has {max} HTTP requests in flight already; raise it with {setting}"
-                ))
+                );
+                run.refused(
+                    Operation::HttpRequest,
+                    &admitted.host,
+                    Some(port),
+                    NetError::LimitReached(why.clone()),
+                );
+                HttpError::LimitReached(why)
             })?;
+        // The request is recorded as it goes; the connection it goes on,
+        // when a new one is made, has its own record (a connect).
+        run.allowed(&admitted, None, None)
+            .map_err(HttpError::from_net)?;
         let key = Key::new(https, authority.as_str());
         Ok((
             Target {
                 https,
-                host,
+                host: admitted.host.clone(),
                 port,
                 key,
+                admitted,
             },
             permit,
         ))
@@ -535,15 +549,18 @@ impl HttpClient {
             nodelay: true,
             ..ConnectOptions::default()
         };
-        let connected =
-            match tcp::connect_admitted(run, target.host.clone(), target.port, &options).await {
-                // Idle kept-alive connections give way to a new one.
-                Err(NetError::LimitReached(_)) if self.inner.pool.close_oldest_idle() => {
-                    tokio::task::yield_now().await;
-                    tcp::connect_admitted(run, target.host.clone(), target.port, &options).await
-                }
-                other => other,
-            };
+        let connection = Admitted {
+            operation: Operation::Connect,
+            ..target.admitted.clone()
+        };
+        let connected = match tcp::connect_admitted(run, &connection, &options).await {
+            // Idle kept-alive connections give way to a new one.
+            Err(NetError::LimitReached(_)) if self.inner.pool.close_oldest_idle() => {
+                tokio::task::yield_now().await;
+                tcp::connect_admitted(run, &connection, &options).await
+            }
+            other => other,
+        };
         let (stream, _, slot) = connected.map_err(|e| HttpError::from_connect(e, target))?;
         let addr = stream
             .peer_addr()

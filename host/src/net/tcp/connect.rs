@@ -7,11 +7,12 @@ use socket2::{SockRef, TcpKeepalive};
 use tokio::net::{TcpSocket, TcpStream};
 
 use super::Keepalive;
+use crate::audit::Operation;
 use crate::net::error::NetError;
 use crate::net::limits::SocketSlot;
 use crate::net::options::buffer_size;
-use crate::net::run::Run;
-use crate::policy::{Capability, Host};
+use crate::net::run::{Admitted, Run};
+use crate::policy::Host;
 
 /// Options for [`crate::net::Net::connect`]. The default is what the
 /// operating system does.
@@ -50,30 +51,32 @@ pub(crate) async fn connect_stream(
             "port 0 cannot be connected to".into(),
         ));
     }
-    let target = run.admit_host(Capability::Connect, target, port)?;
-    connect_admitted(run, target, port, options).await
+    let admitted = run.admit_host(Operation::Connect, target, port)?;
+    connect_admitted(run, &admitted, options).await
 }
 
-/// [`connect_stream`] after the policy said yes to `target` as written: a
+/// [`connect_stream`] after the policy said yes to the host as written: a
 /// socket slot, the name's addresses that pass the deny lists, and the
-/// first of them that connects. The same cancel safety.
+/// first of them that connects; recorded on the audit trail with the
+/// address used. The same cancel safety.
 pub(crate) async fn connect_admitted(
     run: &Run,
-    target: Host,
-    port: u16,
+    admitted: &Admitted,
     options: &ConnectOptions,
 ) -> Result<(TcpStream, Host, SocketSlot), NetError> {
     // Validate before any syscall, so a bad option fails the same way
     // whatever the network does.
     let send_buffer = options.send_buffer_size.map(buffer_size).transpose()?;
     let receive_buffer = options.receive_buffer_size.map(buffer_size).transpose()?;
-    let slot = run.slots.try_take()?;
+    let slot = run.slot_for(admitted)?;
+    let target = &admitted.host;
+    let mut resolved = None;
     let attempt = async {
-        let addrs = run.addresses(Capability::Connect, &target, port).await?;
+        let addrs = &resolved.insert(run.addresses(admitted).await?).addrs;
         let mut last = None;
-        for addr in addrs {
+        for &addr in addrs {
             match connect_one(addr, options, send_buffer, receive_buffer).await {
-                Ok(stream) => return Ok(stream),
+                Ok(stream) => return Ok((stream, addr)),
                 Err(e) => {
                     tracing::debug!(target: "moat::net", %addr, error = %e, "connect attempt failed");
                     last = Some(e);
@@ -82,18 +85,30 @@ pub(crate) async fn connect_admitted(
         }
         Err(last.unwrap_or_else(|| NetError::NameNotResolved(format!("{target}: no addresses"))))
     };
-    let stream = match options.timeout {
+    let attempted = match options.timeout {
         Some(limit) => tokio::time::timeout(limit, attempt)
             .await
-            .map_err(|_| NetError::TimedOut)??,
-        None => attempt.await?,
+            .unwrap_or(Err(NetError::TimedOut)),
+        None => attempt.await,
     };
+    let (stream, used) = match attempted {
+        Ok(connected) => connected,
+        Err(e) => {
+            // A refusal, or a lookup that failed, was recorded where it
+            // happened; a connect that failed is recorded here.
+            if resolved.is_some() && !matches!(e, NetError::Denied(_)) {
+                run.failed(admitted, resolved.as_ref(), &e);
+            }
+            return Err(e);
+        }
+    };
+    run.allowed(admitted, resolved.as_ref(), Some(used))?;
     tracing::debug!(
         target: "moat::net",
-        host = %target, port, peer = ?stream.peer_addr().ok(), local = ?stream.local_addr().ok(),
+        host = %target, port = admitted.port, peer = %used, local = ?stream.local_addr().ok(),
         "connected"
     );
-    Ok((stream, target, slot))
+    Ok((stream, target.clone(), slot))
 }
 
 async fn connect_one(

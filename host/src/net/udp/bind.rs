@@ -6,9 +6,9 @@ use std::sync::Arc;
 use socket2::{Domain, Protocol, Socket, Type};
 
 use super::UdpSocket;
+use crate::audit::Operation;
 use crate::net::error::NetError;
 use crate::net::run::Run;
-use crate::policy::Capability;
 
 /// Options set at the bind, and only there: SO_REUSEPORT and SO_REUSEADDR
 /// mean nothing after it, and the rest is configuration decided once.
@@ -47,20 +47,27 @@ pub(crate) async fn bind(
     port: u16,
     options: &BindOptions,
 ) -> Result<UdpSocket, NetError> {
-    let target = run.admit(Capability::Listen, host, port)?;
-    let slot = run.slots.try_take()?;
+    let admitted = run.admit(Operation::UdpBind, host, port)?;
+    let slot = run.slot_for(&admitted)?;
     let mut last = None;
-    for addr in run.addresses(Capability::Listen, &target, port).await? {
+    let resolved = run.addresses(&admitted).await?;
+    for &addr in &resolved.addrs {
         match bind_one(addr, run.dual_stack_allowed(addr), options) {
             Ok(socket) => {
                 let socket = tokio::net::UdpSocket::from_std(socket.into())?;
-                tracing::debug!(target: "moat::net", local = ?socket.local_addr().ok(), "udp socket bound");
+                let local = socket.local_addr().ok();
+                run.allowed(&admitted, Some(&resolved), local)?;
+                tracing::debug!(target: "moat::net", ?local, "udp socket bound");
                 return Ok(UdpSocket::new(socket, Arc::clone(run), slot));
             }
             Err(e) => last = Some(e),
         }
     }
-    Err(last.unwrap_or_else(|| NetError::NameNotResolved(format!("{target}: no addresses"))))
+    let target = &admitted.host;
+    let failed =
+        last.unwrap_or_else(|| NetError::NameNotResolved(format!("{target}: no addresses")));
+    run.failed(&admitted, Some(&resolved), &failed);
+    Err(failed)
 }
 
 fn bind_one(addr: SocketAddr, dual_stack: bool, options: &BindOptions) -> Result<Socket, NetError> {

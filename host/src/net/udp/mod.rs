@@ -35,8 +35,17 @@ use tokio::sync::Notify;
 
 use super::error::NetError;
 use super::limits::SocketSlot;
-use super::run::Run;
-use crate::policy::{Capability, Host};
+use super::run::{Admitted, Resolved, Run};
+use crate::audit::Operation;
+use crate::policy::Host;
+
+/// Where a datagram goes, as judged: the address, and the decision for
+/// the audit trail.
+struct Destination {
+    addr: SocketAddr,
+    admitted: Admitted,
+    resolved: Option<Resolved>,
+}
 
 pub use bind::BindOptions;
 pub(crate) use bind::bind;
@@ -204,7 +213,7 @@ impl UdpSocket {
     /// resolution and OS errors; [`NetError::Closed`].
     pub async fn send(&self, data: &[u8], host: &str, port: u16) -> Result<(), NetError> {
         let to = self.destination(host, port).await?;
-        self.send_to(data, to).await
+        self.send_to(data, &to).await
     }
 
     /// Sends one datagram to `to`, judged by the policy as the IP literal
@@ -217,15 +226,20 @@ impl UdpSocket {
         if to.port() == 0 {
             return Err(NetError::InvalidArgument("port 0 cannot be sent to".into()));
         }
-        let host = self
-            .shared
-            .run
-            .admit_host(Capability::Connect, Host::ip(to.ip()), to.port())?;
-        let to = match host.as_ip() {
+        let admitted =
+            self.shared
+                .run
+                .admit_host(Operation::UdpSend, Host::ip(to.ip()), to.port())?;
+        let addr = match admitted.host.as_ip() {
             Some(ip) => self.for_family(SocketAddr::new(ip, to.port()))?,
             None => return Err(NetError::InvalidArgument("not an address".into())),
         };
-        self.send_to(data, to).await
+        let to = Destination {
+            addr,
+            admitted,
+            resolved: None,
+        };
+        self.send_to(data, &to).await
     }
 
     /// Sends a batch in order, after checking every destination: if one is
@@ -244,16 +258,21 @@ impl UdpSocket {
             targets.push(self.destination(host, *port).await?);
         }
         for (sent, ((data, _, _), to)) in datagrams.iter().zip(targets).enumerate() {
-            if let Err(e) = self.send_to(data, to).await {
+            if let Err(e) = self.send_to(data, &to).await {
                 return Ok((sent, Some(e)));
             }
         }
         Ok((datagrams.len(), None))
     }
 
-    async fn send_to(&self, data: &[u8], to: SocketAddr) -> Result<(), NetError> {
+    /// Records the send on the audit trail (counted per destination per
+    /// second after the first), then sends `data` to `to`.
+    async fn send_to(&self, data: &[u8], to: &Destination) -> Result<(), NetError> {
         self.check_open()?;
-        match self.shared.socket.send_to(data, to).await {
+        self.shared
+            .run
+            .allowed(&to.admitted, to.resolved.as_ref(), Some(to.addr))?;
+        match self.shared.socket.send_to(data, to.addr).await {
             Ok(_) => Ok(()),
             Err(e) if is_too_long(&e) => Err(NetError::InvalidArgument(format!(
                 "a datagram of {} bytes is longer than the protocol allows",
@@ -265,32 +284,45 @@ impl UdpSocket {
 
     /// Checks `host`:`port` against the connect grant, then resolves it to
     /// an address of this socket's family.
-    async fn destination(&self, host: &str, port: u16) -> Result<SocketAddr, NetError> {
+    async fn destination(&self, host: &str, port: u16) -> Result<Destination, NetError> {
         self.check_open()?;
         let target = Host::parse(host)?;
         if port == 0 {
             return Err(NetError::InvalidArgument("port 0 cannot be sent to".into()));
         }
         let run = &self.shared.run;
-        let target = run.admit_host(Capability::Connect, target, port)?;
-        let addrs = match target {
+        let admitted = run.admit_host(Operation::UdpSend, target, port)?;
+        let resolved = match admitted.host {
             // The common case needs no allocation.
-            Host::Ip(ip) => return self.for_family(SocketAddr::new(ip, port)),
-            Host::Name(_) => run.addresses(Capability::Connect, &target, port).await?,
+            Host::Ip(ip) => {
+                return Ok(Destination {
+                    addr: self.for_family(SocketAddr::new(ip, port))?,
+                    admitted,
+                    resolved: None,
+                });
+            }
+            Host::Name(_) => run.addresses(&admitted).await?,
         };
-        addrs
-            .into_iter()
-            .find_map(|addr| self.for_family(addr).ok())
+        let addr = resolved
+            .addrs
+            .iter()
+            .find_map(|addr| self.for_family(*addr).ok())
             .ok_or_else(|| {
                 NetError::InvalidArgument(format!(
-                    "{target} has no {} address for this socket",
+                    "{} has no {} address for this socket",
+                    admitted.host,
                     if self.shared.local.is_ipv6() {
                         "IPv6"
                     } else {
                         "IPv4"
                     }
                 ))
-            })
+            })?;
+        Ok(Destination {
+            addr,
+            admitted,
+            resolved: Some(resolved),
+        })
     }
 
     /// `addr` as this socket can send to it: an IPv6 socket reaches IPv4
@@ -321,13 +353,20 @@ impl UdpSocket {
         interface: MulticastInterface,
     ) -> Result<(), NetError> {
         self.check_open()?;
-        if group.is_multicast() {
-            self.shared.run.admit_host(
-                Capability::Listen,
-                Host::ip(group),
-                self.shared.local.port(),
-            )?;
+        if !group.is_multicast() {
+            return self.membership(group, interface, true);
         }
+        let run = &self.shared.run;
+        let admitted = run.admit_host(
+            Operation::MulticastJoin,
+            Host::ip(group),
+            self.shared.local.port(),
+        )?;
+        run.allowed(
+            &admitted,
+            None,
+            Some(SocketAddr::new(group, self.shared.local.port())),
+        )?;
         self.membership(group, interface, true)
     }
 

@@ -36,6 +36,32 @@ async fn main() -> Result<(), Error> {
             }
         }
         "grow-memory" => grow_memory(num(1)?),
+        "denied-connects" => {
+            // Asks for N connects no grant allows, then waits for stdin to
+            // close so that the test can read the host's peak memory.
+            let (host, port) = (arg(2)?, num(3)? as u16);
+            let mut refused = 0u64;
+            for _ in 0..num(1)? {
+                if let Err(Error::Denied(_)) = TcpStream::connect((host, port)).await {
+                    refused += 1;
+                }
+            }
+            println!("refused {refused}");
+            wait_for_stdin();
+        }
+        "udp-flood" => {
+            // Sends N datagrams to one destination, then waits as above.
+            let socket = UdpSocket::bind(("127.0.0.1", 0)).await?;
+            let (host, port) = (arg(2)?, num(3)? as u16);
+            let mut sent = 0u64;
+            for _ in 0..num(1)? {
+                if socket.send_to(b"x", (host, port)).await.is_ok() {
+                    sent += 1;
+                }
+            }
+            println!("sent {sent}");
+            wait_for_stdin();
+        }
         "spin" => {
             println!("spinning");
             let mut x = 0u64;
@@ -190,4 +216,11 @@ fn grow_memory(mib: u64) {
         }
     }
     println!("grew to {mib} MiB: no limit met");
+}
+
+/// Reads stdin to its end: the test closes it once it has looked at the
+/// host.
+fn wait_for_stdin() {
+    use std::io::Read as _;
+    let _ = std::io::stdin().read_to_end(&mut Vec::new());
 }

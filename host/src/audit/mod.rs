@@ -1,0 +1,68 @@
+//! The audit trail: one record of every network decision a run makes,
+//! allowed and denied, with the rule that decided it and the addresses a
+//! name resolved to.
+//!
+//! The socket core ([`crate::net`]) describes each decision as an
+//! [`Event`] and hands it to the run's [`Audit`]; this module turns events
+//! into [`AuditRecord`]s (time, run id, guest, container) and gives them,
+//! in order, to an [`AuditSink`] on a thread of its own: a file or
+//! standard error as JSON Lines ([`JsonLines`], the schema in
+//! `docs/audit.schema.json`), or an embedder's own sink.
+//!
+//! **Nothing is lost and nothing grows.** At most [`MAX_AUDIT_QUEUE`]
+//! records ([`MAX_AUDIT_QUEUE_BYTES`]) wait for the sink; the guest's next audited operation waits
+//! while the queue is full, so a guest cannot outrun the trail and the
+//! host's memory for it stays bounded. A sink that fails stops the run's
+//! network: every later audited operation is refused with the sink's
+//! error, since a decision that cannot be recorded is not made.
+//!
+//! **A flood is counted, not copied.** UDP sends are the one operation a
+//! guest can repeat a million times a second to one place: the first send
+//! to a destination (allowed or denied) is a whole record, and the sends
+//! after it are counts per destination per second ([`Body::UdpSendCounts`]).
+//!
+//! With no trail ([`Audit::off`], the default) every call here returns at
+//! once and nothing is built.
+
+mod record;
+mod trail;
+mod udp;
+
+use std::fmt;
+use std::path::PathBuf;
+
+pub use record::{
+    AuditRecord, Body, Context, Event, GuestIdentity, Operation, Outcome, Reason, Refusal,
+    SCHEMA_VERSION, SettingRecord,
+};
+pub use trail::{Audit, AuditError, AuditSink, JsonLines, MAX_AUDIT_QUEUE, MAX_AUDIT_QUEUE_BYTES};
+pub use udp::MAX_COUNTED_UDP_DESTINATIONS;
+
+/// Where `--audit`, the policy file's `audit` and `MOAT_AUDIT` send the
+/// trail.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Destination {
+    /// `-`: standard error (under the shim, the container's log).
+    Stderr,
+    /// A file, appended to (created if missing).
+    File(PathBuf),
+}
+
+impl Destination {
+    /// `-` is standard error; anything else a file's path.
+    pub fn parse(text: &str) -> Destination {
+        match text {
+            "-" => Destination::Stderr,
+            path => Destination::File(PathBuf::from(path)),
+        }
+    }
+}
+
+impl fmt::Display for Destination {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Destination::Stderr => f.write_str("-"),
+            Destination::File(path) => write!(f, "{}", path.display()),
+        }
+    }
+}

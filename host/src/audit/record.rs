@@ -1,0 +1,455 @@
+//! What the trail records, and its JSON form (`docs/audit.schema.json`
+//! describes it; a test validates every record the tests write).
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::policy::{Host, Provenance, Source};
+
+/// The version of the records' form, the `schema` field of every record.
+/// It changes when a field changes meaning or goes away; fields may be
+/// added within a version.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Which component a run runs: its file name and the SHA-256 of its bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GuestIdentity {
+    /// The file name, without its directory.
+    pub file: String,
+    /// The hex of the SHA-256 of the component's bytes.
+    pub sha256: String,
+}
+
+impl GuestIdentity {
+    /// The identity of the component `bytes`, read from `file`.
+    pub fn of(file: &std::path::Path, bytes: &[u8]) -> GuestIdentity {
+        GuestIdentity {
+            file: file.file_name().map_or_else(
+                || file.display().to_string(),
+                |name| name.to_string_lossy().into_owned(),
+            ),
+            sha256: Sha256::digest(bytes)
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect(),
+        }
+    }
+}
+
+/// What every record of one run carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Context {
+    /// The run's id: 32 hex digits, random, new for each run.
+    pub run: String,
+    /// The component, if the embedder named it.
+    pub guest: Option<GuestIdentity>,
+    /// Under the containerd shim: the container's namespace and id.
+    pub container: Option<(String, String)>,
+}
+
+impl Context {
+    /// A new run of `guest`, with a fresh random id.
+    pub fn new(guest: Option<GuestIdentity>) -> Context {
+        let mut id = [0u8; 16];
+        // An id that cannot be random (no entropy source) is still unique
+        // enough within a host's logs: the time and the process.
+        if getrandom::fill(&mut id).is_err() {
+            let now = SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .unwrap_or_default()
+                .as_nanos();
+            id[..8].copy_from_slice(&(now as u64).to_be_bytes());
+            id[8..12].copy_from_slice(&std::process::id().to_be_bytes());
+        }
+        Context {
+            run: id.iter().map(|b| format!("{b:02x}")).collect(),
+            guest,
+            container: None,
+        }
+    }
+
+    /// This context, for a container of `namespace` with `id`.
+    pub fn in_container(mut self, namespace: impl Into<String>, id: impl Into<String>) -> Context {
+        self.container = Some((namespace.into(), id.into()));
+        self
+    }
+}
+
+/// An operation the policy judges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Operation {
+    /// A TCP connect (moat:net or wasi:sockets).
+    Connect,
+    /// A TCP listen (moat:net or wasi:sockets).
+    Listen,
+    /// A TCP socket bound to a fixed local port before its listen (a
+    /// stock wasi:sockets program).
+    TcpBind,
+    /// A UDP socket bound to a local address.
+    UdpBind,
+    /// A UDP datagram sent, or a UDP socket's peer fixed.
+    UdpSend,
+    /// A multicast group joined.
+    MulticastJoin,
+    /// A name looked up by a program that looks names up itself (a stock
+    /// wasi:sockets program).
+    Lookup,
+    /// TLS started on a connection (its connect was judged already).
+    TlsUpgrade,
+    /// An outgoing wasi:http request.
+    HttpRequest,
+    /// `moat serve`'s listening address, the operator's grant.
+    ServeBind,
+}
+
+impl Operation {
+    /// The operation's name in records: `connect`, `udp-send`, ...
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Operation::Connect => "connect",
+            Operation::Listen => "listen",
+            Operation::TcpBind => "tcp-bind",
+            Operation::UdpBind => "udp-bind",
+            Operation::UdpSend => "udp-send",
+            Operation::MulticastJoin => "multicast-join",
+            Operation::Lookup => "lookup",
+            Operation::TlsUpgrade => "tls-upgrade",
+            Operation::HttpRequest => "http-request",
+            Operation::ServeBind => "serve-bind",
+        }
+    }
+}
+
+/// A resolved address a deny entry refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// The address.
+    pub address: IpAddr,
+    /// The deny entry that refused it.
+    pub rule: Provenance,
+}
+
+/// Why a call was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reason {
+    /// No grant entry allows the host as written; `needs` is the setting
+    /// that would (`--allow-net=example.com:443`).
+    NoGrant {
+        /// The setting, as the run's granter writes it.
+        needs: String,
+    },
+    /// A deny entry matched the host as written, or (with `address`) an
+    /// address the name resolved to or that the host carries.
+    DenyEntry {
+        /// The entry as written and where.
+        rule: Provenance,
+        /// The address it matched, when not the host itself.
+        address: Option<IpAddr>,
+    },
+    /// A bound of the run was reached.
+    Limit {
+        /// The setting that raises it, as the run's granter writes it.
+        setting: String,
+    },
+    /// The call could not be judged: the host or address is not one a
+    /// call may name (the unspecified address as a destination, ...).
+    Invalid,
+}
+
+/// What was decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Allowed, by `rule` (as written and where); `None` when no grant is
+    /// involved (a TLS upgrade of a connection already judged).
+    Allowed {
+        /// The grant entry.
+        rule: Option<Arc<Provenance>>,
+    },
+    /// Refused.
+    Denied {
+        /// Why.
+        reason: Reason,
+        /// The message the guest (or its stderr) got.
+        message: String,
+    },
+}
+
+/// One decision, as the socket core describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    /// What the guest asked for.
+    pub operation: Operation,
+    /// The host as the guest wrote it (normalised: IPv6 in brackets, a
+    /// name in lower case).
+    pub host: String,
+    /// The port; `None` for a lookup.
+    pub port: Option<u16>,
+    /// Every address the name resolved to (empty for an IP literal or a
+    /// call refused before any lookup).
+    pub resolved: Vec<IpAddr>,
+    /// The resolved addresses deny entries refused, each with its entry.
+    pub refused: Vec<Refusal>,
+    /// The address used, when one was.
+    pub address: Option<SocketAddr>,
+    /// The decision.
+    pub outcome: Outcome,
+    /// For an allowed call: what the network then said, if it failed
+    /// (the name has no address, the peer refused the connection).
+    pub error: Option<String>,
+}
+
+impl Event {
+    /// An event for `operation` on `host`:`port` with nothing resolved yet.
+    pub fn new(operation: Operation, host: &Host, port: Option<u16>, outcome: Outcome) -> Event {
+        Event {
+            operation,
+            host: host.to_string(),
+            port,
+            resolved: Vec::new(),
+            refused: Vec::new(),
+            address: None,
+            outcome,
+            error: None,
+        }
+    }
+
+    /// Whether the call was allowed.
+    pub fn allowed(&self) -> bool {
+        matches!(self.outcome, Outcome::Allowed { .. })
+    }
+}
+
+/// One setting of the run, for the first record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SettingRecord {
+    /// The setting's key (`allow-net`, `max-sockets`).
+    pub setting: &'static str,
+    /// Its value as written, or its default.
+    pub value: String,
+    /// Where it was written; `None` for a default.
+    pub source: Option<Source>,
+}
+
+/// What a record says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Body {
+    /// The run's settings, the first record of every run.
+    Settings(Vec<SettingRecord>),
+    /// One decision.
+    Decision(Event),
+    /// The UDP sends to one destination within one second after its first
+    /// send, which has a [`Body::Decision`] of its own.
+    UdpSendCounts {
+        /// The destination as written.
+        host: String,
+        /// Its port.
+        port: u16,
+        /// Whether these sends were allowed.
+        allowed: bool,
+        /// The second counted (its start).
+        second: SystemTime,
+        /// Sends in that second.
+        count: u64,
+    },
+}
+
+impl Body {
+    /// About how many bytes the body holds, for the bound on the queue:
+    /// a fixed part and its strings and lists.
+    pub fn size(&self) -> usize {
+        const FIXED: usize = 256;
+        match self {
+            Body::Settings(settings) => {
+                FIXED + settings.iter().map(|s| 96 + s.value.len()).sum::<usize>()
+            }
+            Body::Decision(event) => {
+                FIXED
+                    + event.host.len()
+                    + event.resolved.len() * size_of::<IpAddr>()
+                    + event
+                        .refused
+                        .iter()
+                        .map(|r| 96 + r.rule.entry.len())
+                        .sum::<usize>()
+                    + match &event.outcome {
+                        Outcome::Denied { message, .. } => 128 + message.len(),
+                        Outcome::Allowed { .. } => 0,
+                    }
+                    + event.error.as_ref().map_or(0, String::len)
+            }
+            Body::UdpSendCounts { host, .. } => FIXED + host.len(),
+        }
+    }
+}
+
+/// One record of the trail.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditRecord {
+    /// When the decision was made.
+    pub time: SystemTime,
+    /// The run.
+    pub context: Arc<Context>,
+    /// What it says.
+    pub body: Body,
+}
+
+/// `time` in RFC 3339, UTC, to the microsecond (a clock set before 1970
+/// reads as 1970).
+fn rfc3339(time: SystemTime) -> String {
+    humantime::format_rfc3339_micros(time.max(SystemTime::UNIX_EPOCH)).to_string()
+}
+
+fn source_json(source: Option<&Source>) -> Value {
+    match source {
+        None => json!({ "kind": "default" }),
+        Some(Source::Flag { flag }) => json!({ "kind": "flag", "flag": flag }),
+        Some(Source::PolicyFile { path, line }) => {
+            json!({ "kind": "policy-file", "path": path.display().to_string(), "line": line })
+        }
+        Some(Source::Environment { variable }) => {
+            json!({ "kind": "environment", "variable": variable })
+        }
+        Some(Source::ImagePolicy { digest, line }) => {
+            json!({ "kind": "image-policy", "digest": digest, "line": line })
+        }
+        Some(Source::Embedding) => json!({ "kind": "embedding" }),
+    }
+}
+
+fn rule_json(rule: &Provenance) -> Value {
+    json!({ "entry": rule.entry, "source": source_json(Some(&rule.source)) })
+}
+
+fn address_json(addr: IpAddr) -> Value {
+    Value::String(addr.to_canonical().to_string())
+}
+
+impl AuditRecord {
+    /// The record as JSON, in the form `docs/audit.schema.json` gives.
+    pub fn to_json(&self) -> Value {
+        let mut record = Map::new();
+        record.insert("schema".into(), json!(SCHEMA_VERSION));
+        record.insert("time".into(), json!(rfc3339(self.time)));
+        record.insert("run".into(), json!(self.context.run));
+        record.insert(
+            "guest".into(),
+            match &self.context.guest {
+                Some(g) => json!({ "file": g.file, "sha256": g.sha256 }),
+                None => Value::Null,
+            },
+        );
+        if let Some((namespace, id)) = &self.context.container {
+            record.insert(
+                "container".into(),
+                json!({ "namespace": namespace, "id": id }),
+            );
+        }
+        match &self.body {
+            Body::Settings(settings) => {
+                record.insert("kind".into(), json!("settings"));
+                let list = settings
+                    .iter()
+                    .map(|s| {
+                        json!({
+                            "setting": s.setting,
+                            "value": s.value,
+                            "source": source_json(s.source.as_ref()),
+                        })
+                    })
+                    .collect();
+                record.insert("settings".into(), Value::Array(list));
+            }
+            Body::Decision(event) => {
+                record.insert("kind".into(), json!("decision"));
+                decision_json(&mut record, event);
+            }
+            Body::UdpSendCounts {
+                host,
+                port,
+                allowed,
+                second,
+                count,
+            } => {
+                record.insert("kind".into(), json!("udp-send-counts"));
+                record.insert("operation".into(), json!(Operation::UdpSend.as_str()));
+                record.insert("host".into(), json!(host));
+                record.insert("port".into(), json!(port));
+                record.insert(
+                    "decision".into(),
+                    json!(if *allowed { "allowed" } else { "denied" }),
+                );
+                record.insert("second".into(), json!(rfc3339(*second)));
+                record.insert("count".into(), json!(count));
+            }
+        }
+        Value::Object(record)
+    }
+}
+
+fn decision_json(record: &mut Map<String, Value>, event: &Event) {
+    record.insert("operation".into(), json!(event.operation.as_str()));
+    record.insert("host".into(), json!(event.host));
+    record.insert("port".into(), json!(event.port));
+    record.insert(
+        "resolved".into(),
+        Value::Array(event.resolved.iter().copied().map(address_json).collect()),
+    );
+    record.insert(
+        "refused".into(),
+        Value::Array(
+            event
+                .refused
+                .iter()
+                .map(|r| {
+                    json!({
+                        "address": address_json(r.address),
+                        "rule": rule_json(&r.rule),
+                    })
+                })
+                .collect(),
+        ),
+    );
+    record.insert(
+        "address".into(),
+        match event.address {
+            Some(addr) => json!(SocketAddr::new(addr.ip().to_canonical(), addr.port()).to_string()),
+            None => Value::Null,
+        },
+    );
+    match &event.outcome {
+        Outcome::Allowed { rule } => {
+            record.insert("decision".into(), json!("allowed"));
+            record.insert(
+                "rule".into(),
+                rule.as_deref().map_or(Value::Null, rule_json),
+            );
+            record.insert("error".into(), json!(event.error));
+        }
+        Outcome::Denied { reason, message } => {
+            record.insert("decision".into(), json!("denied"));
+            let (rule, reason) = match reason {
+                Reason::NoGrant { needs } => {
+                    (Value::Null, json!({ "kind": "no-grant", "needs": needs }))
+                }
+                Reason::DenyEntry { rule, address } => (
+                    rule_json(rule),
+                    json!({
+                        "kind": if address.is_some() { "address-denied" } else { "deny-entry" },
+                        "address": address.map(address_json),
+                    }),
+                ),
+                Reason::Limit { setting } => {
+                    (Value::Null, json!({ "kind": "limit", "setting": setting }))
+                }
+                Reason::Invalid => (Value::Null, json!({ "kind": "invalid" })),
+            };
+            record.insert("rule".into(), rule);
+            record.insert("reason".into(), reason);
+            record.insert("message".into(), json!(message));
+        }
+    }
+}

@@ -1,0 +1,644 @@
+//! The trail's writer: a bounded queue of records, drained in order by a
+//! thread of its own into an [`AuditSink`].
+
+use std::collections::VecDeque;
+use std::fs::OpenOptions;
+use std::io::{self, Write};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+use std::time::SystemTime;
+
+use super::Destination;
+use super::record::{AuditRecord, Body, Context, Event, SettingRecord};
+use super::udp::UdpCounts;
+use crate::policy::Host;
+
+/// Most records waiting for the sink; the writer holds at most as many
+/// more, the batch it is writing. A record is a few hundred bytes, so 1024
+/// lets a burst of decisions go by without waiting on a file write; past
+/// it the guest waits for the sink.
+pub const MAX_AUDIT_QUEUE: usize = 1024;
+
+/// Most bytes of records waiting for the sink (as [`Body::size`] counts
+/// them), whatever their number: a denial of a name with hundreds of
+/// refused addresses is tens of KiB, and 1024 of them would be tens of
+/// MiB. 4 MiB holds 1024 ordinary records many times over; the writer's
+/// batch is bounded the same way, so the trail holds 8 MiB at most.
+pub const MAX_AUDIT_QUEUE_BYTES: usize = 4 << 20;
+
+/// Where records go, one at a time, in order, on the trail's own thread.
+/// Implement it to send the trail to a log pipeline; [`JsonLines`] writes
+/// the documented form.
+pub trait AuditSink: Send + 'static {
+    /// Takes one record.
+    ///
+    /// # Errors
+    /// Any I/O error: the run's network stops ([`AuditError::Failed`]).
+    fn write(&mut self, record: &AuditRecord) -> io::Result<()>;
+
+    /// Called when the queue is empty, and at the end of the run.
+    ///
+    /// # Errors
+    /// As [`write`](Self::write).
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A sink that writes each record as one line of JSON.
+pub struct JsonLines<W: Write + Send + 'static> {
+    out: io::BufWriter<W>,
+    /// Each line in one write of its own, never split across two: for
+    /// a stream others write to as well (stderr, a container's log).
+    whole_lines: bool,
+    line: Vec<u8>,
+}
+
+impl<W: Write + Send + 'static> JsonLines<W> {
+    /// Records to `out`, buffered, flushed whenever the queue is empty.
+    pub fn new(out: W) -> JsonLines<W> {
+        JsonLines {
+            out: io::BufWriter::new(out),
+            whole_lines: false,
+            line: Vec::new(),
+        }
+    }
+
+    /// Records to `out`, which others write to too (stderr): each line
+    /// goes out in one write, so that no one else's output lands inside it.
+    pub fn shared(out: W) -> JsonLines<W> {
+        JsonLines {
+            out: io::BufWriter::with_capacity(0, out),
+            whole_lines: true,
+            line: Vec::new(),
+        }
+    }
+}
+
+impl<W: Write + Send + 'static> AuditSink for JsonLines<W> {
+    fn write(&mut self, record: &AuditRecord) -> io::Result<()> {
+        self.line.clear();
+        serde_json::to_writer(&mut self.line, &record.to_json())?;
+        self.line.push(b'\n');
+        if self.whole_lines {
+            self.out.get_mut().write_all(&self.line)
+        } else {
+            self.out.write_all(&self.line)
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.out.flush()
+    }
+}
+
+/// Why the trail cannot take a record.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AuditError {
+    /// The destination cannot be opened.
+    #[error("cannot open the audit trail {destination}: {reason}")]
+    Open {
+        /// `--audit`'s value.
+        destination: String,
+        /// The operating system's reason.
+        reason: String,
+    },
+    /// The sink failed; nothing more is recorded, so nothing more is
+    /// allowed.
+    #[error("the audit trail cannot be written ({0}): no network operation is allowed without it")]
+    Failed(String),
+}
+
+/// The records waiting, and the writer's state.
+struct Queue {
+    records: VecDeque<AuditRecord>,
+    /// The records' size, as [`Body::size`] counts it.
+    bytes: usize,
+    /// The sink's error, once it failed.
+    failed: Option<String>,
+    /// No more records will come: the writer drains and stops.
+    closed: bool,
+    /// Records handed to the sink and done (for [`Audit::written`]).
+    written: u64,
+}
+
+struct Shared {
+    context: Arc<Context>,
+    queue: Mutex<Queue>,
+    /// Signalled when records are taken off the queue.
+    space: Condvar,
+    /// Signalled when records are put on the queue, or it is closed.
+    work: Condvar,
+    udp: Mutex<UdpCounts>,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Queue> {
+        self.queue.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Queues `body`, waiting while the queue is full.
+    fn push(&self, body: Body) -> Result<(), AuditError> {
+        let size = body.size();
+        let mut queue = self.lock();
+        while (queue.records.len() >= MAX_AUDIT_QUEUE
+            || (queue.bytes + size > MAX_AUDIT_QUEUE_BYTES && !queue.records.is_empty()))
+            && queue.failed.is_none()
+            && !queue.closed
+        {
+            queue = self
+                .space
+                .wait(queue)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+        if let Some(reason) = &queue.failed {
+            return Err(AuditError::Failed(reason.clone()));
+        }
+        if queue.closed {
+            return Err(AuditError::Failed("the run's trail is finished".to_owned()));
+        }
+        queue.bytes += size;
+        queue.records.push_back(AuditRecord {
+            time: SystemTime::now(),
+            context: Arc::clone(&self.context),
+            body,
+        });
+        drop(queue);
+        self.work.notify_one();
+        Ok(())
+    }
+}
+
+/// The writer thread, and the handle that stops it when the last
+/// [`Audit`] goes.
+struct Trail {
+    shared: Arc<Shared>,
+    writer: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Trail {
+    /// Flushes the UDP counts, lets the writer drain the queue and waits
+    /// for it.
+    fn finish(&self) {
+        let counts = self
+            .shared
+            .udp
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .drain_all();
+        for body in counts {
+            // A failed sink has refused everything since; nothing to do.
+            let _ = self.shared.push(body);
+        }
+        self.shared.lock().closed = true;
+        self.shared.work.notify_all();
+        self.shared.space.notify_all();
+        let writer = self
+            .writer
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(writer) = writer {
+            // The writer does not panic (it only calls the sink); a sink
+            // that panicked has lost its records either way.
+            let _ = writer.join();
+        }
+    }
+}
+
+impl Drop for Trail {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
+
+fn drain(shared: &Shared, mut sink: Box<dyn AuditSink>) {
+    loop {
+        let batch = {
+            let mut queue = shared.lock();
+            while queue.records.is_empty() && !queue.closed {
+                queue = shared
+                    .work
+                    .wait(queue)
+                    .unwrap_or_else(PoisonError::into_inner);
+            }
+            if queue.records.is_empty() {
+                break;
+            }
+            queue.bytes = 0;
+            std::mem::take(&mut queue.records)
+        };
+        shared.space.notify_all();
+        let count = batch.len() as u64;
+        // A sink that panics has failed as one that errs has: the run's
+        // network stops rather than waiting on a queue no one drains.
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            batch
+                .iter()
+                .try_for_each(|record| sink.write(record))
+                .and_then(|()| sink.flush())
+        }))
+        .unwrap_or_else(|_| Err(io::Error::other("the audit sink panicked")));
+        let mut queue = shared.lock();
+        queue.written += count;
+        if let Err(e) = result {
+            tracing::error!(target: "moat::audit", error = %e, "the audit trail cannot be written; the run's network is stopped");
+            queue.failed = Some(e.to_string());
+            queue.records.clear();
+            drop(queue);
+            shared.space.notify_all();
+            return;
+        }
+    }
+    if let Err(e) = sink.flush() {
+        tracing::error!(target: "moat::audit", error = %e, "the audit trail's last records could not be written");
+    }
+}
+
+/// One run's audit trail, or none. Cloning shares it; the trail is
+/// finished (its counts written, its queue drained, its file flushed)
+/// when the last clone is dropped, or by [`finish`](Self::finish).
+#[derive(Clone, Default)]
+pub struct Audit {
+    trail: Option<Arc<Trail>>,
+}
+
+impl std::fmt::Debug for Audit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Audit")
+            .field("on", &self.trail.is_some())
+            .finish()
+    }
+}
+
+impl Audit {
+    /// No trail: every call returns at once.
+    pub fn off() -> Audit {
+        Audit::default()
+    }
+
+    /// A trail into `sink` for the run `context`, whose first record is
+    /// `settings`.
+    ///
+    /// # Errors
+    /// [`AuditError::Failed`] if the writer thread cannot be started.
+    pub fn start(
+        sink: Box<dyn AuditSink>,
+        context: Context,
+        settings: Vec<SettingRecord>,
+    ) -> Result<Audit, AuditError> {
+        let shared = Arc::new(Shared {
+            context: Arc::new(context),
+            queue: Mutex::new(Queue {
+                records: VecDeque::new(),
+                bytes: 0,
+                failed: None,
+                closed: false,
+                written: 0,
+            }),
+            space: Condvar::new(),
+            work: Condvar::new(),
+            udp: Mutex::new(UdpCounts::default()),
+        });
+        let for_writer = Arc::clone(&shared);
+        let writer = std::thread::Builder::new()
+            .name("moat-audit".to_owned())
+            .spawn(move || drain(&for_writer, sink))
+            .map_err(|e| AuditError::Failed(format!("cannot start its writer: {e}")))?;
+        shared.push(Body::Settings(settings))?;
+        Ok(Audit {
+            trail: Some(Arc::new(Trail {
+                shared,
+                writer: Mutex::new(Some(writer)),
+            })),
+        })
+    }
+
+    /// A trail to `destination` as JSON Lines (a file is appended to).
+    ///
+    /// # Errors
+    /// [`AuditError::Open`] if the file cannot be opened for appending.
+    pub fn to_destination(
+        destination: &Destination,
+        context: Context,
+        settings: Vec<SettingRecord>,
+    ) -> Result<Audit, AuditError> {
+        let sink: Box<dyn AuditSink> = match destination {
+            Destination::Stderr => Box::new(JsonLines::shared(io::stderr())),
+            Destination::File(path) => {
+                let file = OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)
+                    .map_err(|e| AuditError::Open {
+                        destination: destination.to_string(),
+                        reason: e.to_string(),
+                    })?;
+                Box::new(JsonLines::new(file))
+            }
+        };
+        Audit::start(sink, context, settings)
+    }
+
+    /// Whether there is a trail.
+    #[inline]
+    pub fn is_on(&self) -> bool {
+        self.trail.is_some()
+    }
+
+    /// Records `event` (built only if there is a trail), waiting while
+    /// the queue is full.
+    ///
+    /// # Errors
+    /// [`AuditError::Failed`] once the sink failed: the caller refuses
+    /// the operation.
+    #[inline]
+    pub fn record(&self, event: impl FnOnce() -> Event) -> Result<(), AuditError> {
+        match &self.trail {
+            None => Ok(()),
+            Some(trail) => trail.shared.push(Body::Decision(event())),
+        }
+    }
+
+    /// Records a UDP send to `host`:`port`: the first to a destination
+    /// as a whole record (built by `event`), later ones as counts per
+    /// second.
+    ///
+    /// # Errors
+    /// As [`record`](Self::record).
+    pub fn udp_send(
+        &self,
+        host: &Host,
+        port: u16,
+        allowed: bool,
+        event: impl FnOnce() -> Event,
+    ) -> Result<(), AuditError> {
+        let Some(trail) = &self.trail else {
+            return Ok(());
+        };
+        let (first, counts) = trail
+            .shared
+            .udp
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .count(host, port, allowed, SystemTime::now());
+        for body in counts {
+            trail.shared.push(body)?;
+        }
+        if first {
+            trail.shared.push(Body::Decision(event()))?;
+        }
+        // A failed sink refuses every send, counted or not.
+        match &trail.shared.lock().failed {
+            Some(reason) => Err(AuditError::Failed(reason.clone())),
+            None => Ok(()),
+        }
+    }
+
+    /// Records handed to the sink so far (the first, the settings,
+    /// included).
+    pub fn written(&self) -> u64 {
+        self.trail
+            .as_ref()
+            .map_or(0, |trail| trail.shared.lock().written)
+    }
+
+    /// Writes what is pending (the UDP counts included) and stops the
+    /// writer; later records are refused. Call it when the run ends, so
+    /// that the trail is complete when the call returns.
+    pub fn finish(&self) {
+        if let Some(trail) = &self.trail {
+            trail.finish();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::mpsc;
+    use std::time::{Duration, Instant};
+
+    use super::*;
+    use crate::audit::{Event, Operation, Outcome, Reason};
+
+    /// A sink that keeps what it is given.
+    #[derive(Clone, Default)]
+    struct Kept(Arc<Mutex<Vec<AuditRecord>>>);
+
+    impl AuditSink for Kept {
+        fn write(&mut self, record: &AuditRecord) -> io::Result<()> {
+            self.0.lock().unwrap().push(record.clone());
+            Ok(())
+        }
+    }
+
+    fn denial(i: usize) -> Event {
+        Event::new(
+            Operation::Connect,
+            &Host::parse("10.0.0.1").unwrap(),
+            Some(u16::try_from(i % 65_535).unwrap() + 1),
+            Outcome::Denied {
+                reason: Reason::NoGrant {
+                    needs: "--allow-net=10.0.0.1".to_owned(),
+                },
+                message: "denied".to_owned(),
+            },
+        )
+    }
+
+    /// Waits (within a minute) for `done`.
+    fn wait_for(what: &str, done: impl Fn() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !done() {
+            assert!(Instant::now() < deadline, "timed out waiting for {what}");
+            std::thread::yield_now();
+        }
+    }
+
+    #[test]
+    fn the_settings_come_first_and_every_record_follows_in_order() {
+        let kept = Kept::default();
+        let audit = Audit::start(Box::new(kept.clone()), Context::new(None), Vec::new()).unwrap();
+        for i in 0..3000 {
+            audit.record(|| denial(i)).unwrap();
+        }
+        audit.finish();
+        let records = kept.0.lock().unwrap();
+        assert_eq!(records.len(), 3001);
+        assert!(matches!(records[0].body, Body::Settings(_)));
+        for (i, record) in records[1..].iter().enumerate() {
+            let Body::Decision(event) = &record.body else {
+                panic!("{record:?}")
+            };
+            assert_eq!(event.port, denial(i).port, "record {i} out of order");
+        }
+        assert!(
+            audit.record(|| denial(0)).is_err(),
+            "a finished trail takes nothing"
+        );
+    }
+
+    /// A sink that says when its first write starts, then waits for a go.
+    struct Gated {
+        started: mpsc::Sender<()>,
+        go: mpsc::Receiver<()>,
+        waited: bool,
+        written: Arc<AtomicUsize>,
+    }
+
+    impl AuditSink for Gated {
+        fn write(&mut self, _: &AuditRecord) -> io::Result<()> {
+            if !self.waited {
+                self.waited = true;
+                let _ = self.started.send(());
+                let _ = self.go.recv();
+            }
+            self.written.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_writer_that_falls_behind_holds_the_next_operation_never_more_records() {
+        let (go, gate) = mpsc::channel();
+        let (started, writing) = mpsc::channel();
+        let written = Arc::new(AtomicUsize::new(0));
+        let sink = Gated {
+            started,
+            go: gate,
+            waited: false,
+            written: Arc::clone(&written),
+        };
+        let audit = Audit::start(Box::new(sink), Context::new(None), Vec::new()).unwrap();
+        // The writer has taken the settings record and waits at the gate.
+        writing.recv().unwrap();
+        let attempted = Arc::new(AtomicUsize::new(0));
+        let pushed = Arc::new(AtomicUsize::new(0));
+        let total = MAX_AUDIT_QUEUE * 3;
+        let guest = {
+            let (audit, attempted, pushed) =
+                (audit.clone(), Arc::clone(&attempted), Arc::clone(&pushed));
+            std::thread::spawn(move || {
+                for i in 0..total {
+                    attempted.fetch_add(1, Ordering::SeqCst);
+                    audit.record(|| denial(i)).unwrap();
+                    pushed.fetch_add(1, Ordering::SeqCst);
+                }
+            })
+        };
+        wait_for("the queue to fill", || {
+            attempted.load(Ordering::SeqCst) > MAX_AUDIT_QUEUE
+        });
+        // The operation after a full queue's worth is held, not queued.
+        assert_eq!(pushed.load(Ordering::SeqCst), MAX_AUDIT_QUEUE);
+        assert!(!guest.is_finished());
+        go.send(()).unwrap();
+        guest.join().unwrap();
+        audit.finish();
+        assert_eq!(written.load(Ordering::SeqCst), total + 1, "nothing lost");
+    }
+
+    #[test]
+    fn large_records_are_held_to_the_queues_bytes_not_only_its_count() {
+        let (go, gate) = mpsc::channel();
+        let (started, writing) = mpsc::channel();
+        let sink = Gated {
+            started,
+            go: gate,
+            waited: false,
+            written: Arc::new(AtomicUsize::new(0)),
+        };
+        let audit = Audit::start(Box::new(sink), Context::new(None), Vec::new()).unwrap();
+        writing.recv().unwrap();
+        // A denial of a name with every address of a full answer refused.
+        let large = || {
+            let mut event = denial(0);
+            event.resolved = vec!["10.0.0.1".parse().unwrap(); crate::net::MAX_ANSWER_ADDRESSES];
+            event.refused = event
+                .resolved
+                .iter()
+                .map(|&address| crate::audit::Refusal {
+                    address,
+                    rule: crate::policy::Provenance {
+                        entry: "private".to_owned(),
+                        source: crate::policy::Source::Embedding,
+                    },
+                })
+                .collect();
+            event
+        };
+        let size = Body::Decision(large()).size();
+        let attempted = Arc::new(AtomicUsize::new(0));
+        let pushed = Arc::new(AtomicUsize::new(0));
+        let guest = {
+            let (audit, attempted, pushed) =
+                (audit.clone(), Arc::clone(&attempted), Arc::clone(&pushed));
+            std::thread::spawn(move || {
+                for _ in 0..MAX_AUDIT_QUEUE {
+                    attempted.fetch_add(1, Ordering::SeqCst);
+                    audit.record(large).unwrap();
+                    pushed.fetch_add(1, Ordering::SeqCst);
+                }
+            })
+        };
+        let fits = MAX_AUDIT_QUEUE_BYTES / size;
+        assert!(fits < MAX_AUDIT_QUEUE, "{size} bytes a record");
+        wait_for("the bytes to fill", || {
+            attempted.load(Ordering::SeqCst) > fits
+        });
+        assert_eq!(pushed.load(Ordering::SeqCst), fits);
+        go.send(()).unwrap();
+        guest.join().unwrap();
+        audit.finish();
+    }
+
+    struct Broken;
+
+    impl AuditSink for Broken {
+        fn write(&mut self, _: &AuditRecord) -> io::Result<()> {
+            Err(io::Error::other("disk full"))
+        }
+    }
+
+    #[test]
+    fn a_sink_that_fails_refuses_every_later_record() {
+        let audit = Audit::start(Box::new(Broken), Context::new(None), Vec::new()).unwrap();
+        wait_for("the sink to fail", || audit.record(|| denial(1)).is_err());
+        let e = audit.record(|| denial(2)).unwrap_err();
+        assert!(e.to_string().contains("disk full"), "{e}");
+        let host = Host::parse("127.0.0.1").unwrap();
+        assert!(audit.udp_send(&host, 9, true, || denial(3)).is_err());
+    }
+
+    #[test]
+    fn json_lines_are_one_object_per_line_with_the_schema_version() {
+        let out = Arc::new(Mutex::new(Vec::new()));
+        struct Shared(Arc<Mutex<Vec<u8>>>);
+        impl Write for Shared {
+            fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(buf);
+                Ok(buf.len())
+            }
+            fn flush(&mut self) -> io::Result<()> {
+                Ok(())
+            }
+        }
+        let sink = JsonLines::new(Shared(Arc::clone(&out)));
+        let audit = Audit::start(Box::new(sink), Context::new(None), Vec::new()).unwrap();
+        audit.record(|| denial(7)).unwrap();
+        audit.finish();
+        let text = String::from_utf8(out.lock().unwrap().clone()).unwrap();
+        let lines: Vec<serde_json::Value> = text
+            .lines()
+            .map(|line| serde_json::from_str(line).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 2);
+        assert_eq!(lines[0]["kind"], "settings");
+        assert_eq!(lines[1]["schema"], 1);
+        assert_eq!(lines[1]["decision"], "denied");
+        assert_eq!(lines[1]["reason"]["needs"], "--allow-net=10.0.0.1");
+        assert_eq!(lines[0]["run"], lines[1]["run"]);
+        assert_eq!(lines[1]["run"].as_str().unwrap().len(), 32);
+    }
+}

@@ -1,0 +1,333 @@
+//! The audit trail as the socket core feeds it: each decision once, with
+//! the rule as written and where, the addresses a name resolved to and the
+//! address used; a UDP flood as counts.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
+
+use tokio::net::TcpListener as PeerListener;
+use tokio::net::UdpSocket as Peer;
+
+use crate::audit::{Audit, AuditRecord, AuditSink, Body, Context, Operation, Outcome, Reason};
+use crate::net::{BindOptions, ConnectOptions, Lookup, Net, NetError, Resolver};
+use crate::policy::Source;
+use crate::settings::{Origin, Setting, Settings};
+
+/// A sink that keeps what it is given.
+#[derive(Clone, Default)]
+struct Kept(Arc<Mutex<Vec<AuditRecord>>>);
+
+impl AuditSink for Kept {
+    fn write(&mut self, record: &AuditRecord) -> std::io::Result<()> {
+        self.0.lock().unwrap().push(record.clone());
+        Ok(())
+    }
+}
+
+/// Answers every name with the same addresses.
+struct Fixed(Vec<IpAddr>);
+
+impl Resolver for Fixed {
+    fn lookup<'a>(&'a self, _name: &'a str) -> Lookup<'a> {
+        let addresses = self.0.clone();
+        Box::pin(async move { Ok(addresses) })
+    }
+}
+
+/// A network under `flags` (as `moat run` reads them), recording on a
+/// trail whose records are returned by the closure, after the trail is
+/// finished.
+fn audited(flags: &[(Setting, &str)]) -> (Net, Audit, Kept) {
+    let mut settings = Settings::new();
+    for (setting, value) in flags {
+        settings.set(&Origin::Flag, *setting, *value).unwrap();
+    }
+    let kept = Kept::default();
+    let audit = Audit::start(
+        Box::new(kept.clone()),
+        Context::new(None),
+        settings.audited(),
+    )
+    .unwrap();
+    let net = Net::new(settings.policy).with_audit(audit.clone());
+    (net, audit, kept)
+}
+
+fn decisions(kept: &Kept) -> Vec<crate::audit::Event> {
+    kept.0
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|r| match &r.body {
+            Body::Decision(event) => Some(event.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_connect_is_recorded_with_its_rule_and_the_address_used() {
+    let peer = PeerListener::bind("127.0.0.1:0").await.unwrap();
+    let at = peer.local_addr().unwrap();
+    let (net, audit, kept) =
+        audited(&[(Setting::AllowNet, "127.0.0.1"), (Setting::MaxSockets, "8")]);
+    let conn = net
+        .connect("127.0.0.1", at.port(), &ConnectOptions::default())
+        .await
+        .unwrap();
+    let refused = net
+        .connect("127.0.0.2", at.port(), &ConnectOptions::default())
+        .await
+        .err()
+        .expect("refused");
+    drop(conn);
+    audit.finish();
+    let records = kept.0.lock().unwrap().clone();
+    let Body::Settings(settings) = &records[0].body else {
+        panic!("the first record is the settings: {:?}", records[0])
+    };
+    let allow = settings.iter().find(|s| s.setting == "allow-net").unwrap();
+    assert_eq!(allow.value, "127.0.0.1");
+    assert_eq!(
+        allow.source,
+        Some(Source::Flag {
+            flag: "--allow-net".to_owned()
+        })
+    );
+    assert!(
+        settings
+            .iter()
+            .any(|s| s.setting == "lookup-timeout" && s.source.is_none()),
+        "a bound no one set is there at its default"
+    );
+    let events = decisions(&kept);
+    assert_eq!(events.len(), 2, "{events:#?}");
+    let allowed = &events[0];
+    assert_eq!(allowed.operation, Operation::Connect);
+    assert_eq!(
+        (allowed.host.as_str(), allowed.port),
+        ("127.0.0.1", Some(at.port()))
+    );
+    assert_eq!(allowed.address, Some(at));
+    let Outcome::Allowed { rule: Some(rule) } = &allowed.outcome else {
+        panic!("{allowed:?}")
+    };
+    assert_eq!(rule.entry, "127.0.0.1");
+    assert_eq!(
+        rule.source,
+        Source::Flag {
+            flag: "--allow-net".to_owned()
+        }
+    );
+    let denied = &events[1];
+    assert_eq!(denied.host, "127.0.0.2");
+    assert_eq!(denied.address, None);
+    let needs = format!("--allow-net=127.0.0.2:{}", at.port());
+    assert_eq!(
+        denied.outcome,
+        Outcome::Denied {
+            reason: Reason::NoGrant { needs },
+            message: refused.to_string(),
+        }
+    );
+}
+
+#[tokio::test]
+async fn a_name_whose_every_address_is_denied_names_them_all() {
+    let (net, audit, kept) = audited(&[
+        (Setting::AllowNet, "rebind.test"),
+        (Setting::DenyNet, "private"),
+        (Setting::DenyNet, "metadata"),
+    ]);
+    let addresses: Vec<IpAddr> = ["10.0.0.5", "169.254.169.254", "192.168.1.9"]
+        .iter()
+        .map(|a| a.parse().unwrap())
+        .collect();
+    let net = net.with_resolver(Arc::new(Fixed(addresses.clone())));
+    let refused = net
+        .connect("rebind.test", 80, &ConnectOptions::default())
+        .await
+        .err()
+        .expect("refused");
+    assert_eq!(
+        refused.to_string(),
+        "connect to rebind.test:80 denied by --deny-net=private (it resolved to 10.0.0.5; \
+         its other addresses 169.254.169.254, 192.168.1.9 are denied too)"
+    );
+    audit.finish();
+    let events = decisions(&kept);
+    assert_eq!(events.len(), 1, "{events:#?}");
+    let event = &events[0];
+    assert_eq!(event.resolved, addresses);
+    let refusals: Vec<_> = event
+        .refused
+        .iter()
+        .map(|r| (r.address.to_string(), r.rule.entry.as_str()))
+        .collect();
+    assert_eq!(
+        refusals,
+        [
+            ("10.0.0.5".to_owned(), "private"),
+            ("169.254.169.254".to_owned(), "private"),
+            ("192.168.1.9".to_owned(), "private"),
+        ]
+    );
+    let Outcome::Denied {
+        reason: Reason::DenyEntry { rule, address },
+        ..
+    } = &event.outcome
+    else {
+        panic!("{event:?}")
+    };
+    assert_eq!(
+        (rule.entry.as_str(), *address),
+        ("private", Some(addresses[0]))
+    );
+}
+
+#[tokio::test]
+async fn a_udp_flood_is_its_first_send_and_counts_per_second() {
+    let peer = Peer::bind("127.0.0.1:0").await.unwrap();
+    let port = peer.local_addr().unwrap().port();
+    let to = format!("127.0.0.1:{port}");
+    let (net, audit, kept) = audited(&[
+        (Setting::AllowListen, "127.0.0.1:0"),
+        (Setting::AllowNet, &to),
+    ]);
+    let socket = net
+        .bind_udp("127.0.0.1", 0, &BindOptions::default())
+        .await
+        .unwrap();
+    const SENDS: u64 = 100_000;
+    for _ in 0..SENDS {
+        socket.send(b"x", "127.0.0.1", port).await.unwrap();
+    }
+    // Denied sends are counted the same way.
+    for _ in 0..1000 {
+        assert!(matches!(
+            socket.send(b"x", "127.0.0.1", port + 1).await,
+            Err(NetError::Denied(_))
+        ));
+    }
+    drop(socket);
+    audit.finish();
+    let records = kept.0.lock().unwrap().clone();
+    let mut counted = [0u64; 2];
+    let mut whole = Vec::new();
+    for record in &records {
+        match &record.body {
+            Body::UdpSendCounts { allowed, count, .. } => counted[usize::from(*allowed)] += count,
+            Body::Decision(event) => whole.push(event.operation),
+            Body::Settings(_) => {}
+        }
+    }
+    assert_eq!(
+        whole,
+        [Operation::UdpBind, Operation::UdpSend, Operation::UdpSend],
+        "the bind, and each destination's first send"
+    );
+    assert_eq!(counted, [999, SENDS - 1]);
+    assert!(
+        records.len() < 200,
+        "{} records for two destinations",
+        records.len()
+    );
+}
+
+#[tokio::test]
+async fn a_listen_and_a_multicast_join_are_recorded_with_the_address_bound() {
+    let (net, audit, kept) = audited(&[
+        (Setting::AllowListen, "127.0.0.1:0"),
+        (Setting::AllowListen, "239.1.2.3"),
+    ]);
+    let listener = net
+        .listen("127.0.0.1", 0, &Default::default())
+        .await
+        .unwrap();
+    let bound = listener.local_addr().unwrap();
+    let socket = net
+        .bind_udp("127.0.0.1", 0, &BindOptions::default())
+        .await
+        .unwrap();
+    // Joining needs an interface with multicast; loopback may lack it.
+    // The decision is recorded before the join, whatever the join does.
+    let _ = socket.join_multicast(
+        "239.1.2.3".parse().unwrap(),
+        crate::net::MulticastInterface::Any,
+    );
+    let denied = socket.join_multicast(
+        "239.9.9.9".parse().unwrap(),
+        crate::net::MulticastInterface::Any,
+    );
+    assert!(matches!(denied, Err(NetError::Denied(_))));
+    drop((listener, socket));
+    audit.finish();
+    let events = decisions(&kept);
+    let listen = &events[0];
+    assert_eq!(listen.operation, Operation::Listen);
+    assert_eq!(listen.address, Some(bound));
+    assert_eq!(events[1].operation, Operation::UdpBind);
+    let last = events.last().unwrap();
+    assert_eq!(last.operation, Operation::MulticastJoin);
+    assert!(!last.allowed());
+    assert_eq!(last.host, "239.9.9.9");
+    let _: SocketAddr = bound;
+}
+
+#[tokio::test]
+async fn with_no_trail_nothing_is_recorded_and_decisions_are_the_same() {
+    let net = Net::new(crate::policy::Policy::new());
+    assert!(!net.audit().is_on());
+    let refused = net
+        .connect("127.0.0.1", 9, &ConnectOptions::default())
+        .await
+        .err()
+        .expect("refused");
+    assert!(matches!(refused, NetError::Denied(_)));
+}
+
+/// A sink that cannot write.
+struct Full;
+
+impl AuditSink for Full {
+    fn write(&mut self, _: &AuditRecord) -> std::io::Result<()> {
+        Err(std::io::Error::other("no space left on device"))
+    }
+}
+
+#[tokio::test]
+async fn a_trail_that_cannot_be_written_stops_the_runs_network() {
+    let peer = PeerListener::bind("127.0.0.1:0").await.unwrap();
+    let port = peer.local_addr().unwrap().port();
+    let audit = Audit::start(Box::new(Full), Context::new(None), Vec::new()).unwrap();
+    let net = Net::new(crate::policy::Policy::allow_all()).with_audit(audit.clone());
+    // The settings record fails the sink; wait until the trail knows.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while audit.record(unreachable_event).is_ok() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the sink never failed"
+        );
+        tokio::task::yield_now().await;
+    }
+    let refused = net
+        .connect("127.0.0.1", port, &ConnectOptions::default())
+        .await
+        .err()
+        .expect("refused");
+    assert!(
+        matches!(&refused, NetError::LimitReached(why) if why.contains("no space left on device")),
+        "{refused}"
+    );
+    let socket = net.bind_udp("127.0.0.1", 0, &BindOptions::default()).await;
+    assert!(socket.is_err(), "a bind with no record");
+}
+
+fn unreachable_event() -> crate::audit::Event {
+    crate::audit::Event::new(
+        Operation::Connect,
+        &crate::policy::Host::parse("192.0.2.1").unwrap(),
+        Some(9),
+        Outcome::Allowed { rule: None },
+    )
+}

@@ -1,0 +1,446 @@
+//! The audit trail as its readers meet it: `moat run --audit=FILE` (or a
+//! policy file's `audit`), one JSON line per decision, every line valid
+//! under docs/audit.schema.json, read back with jq; and a hostile guest
+//! that floods it while the host's memory stays put.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+
+use crate::support::{self, guests};
+
+const MOAT: &str = env!("CARGO_BIN_EXE_moat");
+const SCHEMA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/audit.schema.json");
+
+/// A fresh trail file for test `name`.
+fn trail(name: &str) -> PathBuf {
+    let path = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("audit-{name}.jsonl"));
+    let _ = std::fs::remove_file(&path);
+    path
+}
+
+fn cache() -> String {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cli-cache");
+    format!("--cache-dir={}", dir.display())
+}
+
+/// `moat run --audit=TRAIL ARGS`.
+fn moat_run(trail: &Path, args: &[&str]) -> Output {
+    Command::new(MOAT)
+        .args(["run", &cache(), &format!("--audit={}", trail.display())])
+        .args(args)
+        .output()
+        .expect("moat runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// The trail's records, each checked against the schema.
+fn records(trail: &Path) -> Vec<Value> {
+    validate(trail);
+    std::fs::read_to_string(trail)
+        .expect("the trail was written")
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}")))
+        .collect()
+}
+
+/// Checks every line of `trail` against docs/audit.schema.json with
+/// Python's jsonschema (a validator no one here wrote).
+fn validate(trail: &Path) {
+    const CHECK: &str = r#"
+import json, sys, jsonschema
+validator = jsonschema.Draft202012Validator(json.load(open(sys.argv[1])))
+bad = 0
+for number, line in enumerate(open(sys.argv[2]), 1):
+    for error in validator.iter_errors(json.loads(line)):
+        print(f"line {number}: {error.message} at {list(error.absolute_path)}")
+        bad += 1
+sys.exit(1 if bad else 0)
+"#;
+    let have = Command::new("python3")
+        .args(["-c", "import jsonschema"])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if support::skip_unless(
+        "schema validation",
+        (!have).then(|| "python3 has no jsonschema (pip install jsonschema)".to_owned()),
+    ) {
+        return;
+    }
+    let out = Command::new("python3")
+        .args(["-c", CHECK, SCHEMA])
+        .arg(trail)
+        .output()
+        .expect("python3 runs");
+    assert!(
+        out.status.success(),
+        "records that break the schema:\n{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+}
+
+fn decisions<'a>(records: &'a [Value], operation: &str) -> Vec<&'a Value> {
+    records
+        .iter()
+        .filter(|r| r["kind"] == "decision" && r["operation"] == operation)
+        .collect()
+}
+
+fn sha256_of(path: &str) -> String {
+    let out = Command::new("sha256sum").arg(path).output().unwrap();
+    text(&out.stdout)
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_owned()
+}
+
+#[test]
+fn an_sdk_guests_connects_are_recorded_with_the_rule_the_source_and_the_address() {
+    let peer = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = peer.local_addr().unwrap().port().to_string();
+    let path = trail("sdk");
+    let grant = format!("--allow-net=127.0.0.1:{port}");
+    let out = moat_run(
+        &path,
+        &[&grant, guests::PROBE, "connect", "127.0.0.1", &port],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let out = moat_run(&path, &[guests::PROBE, "connect", "127.0.0.1", &port]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let records = records(&path);
+
+    // Two runs, each opened by its settings, each with its own id.
+    let settings: Vec<_> = records.iter().filter(|r| r["kind"] == "settings").collect();
+    assert_eq!(settings.len(), 2);
+    assert_ne!(settings[0]["run"], settings[1]["run"]);
+    let granted = settings[0]["settings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["setting"] == "allow-net")
+        .expect("the grant is among the settings");
+    assert_eq!(granted["value"], format!("127.0.0.1:{port}"));
+    assert_eq!(granted["source"]["flag"], "--allow-net");
+    assert_eq!(records[0]["guest"]["file"], "probe.wasm");
+    assert_eq!(records[0]["guest"]["sha256"], sha256_of(guests::PROBE));
+
+    let connects = decisions(&records, "connect");
+    assert_eq!(connects.len(), 2, "{connects:#?}");
+    let allowed = connects[0];
+    assert_eq!(allowed["decision"], "allowed");
+    assert_eq!(allowed["host"], "127.0.0.1");
+    assert_eq!(allowed["port"], port.parse::<u16>().unwrap());
+    assert_eq!(allowed["address"], format!("127.0.0.1:{port}"));
+    assert_eq!(allowed["rule"]["entry"], format!("127.0.0.1:{port}"));
+    assert_eq!(allowed["rule"]["source"]["kind"], "flag");
+    let denied = connects[1];
+    assert_eq!(denied["decision"], "denied");
+    assert_eq!(denied["reason"]["kind"], "no-grant");
+    assert_eq!(denied["reason"]["needs"], grant);
+    assert_eq!(denied["address"], Value::Null);
+    assert_eq!(
+        denied["message"],
+        format!("connect to 127.0.0.1:{port} denied: needs {grant}")
+    );
+}
+
+#[test]
+fn a_policy_files_audit_key_and_lines_name_where_each_rule_was_written() {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let path = trail("policy-file");
+    let policy = dir.join("audit-policy.toml");
+    std::fs::write(
+        &policy,
+        format!(
+            "# the trail goes where the policy says\naudit = \"{}\"\nallow-listen = [\n  \"127.0.0.1:0\",\n]\ndeny-listen = [\"0.0.0.0\"]\n",
+            path.display()
+        ),
+    )
+    .unwrap();
+    let out = Command::new(MOAT)
+        .args(["run", &cache(), &format!("--policy={}", policy.display())])
+        .args([guests::PROBE, "listen", "127.0.0.1", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let out = Command::new(MOAT)
+        .args(["run", &cache(), &format!("--policy={}", policy.display())])
+        .args([guests::PROBE, "listen", "0.0.0.0", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let records = records(&path);
+    let listens = decisions(&records, "listen");
+    assert_eq!(listens.len(), 2, "{listens:#?}");
+    let allowed = listens[0];
+    assert_eq!(allowed["rule"]["entry"], "127.0.0.1:0");
+    let source = &allowed["rule"]["source"];
+    assert_eq!(source["kind"], "policy-file");
+    assert_eq!(source["line"], 4);
+    assert_eq!(source["path"], policy.display().to_string());
+    let bound: std::net::SocketAddr = allowed["address"].as_str().unwrap().parse().unwrap();
+    assert_ne!(bound.port(), 0, "the address is the one bound");
+    let denied = listens[1];
+    assert_eq!(denied["reason"]["kind"], "deny-entry");
+    assert_eq!(denied["rule"]["entry"], "0.0.0.0");
+    assert_eq!(denied["rule"]["source"]["line"], 6);
+}
+
+#[test]
+fn a_stock_guests_lookup_connect_and_send_are_recorded() {
+    let peer = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = peer.local_addr().unwrap().port().to_string();
+    let reader = std::thread::spawn(move || {
+        let (mut conn, _) = peer.accept().unwrap();
+        let mut got = Vec::new();
+        conn.read_to_end(&mut got).unwrap();
+        got
+    });
+    let path = trail("stock");
+    let grant = format!("--allow-net=localhost:{port}");
+    let out = moat_run(
+        &path,
+        &[
+            &grant,
+            guests::STD_NET,
+            "tcp-client",
+            "localhost",
+            &port,
+            "x",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
+    assert_eq!(reader.join().unwrap(), b"x");
+    let out = moat_run(
+        &path,
+        &[guests::STD_NET, "udp-client", "127.0.0.1", &port, "x"],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    let records = records(&path);
+
+    let lookups = decisions(&records, "lookup");
+    assert_eq!(lookups.len(), 1, "{lookups:#?}");
+    assert_eq!(lookups[0]["host"], "localhost");
+    assert_eq!(lookups[0]["decision"], "allowed");
+    assert!(
+        lookups[0]["resolved"]
+            .as_array()
+            .unwrap()
+            .contains(&Value::from("127.0.0.1")),
+        "{}",
+        lookups[0]
+    );
+    // The program tries each address it got ([::1] first, where nothing
+    // listens, then 127.0.0.1): each connect is judged and recorded, each
+    // allowed by the grant for the name it was resolved from.
+    let connects = decisions(&records, "connect");
+    assert!(!connects.is_empty());
+    for connect in &connects {
+        assert_eq!(connect["decision"], "allowed", "{connect}");
+        assert_eq!(connect["rule"]["entry"], format!("localhost:{port}"));
+    }
+    let last = connects.last().unwrap();
+    assert_eq!(last["address"], format!("127.0.0.1:{port}"));
+    assert_eq!(last["host"], "127.0.0.1");
+    let sends = decisions(&records, "udp-send");
+    assert_eq!(sends.len(), 1, "{sends:#?}");
+    assert_eq!(sends[0]["decision"], "denied");
+    assert_eq!(sends[0]["reason"]["kind"], "no-grant");
+}
+
+#[test]
+fn jq_selects_a_runs_denials_and_what_a_denied_name_resolved_to() {
+    if !support::have("jq") {
+        return;
+    }
+    let path = trail("jq");
+    let out = moat_run(
+        &path,
+        &[
+            "--allow-net=localhost:9",
+            "--deny-net=private",
+            guests::PROBE,
+            "connect",
+            "localhost",
+            "9",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    // moat's resolver answers localhost with both loopback addresses;
+    // the denial names each.
+    let said = text(&out.stderr);
+    assert!(
+        said.contains("[::1]") && said.contains("127.0.0.1"),
+        "{said}"
+    );
+    records(&path);
+    let jq = |filter: &str| {
+        let out = Command::new("jq")
+            .args(["-r", filter])
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        text(&out.stdout)
+    };
+    assert_eq!(
+        jq(r#"select(.decision == "denied") | "\(.operation) \(.host):\(.port) \(.rule.entry)""#),
+        "connect localhost:9 private\n"
+    );
+    let mut refused: Vec<String> = jq(
+        r#"select(.decision == "denied") | .refused[] | "\(.address) by \(.rule.entry) (\(.rule.source.flag))""#,
+    )
+    .lines()
+    .map(str::to_owned)
+    .collect();
+    refused.sort();
+    assert_eq!(
+        refused,
+        [
+            "127.0.0.1 by private (--deny-net)",
+            "::1 by private (--deny-net)"
+        ]
+    );
+    assert_eq!(
+        jq(r#"select(.decision == "denied") | .resolved | length"#),
+        "2\n"
+    );
+}
+
+#[test]
+fn an_http_request_is_recorded_and_its_new_connection_too() {
+    let server = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = server.local_addr().unwrap().port().to_string();
+    let answer = std::thread::spawn(move || {
+        let (mut conn, _) = server.accept().unwrap();
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") && conn.read(&mut byte).unwrap() == 1 {
+            head.push(byte[0]);
+        }
+        conn.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok")
+            .unwrap();
+    });
+    let path = trail("http");
+    let url = format!("http://127.0.0.1:{port}/");
+    let grant = format!("--allow-net=127.0.0.1:{port}");
+    let out = moat_run(&path, &[&grant, guests::HTTP_PROBE, "fetch", &url]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    answer.join().unwrap();
+    let out = moat_run(
+        &path,
+        &[guests::HTTP_PROBE, "fetch", "http://example.invalid/"],
+    );
+    assert_ne!(out.status.code(), Some(0));
+    let records = records(&path);
+    let requests = decisions(&records, "http-request");
+    assert_eq!(requests.len(), 2, "{requests:#?}");
+    assert_eq!(requests[0]["decision"], "allowed");
+    assert_eq!(requests[0]["rule"]["entry"], format!("127.0.0.1:{port}"));
+    assert_eq!(requests[1]["decision"], "denied");
+    assert_eq!(requests[1]["host"], "example.invalid");
+    assert_eq!(requests[1]["port"], 80);
+    let connects = decisions(&records, "connect");
+    assert_eq!(connects.len(), 1, "{connects:#?}");
+    assert_eq!(connects[0]["address"], format!("127.0.0.1:{port}"));
+}
+
+/// Runs the hostile guest with `args` under `flags` until it prints its
+/// last line, and returns that line and the host's peak resident memory
+/// then, in bytes.
+fn hostile_peak(trail: &Path, flags: &[&str], args: &[&str]) -> (String, u64) {
+    let mut child = Command::new(MOAT)
+        .args(["run", &cache(), &format!("--audit={}", trail.display())])
+        .args(flags)
+        .arg(guests::HOSTILE)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap();
+    let peak = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .expect("VmHWM")
+        * 1024;
+    drop(child.stdin.take());
+    assert!(child.wait().unwrap().success());
+    (line.trim().to_owned(), peak)
+}
+
+/// How much more memory the trail may make the host hold for 100,000
+/// records than for 100: its queue holds 1024 records at most.
+const FLOOD_MEMORY: u64 = 16 << 20;
+
+#[test]
+fn a_hostile_guests_flood_is_all_on_the_trail_and_the_host_stays_small() {
+    const CONNECTS: u64 = 100_000;
+    let path = trail("flood-connects");
+    let (said, few) = hostile_peak(&path, &[], &["denied-connects", "100", "10.9.9.9", "9"]);
+    assert_eq!(said, "refused 100");
+    let path = trail("flood-connects-many");
+    let (said, many) = hostile_peak(
+        &path,
+        &[],
+        &["denied-connects", &CONNECTS.to_string(), "10.9.9.9", "9"],
+    );
+    assert_eq!(said, format!("refused {CONNECTS}"));
+    assert!(
+        many < few + FLOOD_MEMORY,
+        "the host's peak went from {few} to {many} bytes"
+    );
+    let trail_text = std::fs::read_to_string(&path).unwrap();
+    let denials = trail_text
+        .lines()
+        .filter(|l| l.contains(r#""operation":"connect""#) && l.contains(r#""decision":"denied""#))
+        .count();
+    assert_eq!(denials as u64, CONNECTS, "every denial is on the trail");
+
+    // A UDP flood to one granted place: its first send, then counts.
+    let peer = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let port = peer.local_addr().unwrap().port().to_string();
+    let path = trail("flood-udp");
+    let (said, _) = hostile_peak(
+        &path,
+        &[
+            "--allow-listen=127.0.0.1:0",
+            &format!("--allow-net=127.0.0.1:{port}"),
+        ],
+        &["udp-flood", &CONNECTS.to_string(), "127.0.0.1", &port],
+    );
+    assert_eq!(said, format!("sent {CONNECTS}"));
+    let records = records(&path);
+    assert_eq!(decisions(&records, "udp-send").len(), 1);
+    let counted: u64 = records
+        .iter()
+        .filter(|r| r["kind"] == "udp-send-counts")
+        .map(|r| r["count"].as_u64().unwrap())
+        .sum();
+    assert_eq!(
+        counted,
+        CONNECTS - 1,
+        "every send after the first is counted"
+    );
+    assert!(records.len() < 1000, "{} records", records.len());
+}
+
+#[test]
+fn the_documented_sample_records_are_valid() {
+    let samples = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/audit-samples.jsonl");
+    validate(Path::new(samples));
+}
