@@ -157,6 +157,11 @@ fn write_outputs(report: &Report, out: &Path) -> anyhow::Result<()> {
         println!("{hyper}");
         std::fs::write(out.join("latest-hyper.md"), &hyper)?;
     }
+    let audit = report::audit_table(report);
+    if !audit.is_empty() {
+        println!("{audit}");
+        std::fs::write(out.join("latest-audit.md"), &audit)?;
+    }
     let ab = report::ab_table(report);
     if !ab.is_empty() {
         println!("{ab}");

@@ -319,6 +319,35 @@ pub fn hyper_table(report: &Report) -> String {
     if rows == 0 { String::new() } else { out }
 }
 
+/// moat with the audit trail on (`moat run --audit=FILE`) beside moat
+/// without it, for the workloads that ran both. Empty if none did.
+pub fn audit_table(report: &Report) -> String {
+    let mut out = String::new();
+    out.push_str("| workload | metric | moat | moat --audit | --audit / moat |\n");
+    out.push_str("|---|---|---|---|---|\n");
+    let mut rows = 0;
+    for w in &report.workloads {
+        for (i, m) in w.metrics.iter().enumerate() {
+            let (Some(plain), Some(audited)) = (
+                m.servers.get(&Kind::Moat),
+                m.servers.get(&Kind::MoatAudited),
+            ) else {
+                continue;
+            };
+            out.push_str(&format!(
+                "| {} | {} | {} | {} | {:.2} |\n",
+                if i == 0 { w.name.as_str() } else { "" },
+                m.label(),
+                m.cell(Kind::Moat),
+                m.cell(Kind::MoatAudited),
+                audited.median / plain.median,
+            ));
+            rows += 1;
+        }
+    }
+    if rows == 0 { String::new() } else { out }
+}
+
 /// The chart's colours: moat, moat's second guest, wasmtime-wasi.
 const MOAT: RGBColor = RGBColor(31, 119, 180);
 const SECOND: RGBColor = RGBColor(44, 160, 44);

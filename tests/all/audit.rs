@@ -444,3 +444,51 @@ fn the_documented_sample_records_are_valid() {
     let samples = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/audit-samples.jsonl");
     validate(Path::new(samples));
 }
+
+#[test]
+fn binds_and_sends_from_both_kinds_of_guest_are_recorded() {
+    let peer = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let udp_port = peer.local_addr().unwrap().port().to_string();
+    let free = support::free_port().to_string();
+    let path = trail("binds");
+    // A stock program's fixed-port binds, refused: TCP and UDP.
+    let at = format!("127.0.0.1:{free}");
+    let out = moat_run(&path, &[guests::STD_NET, "tcp-server", &at]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    let out = moat_run(&path, &[guests::STD_NET, "udp-server", &at]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    // An SDK guest's UDP socket, bound and sending, allowed.
+    let to = format!("--allow-net=127.0.0.1:{udp_port}");
+    let out = moat_run(
+        &path,
+        &[
+            "--allow-listen=127.0.0.1:0",
+            &to,
+            guests::PROBE,
+            "udp-send",
+            "127.0.0.1",
+            &udp_port,
+            "x",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let mut got = [0u8; 8];
+    assert_eq!(peer.recv(&mut got).unwrap(), 1);
+    let records = records(&path);
+    let needs = format!("--allow-listen={at}");
+    let tcp_bind = decisions(&records, "tcp-bind");
+    assert_eq!(tcp_bind.len(), 1, "{tcp_bind:#?}");
+    assert_eq!(tcp_bind[0]["decision"], "denied");
+    assert_eq!(tcp_bind[0]["reason"]["needs"], needs);
+    let udp_binds = decisions(&records, "udp-bind");
+    assert_eq!(udp_binds.len(), 2, "{udp_binds:#?}");
+    assert_eq!(udp_binds[0]["decision"], "denied");
+    assert_eq!(udp_binds[0]["reason"]["needs"], needs);
+    assert_eq!(udp_binds[1]["decision"], "allowed");
+    assert_eq!(udp_binds[1]["rule"]["entry"], "127.0.0.1:0");
+    let sends = decisions(&records, "udp-send");
+    assert_eq!(sends.len(), 1, "{sends:#?}");
+    assert_eq!(sends[0]["decision"], "allowed");
+    assert_eq!(sends[0]["rule"]["entry"], format!("127.0.0.1:{udp_port}"));
+    assert_eq!(sends[0]["address"], format!("127.0.0.1:{udp_port}"));
+}

@@ -35,7 +35,10 @@ pub use record::{
     AuditRecord, Body, Context, Event, GuestIdentity, Operation, Outcome, Reason, Refusal,
     SCHEMA_VERSION, SettingRecord,
 };
-pub use trail::{Audit, AuditError, AuditSink, JsonLines, MAX_AUDIT_QUEUE, MAX_AUDIT_QUEUE_BYTES};
+pub use trail::{
+    AUDIT_BATCH, AUDIT_BATCH_WAIT, Audit, AuditError, AuditSink, JsonLines, MAX_AUDIT_QUEUE,
+    MAX_AUDIT_QUEUE_BYTES,
+};
 pub use udp::MAX_COUNTED_UDP_DESTINATIONS;
 
 /// Where `--audit`, the policy file's `audit` and `MOAT_AUDIT` send the
