@@ -225,12 +225,17 @@ fn a_stock_guests_lookup_connect_and_send_are_recorded() {
         &[guests::STD_NET, "udp-client", "127.0.0.1", &port, "x"],
     );
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    let out = moat_run(&path, &[guests::STD_NET, "lookup", "db.example"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
     let records = records(&path);
 
     let lookups = decisions(&records, "lookup");
-    assert_eq!(lookups.len(), 1, "{lookups:#?}");
+    assert_eq!(lookups.len(), 2, "{lookups:#?}");
     assert_eq!(lookups[0]["host"], "localhost");
     assert_eq!(lookups[0]["decision"], "allowed");
+    assert_eq!(lookups[1]["host"], "db.example");
+    assert_eq!(lookups[1]["decision"], "denied");
+    assert_eq!(lookups[1]["reason"]["needs"], "--allow-net=db.example");
     assert!(
         lookups[0]["resolved"]
             .as_array()

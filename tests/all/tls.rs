@@ -420,7 +420,26 @@ async fn curl_sends_mail_over_server_side_starttls() {
     }
     let ca = Ca::new("moat test CA");
     let certs = Certs::new("smtp-curl", &ca, &ca.leaf(&["localhost"]));
-    let (sink, port) = mail_sink(&certs).await;
+    // An embedder's sink gets the server's trail.
+    let kept = Kept::default();
+    let audit = moat_host::audit::Audit::start(
+        Box::new(kept.clone()),
+        moat_host::audit::Context::new(None),
+        Vec::new(),
+    )
+    .unwrap();
+    let args = [
+        "mail-sink",
+        "--tls",
+        "/certs/cert.pem",
+        "/certs/key.pem",
+        "127.0.0.1:0",
+    ];
+    let sink = start_with(
+        guests::MAIL_SINK,
+        options(server_policy(), &certs, &args).audit(audit.clone()),
+    );
+    let port = sink.listening_addr().await.port();
     let message = certs.dir.join("message.txt");
     std::fs::write(
         &message,
@@ -452,6 +471,41 @@ async fn curl_sends_mail_over_server_side_starttls() {
         "{printed}"
     );
     assert!(printed.contains("Hello through moat."), "{printed}");
+    // On the trail: the listen with the grant that allowed it, and the
+    // STARTTLS upgrade of curl's connection, this side's address and port
+    // with curl's as the peer.
+    audit.finish();
+    use moat_host::audit::{Body, Operation, Outcome};
+    let records = kept.0.lock().unwrap().clone();
+    let decisions: Vec<_> = records
+        .iter()
+        .filter_map(|r| match &r.body {
+            Body::Decision(event) => Some(event),
+            _ => None,
+        })
+        .collect();
+    let listen = decisions
+        .iter()
+        .find(|e| e.operation == Operation::Listen)
+        .expect("the listen is recorded");
+    let Outcome::Allowed { rule: Some(rule) } = &listen.outcome else {
+        panic!("{listen:?}")
+    };
+    assert_eq!(rule.entry, "127.0.0.1");
+    let upgrade = decisions
+        .iter()
+        .find(|e| e.operation == Operation::TlsUpgrade)
+        .unwrap_or_else(|| panic!("no upgrade among {decisions:#?}"));
+    assert_eq!(
+        (upgrade.host.as_str(), upgrade.port),
+        ("127.0.0.1", Some(port))
+    );
+    assert!(upgrade.allowed());
+    assert_eq!(
+        upgrade.address.map(|a| a.ip()),
+        Some("127.0.0.1".parse().unwrap()),
+        "the peer"
+    );
 }
 
 #[tokio::test]
@@ -506,9 +560,18 @@ async fn ncat_starttls_smtp_against_mail_sink_guest_to_guest() {
     let (sink, port) = mail_sink(&certs).await;
     let port = port.to_string();
     let script = b"MAIL FROM:<n@example.com>\r\nRCPT TO:<m@example.com>\r\nDATA\r\nwritten before TLS? no: after\r\n.\r\nQUIT\r\n";
+    // The client's trail: its connect, then its STARTTLS upgrade.
+    let kept = Kept::default();
+    let audit = moat_host::audit::Audit::start(
+        Box::new(kept.clone()),
+        moat_host::audit::Context::new(None),
+        Vec::new(),
+    )
+    .unwrap();
     let ncat = start_with(
         guests::NCAT,
         RunOptions::new(client_policy())
+            .audit(audit.clone())
             .args([
                 "ncat",
                 "--starttls",
@@ -527,6 +590,27 @@ async fn ncat_starttls_smtp_against_mail_sink_guest_to_guest() {
     assert!(done.stdout.contains("250 OK: received"), "{}", done.stdout);
     let printed = sink.wait_for("--- end").await;
     assert!(printed.contains("(tls: true)"), "{printed}");
+    audit.finish();
+    let operations: Vec<_> = kept
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|r| match &r.body {
+            moat_host::audit::Body::Decision(e) => Some((e.operation, e.host.clone(), e.port)),
+            _ => None,
+        })
+        .collect();
+    use moat_host::audit::Operation;
+    let port: u16 = port.parse().unwrap();
+    assert!(
+        operations.contains(&(Operation::Connect, "localhost".to_owned(), Some(port))),
+        "{operations:?}"
+    );
+    assert!(
+        operations.contains(&(Operation::TlsUpgrade, "localhost".to_owned(), Some(port))),
+        "the client's upgrade names the server as it wrote it: {operations:?}"
+    );
 }
 
 #[tokio::test]
@@ -822,83 +906,4 @@ impl moat_host::audit::AuditSink for Kept {
         self.0.lock().unwrap().push(record.clone());
         Ok(())
     }
-}
-
-/// An embedder's sink gets the trail: mail-sink's listen with the grant
-/// that allowed it, and the STARTTLS upgrade of the connection curl made.
-#[tokio::test]
-async fn a_server_side_starttls_upgrade_is_on_an_embedders_audit_trail() {
-    use moat_host::audit::{Audit, Body, Context, Operation, Outcome};
-    if !have("curl") {
-        return;
-    }
-    let ca = Ca::new("moat test CA");
-    let certs = Certs::new("smtp-audit", &ca, &ca.leaf(&["localhost"]));
-    let kept = Kept::default();
-    let audit = Audit::start(Box::new(kept.clone()), Context::new(None), Vec::new()).unwrap();
-    let args = [
-        "mail-sink",
-        "--tls",
-        "/certs/cert.pem",
-        "/certs/key.pem",
-        "127.0.0.1:0",
-    ];
-    let sink = start_with(
-        guests::MAIL_SINK,
-        options(server_policy(), &certs, &args).audit(audit.clone()),
-    );
-    let port = sink.listening_addr().await.port();
-    let message = certs.dir.join("message.txt");
-    std::fs::write(&message, "Subject: audited\r\n\r\nHello.\r\n").unwrap();
-    let out = tokio::process::Command::new("curl")
-        .args(["-sS", "--ssl-reqd", "--cacert", &certs.path("ca.pem")])
-        .arg(format!("smtp://localhost:{port}"))
-        .args([
-            "--mail-from",
-            "a@example.com",
-            "--mail-rcpt",
-            "b@example.com",
-        ])
-        .arg("-T")
-        .arg(&message)
-        .output()
-        .await
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    sink.wait_for("--- end").await;
-    audit.finish();
-    let records = kept.0.lock().unwrap().clone();
-    let decisions: Vec<_> = records
-        .iter()
-        .filter_map(|r| match &r.body {
-            Body::Decision(event) => Some(event),
-            _ => None,
-        })
-        .collect();
-    let listen = decisions
-        .iter()
-        .find(|e| e.operation == Operation::Listen)
-        .expect("the listen is recorded");
-    let Outcome::Allowed { rule: Some(rule) } = &listen.outcome else {
-        panic!("{listen:?}")
-    };
-    assert_eq!(rule.entry, "127.0.0.1");
-    let upgrade = decisions
-        .iter()
-        .find(|e| e.operation == Operation::TlsUpgrade)
-        .unwrap_or_else(|| panic!("no upgrade among {decisions:#?}"));
-    assert_eq!(
-        (upgrade.host.as_str(), upgrade.port),
-        ("127.0.0.1", Some(port))
-    );
-    assert!(upgrade.allowed());
-    assert_eq!(
-        upgrade.address.map(|a| a.ip()),
-        Some("127.0.0.1".parse().unwrap()),
-        "the peer"
-    );
 }

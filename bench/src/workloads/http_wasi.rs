@@ -321,9 +321,9 @@ fn fetch_command(run: &Run, kind: Kind, url: &str, port: u16, repeat: usize) -> 
         }
         _ => {
             command
-                .arg(&setup.moat)
+                .arg(setup.moat_binary(kind))
                 .arg("run")
-                .arg(format!("--cache-dir={}", setup.cache.display()))
+                .arg(format!("--cache-dir={}", setup.cache_for(kind).display()))
                 .arg(format!("--allow-net=127.0.0.1:{port}"))
                 .args(setup.audit_flag(kind))
                 .arg(setup.guest(kind, Guest::WstdFetch));
@@ -368,14 +368,13 @@ pub fn http_fetch(run: &Run) -> anyhow::Result<Workload> {
     let server = Server::start(&run.setup, Kind::Native, Mode::Http, true)?;
     let port = server.addr.port();
     let url = format!("http://{}/", server.addr);
-    let kinds = [
-        Kind::Native,
-        Kind::Moat,
-        Kind::MoatAudited,
-        Kind::WasmtimeWasi,
-    ];
+    let mut kinds = vec![Kind::Native, Kind::Moat, Kind::MoatAudited];
+    if run.setup.baseline.is_some() {
+        kinds.push(Kind::MoatBaseline);
+    }
+    kinds.push(Kind::WasmtimeWasi);
     // Each client once, untimed: it works, and its compiled code is cached.
-    for kind in kinds {
+    for &kind in &kinds {
         time_fetch(fetch_command(run, kind, &url, port, 2), 2)
             .with_context(|| format!("the {} client", kind.label()))?;
     }
@@ -386,7 +385,7 @@ pub fn http_fetch(run: &Run) -> anyhow::Result<Workload> {
     );
     let mut start_ms = MetricBuilder::new("a run with one GET (subtracted)", "ms", Better::Lower);
     for _ in 0..run.rounds {
-        for kind in kinds {
+        for &kind in &kinds {
             let mut starts = (0..STARTS)
                 .map(|_| time_fetch(fetch_command(run, kind, &url, port, 1), 1))
                 .collect::<anyhow::Result<Vec<_>>>()?;

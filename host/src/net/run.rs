@@ -211,7 +211,7 @@ impl Run {
     }
 
     /// Records that the admitted call went ahead: with what its name
-    /// resolved to, and the address it used, or the error it met there.
+    /// resolved to, and the address it used.
     ///
     /// # Errors
     /// [`NetError::LimitReached`] if the trail cannot take the record:
@@ -222,6 +222,30 @@ impl Run {
         resolved: Option<&Resolved>,
         used: Option<SocketAddr>,
     ) -> Result<(), NetError> {
+        self.went_ahead(admitted, resolved, used, None)
+            .map_err(|e| NetError::LimitReached(e.to_string()))
+    }
+
+    /// Records that the admitted call failed at the network (its name has
+    /// no address, its peer refused): allowed, with the error. The call
+    /// fails either way, so a trail that cannot take the record changes
+    /// nothing.
+    pub(crate) fn failed(
+        &self,
+        admitted: &Admitted,
+        resolved: Option<&Resolved>,
+        error: &NetError,
+    ) {
+        let _ = self.went_ahead(admitted, resolved, None, Some(error));
+    }
+
+    fn went_ahead(
+        &self,
+        admitted: &Admitted,
+        resolved: Option<&Resolved>,
+        used: Option<SocketAddr>,
+        error: Option<&NetError>,
+    ) -> Result<(), crate::audit::AuditError> {
         let event = || {
             let mut event = Event::new(
                 admitted.operation,
@@ -236,6 +260,7 @@ impl Run {
                 event.refused.clone_from(&resolved.refused);
             }
             event.address = used;
+            event.error = error.map(NetError::to_string);
             event
         };
         match admitted.operation {
@@ -244,41 +269,6 @@ impl Run {
                 .udp_send(&admitted.host, admitted.port, true, event),
             _ => self.audit.record(event),
         }
-        .map_err(|e| NetError::LimitReached(e.to_string()))
-    }
-
-    /// Records that the admitted call failed at the network (its name has
-    /// no address, its peer refused): allowed, with the error. The call
-    /// fails either way, so a trail that cannot take the record changes
-    /// nothing.
-    pub(crate) fn failed(
-        &self,
-        admitted: &Admitted,
-        resolved: Option<&Resolved>,
-        error: &NetError,
-    ) {
-        let event = || {
-            let mut event = Event::new(
-                admitted.operation,
-                &admitted.host,
-                Some(admitted.port),
-                Outcome::Allowed {
-                    rule: Some(Arc::clone(&admitted.rule)),
-                },
-            );
-            if let Some(resolved) = resolved {
-                event.resolved.clone_from(&resolved.resolved);
-                event.refused.clone_from(&resolved.refused);
-            }
-            event.error = Some(error.to_string());
-            event
-        };
-        let _ = match admitted.operation {
-            Operation::UdpSend => self
-                .audit
-                .udp_send(&admitted.host, admitted.port, true, event),
-            _ => self.audit.record(event),
-        };
     }
 
     /// A socket slot for `admitted`, its refusal recorded.
