@@ -220,6 +220,17 @@ async fn ctr_runs_echo_server_under_the_grants_of_its_deployment() {
         sent.len()
     );
 
+    // The trail is written in batches, at most AUDIT_BATCH_WAIT after
+    // each record: the listen is there before the kill.
+    let deadline = std::time::Instant::now() + START_DEADLINE;
+    while !container_log().contains(r#""operation":"listen""#) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no listen on the trail in the container's log:\n{}",
+            container_log()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     run(containerd
         .ctr(NAMESPACE)
         .args(["task", "kill", "--signal", "SIGKILL", &id]));

@@ -27,8 +27,10 @@ pub const AUDIT_BATCH: usize = 64;
 
 /// Longest a record waits for a batch to fill before it is written: a
 /// trail read as it is written (`tail -f`) lags the guest by this much at
-/// most.
-pub const AUDIT_BATCH_WAIT: Duration = Duration::from_millis(10);
+/// most, and a process killed outright (SIGKILL, an OOM kill) loses at
+/// most this much of it. 1 ms holds a batch of tens of records at the
+/// rate a guest makes requests, which is most of what batching saves.
+pub const AUDIT_BATCH_WAIT: Duration = Duration::from_millis(1);
 
 /// Most bytes of records waiting for the sink (as [`Body::size`] counts
 /// them), whatever their number: a denial of a name with hundreds of
