@@ -66,8 +66,11 @@ pub enum MoatError {
     #[error("cannot start the guest: {0:#}")]
     Instantiate(#[source] wasmtime::Error),
     /// The guest trapped (or a host call failed fatally) while running;
-    /// downcast the source to [`wasmtime::Trap`] for the trap code.
-    #[error("the guest trapped: {0:?}")]
+    /// downcast the source to [`wasmtime::Trap`] for the trap code. The
+    /// message is the guest's wasm backtrace and the causes; the host's
+    /// own stack (captured under `RUST_BACKTRACE`) only when no trap of the
+    /// guest's is among them, since then it is the host's failure.
+    #[error("the guest trapped: {}", Trapped(.0))]
     Trap(#[source] wasmtime::Error),
     /// The guest tried to grow its memory past the run's limit, and was
     /// stopped.
@@ -138,5 +141,29 @@ impl From<crate::kit::RunError> for MoatError {
             RunError::TimeLimit(reached) => MoatError::TimeLimit(reached),
             RunError::Trap(e) => MoatError::Trap(e),
         }
+    }
+}
+
+/// A run's fatal error as [`MoatError::Trap`] shows it: as wasmtime's
+/// `{:?}` does (the error, its wasm backtrace, "Caused by:" and each
+/// cause), without the host's Rust stack when the guest trapped: thirty
+/// frames of wasmtime's fibers say nothing about the guest's bug.
+struct Trapped<'a>(&'a wasmtime::Error);
+
+impl std::fmt::Display for Trapped<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let err = self.0;
+        if err.downcast_ref::<wasmtime::Trap>().is_none() {
+            return write!(f, "{err:?}");
+        }
+        write!(f, "{err}")?;
+        let mut causes = err.chain().skip(1).peekable();
+        if causes.peek().is_some() {
+            f.write_str("\n\nCaused by:")?;
+            for cause in causes {
+                write!(f, "\n    {cause}")?;
+            }
+        }
+        Ok(())
     }
 }

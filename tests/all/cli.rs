@@ -144,6 +144,39 @@ fn a_trap_exits_134_with_the_reason() {
 }
 
 #[test]
+fn a_guests_trap_shows_its_wasm_backtrace_not_the_hosts_stack() {
+    let (_peer, port) = peer();
+    let cache = format!("--cache-dir={}", cache_dir().display());
+    let out = Command::new(MOAT)
+        .env("RUST_BACKTRACE", "1")
+        .args([
+            "run",
+            &cache,
+            "--allow-net=127.0.0.1",
+            "--allow-listen=127.0.0.1",
+            guests::PROBE,
+            "trap",
+            "127.0.0.1",
+            &port,
+            "0",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(134));
+    let err = text(&out.stderr);
+    assert!(err.contains("wasm backtrace:"), "{err}");
+    assert!(err.contains("__moat_main"), "the guest's own frames: {err}");
+    assert!(
+        err.contains("Caused by:\n    wasm trap: wasm `unreachable` instruction executed"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("Stack backtrace:") && !err.contains("wasmtime::runtime"),
+        "the host's frames after a guest's trap: {err}"
+    );
+}
+
+#[test]
 fn a_guest_whose_tasks_only_wait_on_each_other_stops_instead_of_hanging() {
     // Nothing on the host (no socket, timer or stdin) can wake such a
     // guest: its runtime panics, and `moat run` ends as for any trap.
@@ -321,6 +354,40 @@ fn rust_log_shows_socket_events() {
     assert!(
         err.contains("moat::net") && err.contains("connected"),
         "{err}"
+    );
+    // A stock program's allowed calls too, with the grant that allowed them.
+    let (listener, port) = peer();
+    let reader = std::thread::spawn(move || {
+        use std::io::Read;
+        let (mut conn, _) = listener.accept().unwrap();
+        conn.read_to_end(&mut Vec::new()).unwrap();
+    });
+    let out = Command::new(MOAT)
+        .env("RUST_LOG", "moat::net=debug")
+        .args([
+            "run",
+            &cache,
+            "--allow-net=127.0.0.1",
+            guests::STD_NET,
+            "tcp-client",
+            "127.0.0.1",
+            &port,
+            "x",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
+    reader.join().unwrap();
+    let err = text(&out.stderr);
+    let allowed = err
+        .lines()
+        .find(|l| l.contains("moat::net") && l.contains("allowed"))
+        .unwrap_or_else(|| panic!("no allowed connect logged: {err}"));
+    assert!(
+        allowed.contains(&format!("addr=127.0.0.1:{port}"))
+            && allowed.contains("operation=\"connect\"")
+            && allowed.contains("127.0.0.1 (--allow-net)"),
+        "{allowed}"
     );
 }
 

@@ -156,7 +156,11 @@ impl AddressGate {
     /// destination that is the unspecified address.
     pub fn judge(&self, addr: SocketAddr, use_: AddressUse) -> Result<(), NetError> {
         let operation = match use_ {
-            AddressUse::Accept | AddressUse::Receive => return Ok(()),
+            AddressUse::Accept => {
+                tracing::debug!(target: "moat::net", peer = %addr, "accepted");
+                return Ok(());
+            }
+            AddressUse::Receive => return Ok(()),
             AddressUse::Bind | AddressUse::UdpBind if addr.port() == 0 => return Ok(()),
             AddressUse::Bind => Operation::TcpBind,
             AddressUse::UdpBind => Operation::UdpBind,
@@ -204,6 +208,7 @@ impl AddressGate {
         ip: IpAddr,
         rule: Arc<Provenance>,
     ) -> Result<(), NetError> {
+        tracing::debug!(target: "moat::net", %addr, operation = operation.as_str(), %rule, "allowed");
         if !self.run.audit.is_on() {
             return Ok(());
         }
