@@ -125,26 +125,10 @@ fn the_exit_code_is_the_guests() {
     );
 }
 
+/// With RUST_BACKTRACE=1, as in many Rust users' shells: the guest's wasm
+/// backtrace and the trap, never the host's own stack after them.
 #[test]
-fn a_trap_exits_134_with_the_reason() {
-    let (_peer, port) = peer();
-    let out = moat_run(&[
-        "--allow-net=127.0.0.1",
-        "--allow-listen=127.0.0.1",
-        guests::PROBE,
-        "trap",
-        "127.0.0.1",
-        &port,
-        "0",
-    ]);
-    assert_eq!(out.status.code(), Some(134));
-    let err = text(&out.stderr);
-    assert!(err.contains("probe: trapping with sockets open"), "{err}");
-    assert!(err.contains("moat: error: the guest trapped"), "{err}");
-}
-
-#[test]
-fn a_guests_trap_shows_its_wasm_backtrace_not_the_hosts_stack() {
+fn a_trap_exits_134_with_the_reason_and_the_guests_backtrace_alone() {
     let (_peer, port) = peer();
     let cache = format!("--cache-dir={}", cache_dir().display());
     let out = Command::new(MOAT)
@@ -164,6 +148,8 @@ fn a_guests_trap_shows_its_wasm_backtrace_not_the_hosts_stack() {
         .unwrap();
     assert_eq!(out.status.code(), Some(134));
     let err = text(&out.stderr);
+    assert!(err.contains("probe: trapping with sockets open"), "{err}");
+    assert!(err.contains("moat: error: the guest trapped"), "{err}");
     assert!(err.contains("wasm backtrace:"), "{err}");
     assert!(err.contains("__moat_main"), "the guest's own frames: {err}");
     assert!(

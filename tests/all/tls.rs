@@ -421,13 +421,7 @@ async fn curl_sends_mail_over_server_side_starttls() {
     let ca = Ca::new("moat test CA");
     let certs = Certs::new("smtp-curl", &ca, &ca.leaf(&["localhost"]));
     // An embedder's sink gets the server's trail.
-    let kept = Kept::default();
-    let audit = moat_host::audit::Audit::start(
-        Box::new(kept.clone()),
-        moat_host::audit::Context::new(None),
-        Vec::new(),
-    )
-    .unwrap();
+    let (audit, kept) = Kept::trail();
     let args = [
         "mail-sink",
         "--tls",
@@ -475,15 +469,8 @@ async fn curl_sends_mail_over_server_side_starttls() {
     // STARTTLS upgrade of curl's connection, this side's address and port
     // with curl's as the peer.
     audit.finish();
-    use moat_host::audit::{Body, Operation, Outcome};
-    let records = kept.0.lock().unwrap().clone();
-    let decisions: Vec<_> = records
-        .iter()
-        .filter_map(|r| match &r.body {
-            Body::Decision(event) => Some(event),
-            _ => None,
-        })
-        .collect();
+    use moat_host::audit::{Operation, Outcome};
+    let decisions = kept.decisions();
     let listen = decisions
         .iter()
         .find(|e| e.operation == Operation::Listen)
@@ -561,13 +548,7 @@ async fn ncat_starttls_smtp_against_mail_sink_guest_to_guest() {
     let port = port.to_string();
     let script = b"MAIL FROM:<n@example.com>\r\nRCPT TO:<m@example.com>\r\nDATA\r\nwritten before TLS? no: after\r\n.\r\nQUIT\r\n";
     // The client's trail: its connect, then its STARTTLS upgrade.
-    let kept = Kept::default();
-    let audit = moat_host::audit::Audit::start(
-        Box::new(kept.clone()),
-        moat_host::audit::Context::new(None),
-        Vec::new(),
-    )
-    .unwrap();
+    let (audit, kept) = Kept::trail();
     let ncat = start_with(
         guests::NCAT,
         RunOptions::new(client_policy())
@@ -592,14 +573,9 @@ async fn ncat_starttls_smtp_against_mail_sink_guest_to_guest() {
     assert!(printed.contains("(tls: true)"), "{printed}");
     audit.finish();
     let operations: Vec<_> = kept
-        .0
-        .lock()
-        .unwrap()
-        .iter()
-        .filter_map(|r| match &r.body {
-            moat_host::audit::Body::Decision(e) => Some((e.operation, e.host.clone(), e.port)),
-            _ => None,
-        })
+        .decisions()
+        .into_iter()
+        .map(|e| (e.operation, e.host, e.port))
         .collect();
     use moat_host::audit::Operation;
     let port: u16 = port.parse().unwrap();
@@ -900,6 +876,33 @@ async fn extra_roots_over_their_caps_fail_the_connect_before_it_is_made() {
 /// A sink that keeps the records it is given.
 #[derive(Clone, Default)]
 struct Kept(std::sync::Arc<std::sync::Mutex<Vec<moat_host::audit::AuditRecord>>>);
+
+impl Kept {
+    /// A trail into a new sink of this kind, and the sink.
+    fn trail() -> (moat_host::audit::Audit, Kept) {
+        let kept = Kept::default();
+        let audit = moat_host::audit::Audit::start(
+            Box::new(kept.clone()),
+            moat_host::audit::Context::new(None),
+            Vec::new(),
+        )
+        .expect("the trail starts");
+        (audit, kept)
+    }
+
+    /// The decisions recorded.
+    fn decisions(&self) -> Vec<moat_host::audit::Event> {
+        self.0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|r| match &r.body {
+                moat_host::audit::Body::Decision(event) => Some(event.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+}
 
 impl moat_host::audit::AuditSink for Kept {
     fn write(&mut self, record: &moat_host::audit::AuditRecord) -> std::io::Result<()> {
