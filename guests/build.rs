@@ -43,6 +43,7 @@ const GUESTS: &[(&str, &str, &str)] = &[
         "http-middleware-p3",
         "tests/guests/http-middleware-p3",
     ),
+    ("UNSERVED", "unserved", "tests/guests/unserved"),
     ("BENCH_SERVER", "bench-server", "bench/guests/bench-server"),
     ("BENCH_STD", "bench-std", "bench/guests/bench-std"),
     ("HELLO", "hello", "bench/guests/hello"),

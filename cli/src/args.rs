@@ -61,7 +61,8 @@ Anything on the internet, nothing on my network:
 const EXIT_STATUS: &str = "\
 Exit status: the guest's (0, 1 when main returns an error, or its exit code);
 134 if the guest traps or reaches --max-memory; 124 past --timeout; 2 for a bad
-command line or policy file; 1 if the guest cannot start.";
+command line or policy file; 126 if the component cannot start (not readable,
+not a component, imports moat does not serve, no wasi:cli/run).";
 
 /// `moat`'s command line.
 #[derive(Debug, Parser)]
@@ -81,6 +82,22 @@ pub(crate) enum Command {
     /// as `wasmtime serve`): each request in a fresh instance, the
     /// handler's own requests and sockets under the grants given
     Serve(ServeArgs),
+    /// Compile components into the cache ahead of their first run (for an
+    /// image, a CI job or the containerd shim's node): `moat run` and
+    /// `moat serve` with the same --cache-dir then start at once
+    Compile(CompileArgs),
+}
+
+/// `moat compile`.
+#[derive(Debug, Args)]
+pub(crate) struct CompileArgs {
+    /// Cache compiled code in DIR [default: $XDG_CACHE_HOME/moat or ~/.cache/moat]
+    #[arg(long = "cache-dir", value_name = "DIR")]
+    pub(crate) cache_dir: Option<PathBuf>,
+
+    /// The components to compile (.wasm files)
+    #[arg(value_name = "COMPONENT", required = true)]
+    pub(crate) components: Vec<PathBuf>,
 }
 
 /// `moat serve`.

@@ -5,6 +5,7 @@
 //! shim read it the same way.
 
 mod args;
+mod progress;
 mod run;
 
 fn main() -> std::process::ExitCode {

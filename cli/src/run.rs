@@ -11,7 +11,8 @@ use moat_host::{
     CacheDir, InstancePool, Moat, MoatConfig, MoatError, RunOptions, START_FAILED_EXIT,
 };
 
-use crate::args::{Command, RunArgs, ServeArgs};
+use crate::args::{Command, CompileArgs, RunArgs, ServeArgs};
+use crate::progress::Compiling;
 
 pub(crate) fn main() -> ExitCode {
     let cli = crate::args::parse();
@@ -19,7 +20,81 @@ pub(crate) fn main() -> ExitCode {
     match cli.command {
         Command::Run(args) => run(args),
         Command::Serve(args) => serve(args),
+        Command::Compile(args) => compile(&args),
     }
+}
+
+/// `moat compile`: each component into the cache, with what it cost.
+fn compile(args: &CompileArgs) -> ExitCode {
+    let cache = match &args.cache_dir {
+        Some(dir) => match std::path::absolute(dir) {
+            Ok(dir) => CacheDir::At(dir),
+            Err(e) => {
+                eprintln!("moat: error: --cache-dir {}: {e}", dir.display());
+                return ExitCode::from(2);
+            }
+        },
+        None => CacheDir::Default,
+    };
+    let config = MoatConfig {
+        cache,
+        ..MoatConfig::default()
+    };
+    let moat = match Moat::new(&config) {
+        Ok(moat) => moat,
+        Err(e) => {
+            eprintln!("moat: error: {e}");
+            return ExitCode::from(e.exit_status());
+        }
+    };
+    let Some(before) = moat.cache_use() else {
+        eprintln!("moat: error: no cache directory: set --cache-dir, or HOME or XDG_CACHE_HOME");
+        return ExitCode::from(2);
+    };
+    let mut misses = before.misses;
+    for component in &args.components {
+        let started = std::time::Instant::now();
+        let loading = Compiling::start(component, true);
+        let loaded = moat.load(component);
+        loading.done();
+        if let Err(e) = loaded {
+            eprintln!("moat: error: {e}");
+            return ExitCode::from(e.exit_status());
+        }
+        let now = moat.cache_use().map_or(misses, |used| used.misses);
+        let how = if now > misses {
+            "compiled"
+        } else {
+            "already cached"
+        };
+        misses = now;
+        println!(
+            "{}: {how} in {:.1} s",
+            component.display(),
+            started.elapsed().as_secs_f64()
+        );
+    }
+    println!(
+        "cache: {} ({:.1} MB)",
+        before.directory.display(),
+        directory_size(&before.directory) as f64 / 1e6
+    );
+    ExitCode::SUCCESS
+}
+
+/// The bytes of the files under `dir` (0 for what cannot be read).
+fn directory_size(dir: &std::path::Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|entry| match entry.file_type() {
+            Ok(kind) if kind.is_dir() => directory_size(&entry.path()),
+            Ok(_) => entry.metadata().map_or(0, |m| m.len()),
+            Err(_) => 0,
+        })
+        .sum()
 }
 
 fn init_logging() {
@@ -54,6 +129,17 @@ fn run(args: RunArgs) -> ExitCode {
     let outcome = runtime.block_on(async {
         let moat = Moat::new(&prepared.config)?;
         let guest = prepared.load(&moat, &args.component)?;
+        if let Some(handler) = guest.http_handler() {
+            // A handler's toolchain may give it a wasi:cli/run too (Rust's
+            // wasm32-wasip2 target does), which only traps or exits.
+            return Err(MoatError::NoEntryPoint {
+                path: args.component.clone(),
+                reason: moat_host::start::NoEntryPoint {
+                    exports: guest.exports(),
+                    http_handler: Some(handler),
+                },
+            });
+        }
         if !guest.has_async_run() {
             tracing::debug!("the guest exports only wasi:cli/run@0.2.0: it cannot use moat:net");
         }
@@ -177,7 +263,8 @@ fn hint(err: &MoatError, args: &RunArgs) -> Option<String> {
                 .to_owned(),
         ),
         MoatError::Instantiate(source) if format!("{source:#}").contains("import") => Some(
-            "the guest needs an interface moat does not provide; moat offers moat:net@0.2.0 and WASI 0.2/0.3, wasi:sockets and wasi:http included"
+            "an import has the name of one moat serves and another type: the component was \
+             built against another revision of that interface"
                 .to_owned(),
         ),
         _ => None,
@@ -316,11 +403,15 @@ struct Prepared {
 }
 
 impl Prepared {
-    /// Loads the component: the bytes read already, or the file.
+    /// Loads the component: the bytes read already, or the file; a load
+    /// that compiles for long says so on a terminal.
     fn load(&self, moat: &Moat, path: &std::path::Path) -> Result<moat_host::Guest, MoatError> {
-        match &self.component {
+        let loading = Compiling::start(path, self.config.cache != CacheDir::Off);
+        let loaded = match &self.component {
             Some(bytes) => moat.load_bytes(bytes, path),
             None => moat.load(path),
-        }
+        };
+        loading.done();
+        loaded
     }
 }

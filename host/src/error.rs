@@ -61,8 +61,29 @@ pub enum MoatError {
         /// Why.
         source: crate::preopen::PreopenError,
     },
-    /// The component needs imports moat does not provide, or exports no
-    /// `wasi:cli/run`.
+    /// The component imports what moat does not serve: each such import,
+    /// grouped by package, with what moat serves instead.
+    #[error("cannot start {}: it imports what moat does not serve:\n{missing}", path.display())]
+    MissingImports {
+        /// The component as named.
+        path: PathBuf,
+        /// The imports, by package.
+        missing: crate::start::MissingImports,
+        /// wasmtime's refusal to link it.
+        #[source]
+        source: wasmtime::Error,
+    },
+    /// `moat run` was given a component it does not call: an HTTP handler
+    /// (for `moat serve`), or one with no `wasi:cli/run` (a library).
+    #[error("cannot run {}: {reason}", path.display())]
+    NoEntryPoint {
+        /// The component as named.
+        path: PathBuf,
+        /// What it exports instead.
+        reason: crate::start::NoEntryPoint,
+    },
+    /// The component could not be instantiated (an import of the right
+    /// name and the wrong type, ...).
     #[error("cannot start the guest: {0:#}")]
     Instantiate(#[source] wasmtime::Error),
     /// The guest trapped (or a host call failed fatally) while running;
@@ -107,9 +128,11 @@ pub const TRAP_EXIT: u8 = 134;
 /// `timeout` reports for a command it stopped.
 pub const TIMEOUT_EXIT: u8 = 124;
 
-/// Exit status for a guest that could not be started (bad file, missing
-/// import).
-pub const START_FAILED_EXIT: u8 = 1;
+/// Exit status for a guest that could not be started (a file that cannot
+/// be read or is not a component, an import moat does not serve, no entry
+/// point): what a shell reports for a command found but not executable, so
+/// that it differs from a guest's own failure (1).
+pub const START_FAILED_EXIT: u8 = 126;
 
 /// Exit status for a run refused for what it was given, before the guest
 /// started (a directory it may not have): what `moat run` returns for a bad
@@ -120,13 +143,17 @@ impl MoatError {
     /// The exit status a process running one guest reports for this error,
     /// as `moat run` and the containerd shim do: [`TRAP_EXIT`] for a trap
     /// or the memory bound, [`TIMEOUT_EXIT`] for the time bound,
-    /// [`REFUSED_EXIT`] for a directory refused, [`START_FAILED_EXIT`]
-    /// otherwise.
+    /// [`REFUSED_EXIT`] for a directory refused or an address that is
+    /// not one, [`START_FAILED_EXIT`] otherwise.
     pub fn exit_status(&self) -> u8 {
         match self {
             MoatError::Trap(_) | MoatError::MemoryLimit(_) => TRAP_EXIT,
             MoatError::TimeLimit(_) => TIMEOUT_EXIT,
             MoatError::PreopenRefused { .. } => REFUSED_EXIT,
+            // Not an address at all: the command line was wrong.
+            MoatError::Bind { source, .. } if source.kind() == std::io::ErrorKind::InvalidInput => {
+                REFUSED_EXIT
+            }
             _ => START_FAILED_EXIT,
         }
     }

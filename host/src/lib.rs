@@ -41,10 +41,11 @@ pub mod preopen;
 pub mod serve;
 mod setting;
 pub mod settings;
+pub mod start;
 mod ticker;
 
 pub use error::{MoatError, REFUSED_EXIT, START_FAILED_EXIT, TIMEOUT_EXIT, TRAP_EXIT};
-pub use moat::{Guest, Moat};
+pub use moat::{CacheUse, Guest, Moat};
 pub use net::limits::DEFAULT_LINGER;
 pub use options::{
     CAPTURE_LIMIT, CacheDir, Captured, Exit, Input, InstancePool, MoatConfig, Output, RunOptions,

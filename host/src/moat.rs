@@ -3,7 +3,7 @@
 //! its own ([`RunState`]) with its policy, its bounds and its network.
 
 use std::path::Path;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use wasmtime::component::{Component, Linker, ResourceTable};
@@ -19,7 +19,20 @@ use crate::net::Notices;
 use crate::options::{Exit, Input, InstancePool, MoatConfig, Output, RunOptions};
 use crate::preopen;
 use crate::setting::Setting;
+use crate::start;
 use crate::ticker::EpochTicker;
+
+/// What the compiled-code cache did for one [`Moat`] ([`Moat::cache_use`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CacheUse {
+    /// Where compiled code is kept.
+    pub directory: std::path::PathBuf,
+    /// Compiled code found there (a component counts once per core module
+    /// and once for the component itself).
+    pub hits: usize,
+    /// Code compiled and then written there.
+    pub misses: usize,
+}
 
 /// A compiled guest, ready to run any number of times.
 #[derive(Clone)]
@@ -30,6 +43,8 @@ pub struct Guest {
     pub(crate) async_run: bool,
     /// The engine it was compiled for.
     pub(crate) support: Support,
+    /// The file it was loaded from, or the name given with its bytes.
+    pub(crate) name: Arc<Path>,
 }
 
 impl Guest {
@@ -37,14 +52,20 @@ impl Guest {
     /// `wasi:http/incoming-handler` or 0.3's `wasi:http/handler`), which
     /// `moat serve` serves.
     pub fn is_http_handler(&self) -> bool {
-        self.exports().iter().any(|name| {
+        self.http_handler().is_some()
+    }
+
+    /// The wasi:http handler it exports (0.2's `incoming-handler` or 0.3's
+    /// `handler`, with its version), if it is one.
+    pub fn http_handler(&self) -> Option<String> {
+        self.exports().into_iter().find(|name| {
             name.starts_with(engines::INCOMING_HANDLER)
                 || name.starts_with(engines::SERVICE_HANDLER)
         })
     }
 
     /// The names the component exports.
-    pub(crate) fn exports(&self) -> Vec<String> {
+    pub fn exports(&self) -> Vec<String> {
         self.component
             .component_type()
             .exports(self.component.engine())
@@ -93,6 +114,8 @@ pub struct Moat {
     plain: OnceLock<Option<Linked>>,
     /// What both engines are made from: the compiled-code cache.
     base: wasmtime::Config,
+    /// That cache, if on: its directory and its counts of hits and misses.
+    cache: Option<Cache>,
     pool: Option<InstancePool>,
     linger: Duration,
     // Dropped last: stops the thread that advances the epoch.
@@ -106,12 +129,14 @@ impl Moat {
     /// [`MoatError::Engine`] if wasmtime refuses the configuration.
     pub fn new(config: &MoatConfig) -> Result<Moat, MoatError> {
         let mut base = wasmtime::Config::new();
+        let mut kept = None;
         if let Some(dir) = config.cache.resolve() {
             let mut cache = CacheConfig::new();
             cache.with_directory(dir);
             match Cache::new(cache) {
                 Ok(cache) => {
-                    base.cache(Some(cache));
+                    base.cache(Some(cache.clone()));
+                    kept = Some(cache);
                 }
                 Err(e) => {
                     tracing::warn!("compiled-code cache disabled: {e:#}");
@@ -129,6 +154,7 @@ impl Moat {
             concurrent,
             plain: OnceLock::new(),
             base,
+            cache: kept,
             pool: config.instance_pool,
             linger: config.linger,
             ticker,
@@ -151,7 +177,9 @@ impl Moat {
     /// Compiles a component from its bytes; `name` appears in errors.
     ///
     /// # Errors
-    /// [`MoatError::Compile`].
+    /// [`MoatError::Compile`]; [`MoatError::MissingImports`] for a
+    /// component that imports what moat does not serve (every such import
+    /// named).
     pub fn load_bytes(&self, bytes: &[u8], name: impl AsRef<Path>) -> Result<Guest, MoatError> {
         let name = name.as_ref();
         if engines::is_plain_proxy(bytes)
@@ -164,6 +192,7 @@ impl Moat {
                             async_run: kit::exports_async_run(&component, &plain.engine),
                             component,
                             support: Support::Plain,
+                            name: name.into(),
                         });
                     }
                     Err(e) => {
@@ -181,10 +210,33 @@ impl Moat {
                 path: name.to_owned(),
                 source,
             })?;
+        if let Err(source) = self.concurrent.linker.instantiate_pre(&component) {
+            let missing = start::missing_imports(&component, engine);
+            if !missing.0.is_empty() {
+                return Err(MoatError::MissingImports {
+                    path: name.to_owned(),
+                    missing,
+                    source,
+                });
+            }
+        }
         Ok(Guest {
             async_run: kit::exports_async_run(&component, engine),
             component,
             support: Support::Concurrent,
+            name: name.into(),
+        })
+    }
+
+    /// The compiled-code cache's directory, and how many loads of this
+    /// `Moat` it answered (hits) and how many it had to compile and then
+    /// kept (misses); `None` when the cache is off.
+    pub fn cache_use(&self) -> Option<CacheUse> {
+        let cache = self.cache.as_ref()?;
+        Some(CacheUse {
+            directory: cache.directory().clone(),
+            hits: cache.cache_hits(),
+            misses: cache.cache_misses(),
         })
     }
 
@@ -313,10 +365,23 @@ impl Moat {
     /// is closed.
     ///
     /// # Errors
-    /// [`MoatError::Instantiate`] if the guest cannot start (a missing
-    /// import, a directory that cannot be opened); [`MoatError::Trap`] if it
-    /// traps. A guest that exits with a code is an `Ok(Exit)`.
+    /// [`MoatError::NoEntryPoint`] if the guest exports no `wasi:cli/run`
+    /// (an HTTP handler without one: see [`crate::serve`]); [`MoatError::Instantiate`]
+    /// if it cannot start otherwise; [`MoatError::Preopen`] for a directory
+    /// that cannot be given; [`MoatError::Trap`] if it traps. A guest that
+    /// exits with a code is an `Ok(Exit)`.
     pub async fn run(&self, guest: &Guest, options: RunOptions) -> Result<Exit, MoatError> {
+        let exports = guest.exports();
+        let http_handler = guest.http_handler();
+        if !exports.iter().any(|name| start::is_run(name)) {
+            return Err(MoatError::NoEntryPoint {
+                path: guest.name.to_path_buf(),
+                reason: start::NoEntryPoint {
+                    http_handler,
+                    exports,
+                },
+            });
+        }
         let mut builder = MoatCtx::builder(options.policy.clone())
             .limits(options.limits.clone())
             .notices(notices(&options))

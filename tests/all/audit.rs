@@ -497,3 +497,36 @@ fn binds_and_sends_from_both_kinds_of_guest_are_recorded() {
     assert_eq!(sends[0]["rule"]["entry"], format!("127.0.0.1:{udp_port}"));
     assert_eq!(sends[0]["address"], format!("127.0.0.1:{udp_port}"));
 }
+
+#[test]
+fn a_connect_to_the_programs_own_listener_is_recorded_as_such_with_its_listen_grant() {
+    let path = trail("own-listener");
+    let out = moat_run(
+        &path,
+        &[
+            "--allow-listen=127.0.0.1:0",
+            guests::STD_NET,
+            "self-connect",
+            "127.0.0.1:0",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stdout));
+    let records = records(&path);
+    let listen = decisions(&records, "listen");
+    assert_eq!(listen.len(), 1, "{listen:?}");
+    let listener = listen[0]["address"].as_str().unwrap();
+    let connects = decisions(&records, "connect");
+    assert_eq!(connects.len(), 1, "{connects:?}");
+    let connect = connects[0];
+    assert_eq!(connect["decision"], "allowed");
+    assert_eq!(connect["own_listener"], true);
+    assert_eq!(connect["address"], listener);
+    assert_eq!(connect["rule"]["entry"], "127.0.0.1:0");
+    assert_eq!(connect["rule"]["source"]["flag"], "--allow-listen");
+    // Any other decision carries no such mark.
+    let marked = records
+        .iter()
+        .filter(|r| r.get("own_listener").is_some())
+        .count();
+    assert_eq!(marked, 1);
+}

@@ -263,7 +263,7 @@ fn bad_command_lines_exit_2_and_say_why() {
 #[test]
 fn a_missing_component_gets_a_hint() {
     let out = moat_run(&["no-such-guest.wasm"]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(126));
     let err = text(&out.stderr);
     assert!(
         err.starts_with("moat: error: cannot read no-such-guest.wasm"),
@@ -293,7 +293,7 @@ fn a_grant_after_a_space_gets_a_hint_about_the_equals_sign() {
         ("--allow-listen", "127.0.0.1:8000,[::1]:8000"),
     ] {
         let out = moat_run(&[flag, list, guests::PROBE, "env"]);
-        assert_eq!(out.status.code(), Some(1));
+        assert_eq!(out.status.code(), Some(126));
         let err = text(&out.stderr);
         assert!(
             err.starts_with(&format!("moat: error: cannot read {list}")),
@@ -395,6 +395,103 @@ fn compiled_code_is_cached_on_disk() {
         .unwrap();
     assert!(out.status.success());
     assert!(files(&dir) > 0, "nothing cached in {}", dir.display());
+}
+
+#[test]
+fn moat_compile_fills_the_cache_that_moat_run_then_reads() {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("compile-cache");
+    let _ = std::fs::remove_dir_all(&dir);
+    let flag = format!("--cache-dir={}", dir.display());
+    let compile = |component: &str| {
+        Command::new(MOAT)
+            .args(["compile", &flag, component])
+            .output()
+            .unwrap()
+    };
+    let out = compile(guests::HELLO);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let said = text(&out.stdout);
+    assert!(
+        said.starts_with(&format!("{}: compiled in ", guests::HELLO)),
+        "{said}"
+    );
+    assert!(
+        said.contains(&format!("cache: {} (", dir.display())) && said.ends_with(" MB)\n"),
+        "{said}"
+    );
+    // The compiled code, without the usage statistics wasmtime's cache
+    // writes beside it in the background.
+    let code = |dir: &PathBuf| {
+        let mut files: Vec<PathBuf> = walk(dir)
+            .into_iter()
+            .filter(|f| f.extension().is_none_or(|e| e != "stats"))
+            .collect();
+        files.sort();
+        files
+    };
+    let cached = code(&dir);
+    assert!(!cached.is_empty(), "nothing cached in {}", dir.display());
+    // Stderr is not a terminal here: no progress line, however long.
+    assert_eq!(text(&out.stderr), "");
+
+    let again = compile(guests::HELLO);
+    assert!(
+        text(&again.stdout).starts_with(&format!("{}: already cached in ", guests::HELLO)),
+        "{}",
+        text(&again.stdout)
+    );
+    // A run finds it there: it compiles nothing and adds nothing.
+    let out = Command::new(MOAT)
+        .args(["run", &flag, guests::HELLO])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stderr), "", "a cached run says nothing");
+    assert_eq!(code(&dir), cached);
+
+    let missing = compile("no-such-guest.wasm");
+    assert_eq!(missing.status.code(), Some(126));
+    assert!(
+        text(&missing.stderr).starts_with("moat: error: cannot read no-such-guest.wasm"),
+        "{}",
+        text(&missing.stderr)
+    );
+}
+
+#[test]
+fn a_component_that_imports_what_moat_does_not_serve_gets_every_import_named() {
+    let out = moat_run(&[guests::UNSERVED]);
+    assert_eq!(out.status.code(), Some(126), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    let expected = format!(
+        "moat: error: cannot start {}: it imports what moat does not serve:\n\
+         \x20 example:host@1.0.0: log, config (moat does not serve example:host: the \
+         component was built for another host; moat serves WASI 0.2 and 0.3.0 and moat:net)\n\
+         \x20 wasi:keyvalue@0.2.0-draft: store (moat does not serve wasi:keyvalue; it serves \
+         wasi:cli, wasi:clocks, wasi:filesystem, wasi:io, wasi:random, wasi:sockets, wasi:http \
+         (0.2) and wasi:cli, wasi:clocks, wasi:filesystem, wasi:random, wasi:sockets, \
+         wasi:http (0.3.0))\n\
+         \x20 wasi:random@0.3.0-rc-2025-09-16: random (a WASI 0.3 release candidate; moat \
+         serves wasi:random 0.3.0 and 0.2: build the component with a toolchain for WASI \
+         0.3.0 or 0.2)\n",
+        guests::UNSERVED
+    );
+    assert_eq!(err, expected);
+}
+
+#[test]
+fn an_http_handler_given_to_moat_run_is_sent_to_moat_serve() {
+    let out = moat_run(&[guests::WSTD_SERVE]);
+    assert_eq!(out.status.code(), Some(126), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stderr),
+        format!(
+            "moat: error: cannot run {}: it is an HTTP handler (it exports \
+             wasi:http/incoming-handler@0.2.12), which `moat run` does not call: serve it \
+             with `moat serve`\n",
+            guests::WSTD_SERVE
+        )
+    );
 }
 
 fn walk(dir: &PathBuf) -> Vec<PathBuf> {

@@ -993,7 +993,7 @@ async fn serve_on_sigterm_finishes_the_request_in_flight_and_exits_0() {
 #[tokio::test]
 async fn serve_refuses_an_addr_that_is_not_an_ip_address_and_port() {
     let (code, stderr) = serve_refused(&["--addr=localhost:80", guests::WSTD_SERVE]).await;
-    assert_eq!(code, Some(1), "{stderr}");
+    assert_eq!(code, Some(2), "a bad command line: {stderr}");
     assert!(
         stderr.contains("cannot listen on localhost:80: expected an IP address and port"),
         "{stderr}"
@@ -1003,7 +1003,7 @@ async fn serve_refuses_an_addr_that_is_not_an_ip_address_and_port() {
 #[tokio::test]
 async fn serve_refuses_a_component_that_is_not_an_http_handler() {
     let (code, stderr) = serve_refused(&["--addr=127.0.0.1:0", guests::HELLO]).await;
-    assert_eq!(code, Some(1), "{stderr}");
+    assert_eq!(code, Some(126), "it cannot start: {stderr}");
     assert!(
         stderr.contains(&format!(
             "{} is not an HTTP handler moat serve can run",

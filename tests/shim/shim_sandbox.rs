@@ -478,7 +478,7 @@ async fn an_http_handler_is_served_where_its_pod_spec_says_and_nowhere_without_i
             &["MOAT_HTTP_ADDR=127.0.0.1:0"],
         ))
         .await;
-    assert_eq!(status, 1);
+    assert_eq!(status, moat_host::START_FAILED_EXIT as i32);
     let bad = node
         .run(&file(&guest, &[], &["MOAT_HTTP_ADDR=localhost:80"]))
         .await;

@@ -200,6 +200,9 @@ pub struct Event {
     /// For an allowed call: what the network then said, if it failed
     /// (the name has no address, the peer refused the connection).
     pub error: Option<String>,
+    /// An allowed connect whose destination is the program's own loopback
+    /// listener, admitted by that listener's listen grant (`rule`).
+    pub own_listener: bool,
 }
 
 impl Event {
@@ -214,6 +217,7 @@ impl Event {
             address: None,
             outcome,
             error: None,
+            own_listener: false,
         }
     }
 
@@ -428,6 +432,9 @@ fn decision_json(record: &mut Map<String, Value>, event: &Event) {
                 rule.as_deref().map_or(Value::Null, rule_json),
             );
             record.insert("error".into(), json!(event.error));
+            if event.own_listener {
+                record.insert("own_listener".into(), json!(true));
+            }
         }
         Outcome::Denied { reason, message } => {
             record.insert("decision".into(), json!("denied"));

@@ -39,6 +39,7 @@ use super::budget::Charge;
 use super::dns::{Addresses, RecordFull};
 use super::error::NetError;
 use super::limits::{DEFAULT_ANSWER_LIFETIME, MAX_NOTICES, MAX_WASI_UDP_RECEIVES, SocketSlot};
+use super::own_listeners::OwnListener;
 use super::run::{Admitted, Run, capability_of, unspecified_destination};
 use crate::audit::{Event, Operation, Outcome, Reason};
 use crate::policy::{Capability, Denied, Host, LookupDenied, Provenance};
@@ -178,16 +179,22 @@ impl AddressGate {
                 .refused(operation, &Host::ip(ip), Some(addr.port()), refusal));
         }
         let mut denied = match self.judge_host(capability, ip, addr.port()) {
-            Ok(rule) => return self.allowed(operation, addr, ip, rule),
+            Ok(rule) => return self.allowed(operation, addr, ip, rule, false),
             Err(denied) => denied,
         };
+        if operation == Operation::Connect {
+            if let Some(rule) = self.run.own_listener(addr) {
+                return self.allowed(operation, addr, ip, rule, true);
+            }
+            denied = self.run.naming_own_listener(denied);
+        }
         if use_ == AddressUse::Listen && addr.port() != 0 && !denied.by_deny_entry() {
             // A listen sees the port the socket got; one bound to a fixed
             // port had that port judged at its bind, against the same
             // grant. So this is a socket bound to port 0 (any free port),
             // judged as port 0, as moat:net judges `listen(host, 0)`.
             match self.judge_host(capability, ip, 0) {
-                Ok(rule) => return self.allowed(operation, addr, ip, rule),
+                Ok(rule) => return self.allowed(operation, addr, ip, rule, false),
                 Err(as_port_0) => denied = as_port_0,
             }
         }
@@ -200,15 +207,30 @@ impl AddressGate {
             .refused(operation, &host, Some(port), denied.into()))
     }
 
-    /// Records an allowed use of `addr` on the audit trail.
+    /// Registers a socket of the program's now listening on `local` among
+    /// the run's own listeners, under the listen grant that allows it;
+    /// dropping the result unregisters it.
+    pub(crate) fn own_listener(&self, local: SocketAddr) -> Option<OwnListener> {
+        let ip = local.ip().to_canonical();
+        let rule = self
+            .judge_host(Capability::Listen, ip, local.port())
+            .or_else(|_| self.judge_host(Capability::Listen, ip, 0))
+            .ok()?;
+        self.run.own_listeners.register(local, rule)
+    }
+
+    /// Records an allowed use of `addr` on the audit trail (with
+    /// `own_listener`: a connect to the program's own listener, `rule` its
+    /// listen grant).
     fn allowed(
         &self,
         operation: Operation,
         addr: SocketAddr,
         ip: IpAddr,
         rule: Arc<Provenance>,
+        own_listener: bool,
     ) -> Result<(), NetError> {
-        tracing::debug!(target: "moat::net", %addr, operation = operation.as_str(), %rule, "allowed");
+        tracing::debug!(target: "moat::net", %addr, operation = operation.as_str(), %rule, own_listener, "allowed");
         if !self.run.audit.is_on() {
             return Ok(());
         }
@@ -217,6 +239,7 @@ impl AddressGate {
             port: addr.port(),
             operation,
             rule,
+            own_listener,
         };
         self.run.allowed(&admitted, None, Some(addr))
     }

@@ -27,6 +27,7 @@ use super::error::NetError;
 use super::io::Io;
 use super::limits::{ACCEPT_QUEUE, ConnectionCaps, MAX_HANDSHAKES, SocketSlot};
 use super::options::buffer_size;
+use super::own_listeners::OwnListener;
 use super::run::{Admitted, Run};
 use super::tasks::Tasks;
 use super::tcp::TcpConn;
@@ -70,6 +71,9 @@ pub struct TcpListener {
     local: SocketAddr,
     queue: AcceptQueue,
     task: Option<JoinHandle<()>>,
+    /// Its place among the run's own listeners (a loopback listener's),
+    /// given up before the socket closes.
+    own: Option<OwnListener>,
 }
 
 /// The receiving end of a listener's accept channel; cheap to clone, so an
@@ -136,7 +140,13 @@ pub(crate) async fn listen(
                     run: Arc::clone(run),
                     caps,
                 };
-                return Ok(TcpListener::start(listener, tasks, tls, accepting, slot));
+                let own = listener.local_addr().ok().and_then(|local| {
+                    run.own_listeners
+                        .register(local, Arc::clone(&admitted.rule))
+                });
+                return Ok(TcpListener::start(
+                    listener, tasks, tls, accepting, slot, own,
+                ));
             }
             Err(e) => last = Some(e),
         }
@@ -216,6 +226,7 @@ impl TcpListener {
         tls: Option<ServerTls>,
         accepting: Accepting,
         slot: SocketSlot,
+        own: Option<OwnListener>,
     ) -> TcpListener {
         let local = listener
             .local_addr()
@@ -238,6 +249,7 @@ impl TcpListener {
                 }),
             },
             task: Some(task),
+            own,
         }
     }
 
@@ -261,6 +273,8 @@ impl TcpListener {
     /// connections are dropped. Await the returned handle (if any) to know
     /// the port is free; it is `None` if the listener was already closed.
     pub fn begin_close(&mut self) -> Option<JoinHandle<()>> {
+        // No longer the program's own before the socket can close.
+        self.own = None;
         let task = self.task.take()?;
         task.abort();
         self.queue.inner.closed.store(true, Ordering::Release);

@@ -18,7 +18,8 @@
 //! - `error`: [`NetError`], the WIT `error-code` as a Rust enum.
 //!
 //! A run's shared state and the checks every call passes are in `run`
-//! (private); the host tasks in `tasks`; the host-memory budget in
+//! (private), the listeners a connect may reach without a grant (the
+//! program's own) in `own_listeners`; the host tasks in `tasks`; the host-memory budget in
 //! `budget`; the checks of socket option values in `options`.
 
 mod address_gate;
@@ -32,6 +33,7 @@ mod io;
 pub(crate) mod limits;
 mod listen;
 mod options;
+pub(crate) mod own_listeners;
 mod run;
 mod tasks;
 mod tcp;

@@ -33,8 +33,11 @@ use super::budget::Budget;
 use super::dns::{Lookups, ResolvedNames, Resolver, SystemResolver};
 use super::error::NetError;
 use super::limits::{Limits, SocketSlot, SocketSlots, WaitingCalls};
+use super::own_listeners::OwnListeners;
 use crate::audit::{Audit, Event, Operation, Outcome, Reason, Refusal};
-use crate::policy::{Capability, Denied, DenyReason, Host, Policy, Provenance, Source};
+use crate::policy::{
+    Capability, Denied, DenyReason, Host, OwnListenerOnPort, Policy, Provenance, Source,
+};
 use crate::setting::Setting;
 
 /// The capability an operation needs.
@@ -61,6 +64,10 @@ pub(crate) struct Admitted {
     pub(crate) port: u16,
     pub(crate) operation: Operation,
     pub(crate) rule: Arc<Provenance>,
+    /// A connect admitted as the program's own listener
+    /// ([`OwnListeners`]): `rule` is that listener's listen grant, and the
+    /// destination is checked again just before the syscall.
+    pub(crate) own_listener: bool,
 }
 
 /// The addresses a call may use, and (for the audit trail) what its name
@@ -126,6 +133,8 @@ pub(crate) struct Run {
     pub(crate) budget: Arc<Budget>,
     /// Where the run's decisions are recorded (off by default).
     pub(crate) audit: Audit,
+    /// The run's loopback listeners: a connect to one needs no grant.
+    pub(crate) own_listeners: Arc<OwnListeners>,
 }
 
 impl Run {
@@ -147,6 +156,7 @@ impl Run {
             policy,
             limits,
             audit: Audit::off(),
+            own_listeners: Arc::default(),
         }
     }
 
@@ -260,6 +270,7 @@ impl Run {
                 event.refused.clone_from(&resolved.refused);
             }
             event.address = used;
+            event.own_listener = admitted.own_listener;
             event.error = error.map(NetError::to_string);
             event
         };
@@ -315,25 +326,71 @@ impl Run {
         {
             return Err(self.refused(operation, &target, Some(port), unspecified_destination(ip)));
         }
-        let rule = match self.policy.decide(capability, &target, port) {
-            Ok(allowed) => allowed.rule,
-            Err(denied) => {
-                tracing::debug!(target: "moat::net", %denied, "denied");
-                return Err(self.refused(operation, &target, Some(port), denied.into()));
+        let judged = self
+            .policy
+            .decide(capability, &target, port)
+            .and_then(|allowed| {
+                match target.as_ip() {
+                    Some(ip) => self.check_recorded(capability, ip, port),
+                    None => Ok(()),
+                }
+                .map(|()| allowed.rule)
+            });
+        let denied = match judged {
+            Ok(rule) => {
+                return Ok(Admitted {
+                    host: target,
+                    port,
+                    operation,
+                    rule,
+                    own_listener: false,
+                });
             }
+            Err(denied) => denied,
         };
-        if let Some(ip) = target.as_ip()
-            && let Err(denied) = self.check_recorded(capability, ip, port)
+        if operation == Operation::Connect
+            && let Some(ip) = target.as_ip()
+            && let Some(rule) = self.own_listener(SocketAddr::new(ip, port))
         {
-            tracing::debug!(target: "moat::net", %denied, "denied");
-            return Err(self.refused(operation, &target, Some(port), denied.into()));
+            return Ok(Admitted {
+                host: target,
+                port,
+                operation,
+                rule,
+                own_listener: true,
+            });
         }
-        Ok(Admitted {
-            host: target,
-            port,
-            operation,
-            rule,
-        })
+        let denied = match operation {
+            Operation::Connect => self.naming_own_listener(denied),
+            _ => denied,
+        };
+        tracing::debug!(target: "moat::net", %denied, "denied");
+        Err(self.refused(operation, &target, Some(port), denied.into()))
+    }
+
+    /// `denied`, a connect refused for want of a grant, naming the run's
+    /// own listener on the port it asked for, if there is one: its message
+    /// then says how to reach it without a grant, not which port to grant
+    /// (the system may have picked the port, anew each run).
+    pub(crate) fn naming_own_listener(&self, mut denied: Denied) -> Denied {
+        if matches!(denied.reason, DenyReason::NotGranted)
+            && let Some(on) = self.own_listeners.on_port(denied.port)
+        {
+            denied.own_listener = Some(Box::new(OwnListenerOnPort {
+                local: on.local,
+                open: on.open,
+            }));
+        }
+        denied
+    }
+
+    /// The listen grant of the run's own listener at `destination`, if the
+    /// run holds one there: a connect to it is the program talking to
+    /// itself ([`OwnListeners`]).
+    pub(crate) fn own_listener(&self, destination: SocketAddr) -> Option<Arc<Provenance>> {
+        let rule = self.own_listeners.rule_for(destination)?;
+        tracing::debug!(target: "moat::net", %destination, "admitted: the program's own listener");
+        Some(rule)
     }
 
     /// Checks `ip`:`port` against the deny entries of `capability` that

@@ -47,7 +47,7 @@ mod rule;
 mod source;
 
 use std::fmt;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::str::FromStr;
 use std::sync::{Arc, LazyLock};
 
@@ -253,6 +253,21 @@ pub struct Denied {
     /// The other addresses the name resolved to, each refused too (by a
     /// deny entry): a denial of a name names every address it refused.
     pub also_resolved_to: Box<[IpAddr]>,
+    /// For a connect no grant allows: the program's own listener on the
+    /// port it names, open but reached through an address that does not
+    /// make it the program's own (only loopback does), or closed since.
+    /// The message then says so rather than naming a port to grant: the
+    /// system may have picked the listener's port, anew each run.
+    pub own_listener: Option<Box<OwnListenerOnPort>>,
+}
+
+/// The program's own listener on the port a denied connect named.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OwnListenerOnPort {
+    /// Its local address.
+    pub local: SocketAddr,
+    /// Whether it still listens; `false`: closed before the connect.
+    pub open: bool,
 }
 
 /// Why a call was refused.
@@ -289,8 +304,28 @@ impl fmt::Display for Denied {
             reason,
             spelling,
             also_resolved_to,
+            own_listener,
         } = self;
         let verb = capability.verb();
+        match (reason, own_listener.as_deref()) {
+            (DenyReason::NotGranted, Some(OwnListenerOnPort { local, open: true })) => {
+                return write!(
+                    f,
+                    "{verb} {host}:{port} denied: port {port} is the program's own listener \
+                     (on {local}), which a connect reaches without a grant only through a \
+                     loopback address it listens on"
+                );
+            }
+            (DenyReason::NotGranted, Some(OwnListenerOnPort { local, open: false })) => {
+                return write!(
+                    f,
+                    "{verb} {host}:{port} denied: port {port} was the program's own listener \
+                     (on {local}), closed before this connect; a connect to its own listener \
+                     needs no grant only while it listens"
+                );
+            }
+            _ => {}
+        }
         match reason {
             DenyReason::NotGranted => write!(
                 f,
@@ -573,6 +608,7 @@ impl Policy {
             reason,
             spelling: self.spelling,
             also_resolved_to: Box::default(),
+            own_listener: None,
         };
         let judged = address::Judged::new(host);
         if let Some(entry) = self.denied(capability).matching_judged(&judged, port) {
@@ -663,6 +699,7 @@ impl Policy {
                 },
                 spelling: self.spelling,
                 also_resolved_to: Box::default(),
+                own_listener: None,
             }),
         }
     }
@@ -704,6 +741,7 @@ impl Policy {
                 },
                 spelling: self.spelling,
                 also_resolved_to: Box::default(),
+                own_listener: None,
             }),
         }
     }

@@ -31,13 +31,15 @@ const P2_UDP: &str = "wasi:sockets/udp@0.2.12";
 const P2_UDP_CREATE: &str = "wasi:sockets/udp-create-socket@0.2.12";
 const P3_TYPES: &str = "wasi:sockets/types@0.3.0";
 
-/// The destructor of a socket resource: wasmtime-wasi's (delete it from
-/// the table, which closes it), then the slot back.
+/// The destructor of a socket resource: no longer an own listener, then
+/// wasmtime-wasi's (delete it from the table, which closes it), then the
+/// slot back.
 fn drop_socket<T: WasiNetView, S: 'static>(
     mut store: wasmtime::StoreContextMut<'_, T>,
     rep: u32,
 ) -> wasmtime::Result<()> {
     let state = store.data_mut();
+    state.wasi_net().unlisten(rep);
     drop(state.ctx().table.delete(Resource::<S>::new_own(rep))?);
     state.wasi_net().release(rep);
     Ok(())

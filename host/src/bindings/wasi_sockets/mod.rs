@@ -13,6 +13,8 @@
 //!   the addresses of granted names are recorded for the judge;
 //! - the run's socket count on every socket created or accepted, and a
 //!   bound on wasi 0.3 UDP receives waiting ([`count`]);
+//! - the program's loopback listeners registered as its own, so that it
+//!   may connect to itself without a connect grant ([`own`]);
 //! - wasi 0.3 TCP streams that keep their socket's place in the count for
 //!   as long as they hold its descriptor ([`streams`]).
 //!
@@ -22,6 +24,7 @@
 
 pub mod count;
 pub mod lookup;
+mod own;
 pub mod streams;
 
 use std::collections::HashMap;
@@ -31,6 +34,7 @@ use wasmtime::component::Linker;
 use wasmtime_wasi::sockets::SocketAddrUse;
 use wasmtime_wasi::{WasiCtxBuilder, WasiView};
 
+use crate::net::own_listeners::OwnListener;
 use crate::net::{AddressGate, AddressUse, Net, Notices};
 use streams::{Held, Wakeups};
 
@@ -44,6 +48,9 @@ pub struct WasiNet {
     /// The host's own connections to dropped listeners, let through the
     /// accept check ([`streams`]).
     wakeups: Wakeups,
+    /// The 0.2 loopback listeners registered as the program's own
+    /// ([`own`]), by resource index.
+    listening: HashMap<u32, OwnListener>,
 }
 
 /// Implemented by a store's data type to expose its [`WasiNet`].
@@ -60,6 +67,7 @@ impl WasiNet {
             gate: Arc::new(net.address_gate(notices)),
             created: HashMap::new(),
             wakeups: Wakeups::default(),
+            listening: HashMap::new(),
         }
     }
 
@@ -82,6 +90,12 @@ impl WasiNet {
                     || judge(&gate, addr, use_);
                 Box::pin(std::future::ready(admitted))
             });
+    }
+
+    /// Unregisters the socket at `rep` as an own listener, before it is
+    /// closed.
+    fn unlisten(&mut self, rep: u32) {
+        self.listening.remove(&rep);
     }
 
     /// Gives back the place of the socket at `rep`, which was just
@@ -144,7 +158,8 @@ pub(crate) fn add_p2_to_linker<T: WasiNetView + 'static>(
     wasmtime_wasi::p2::add_to_linker_async(linker)?;
     super::shadowing(linker, |linker| {
         lookup::add_p2_to_linker(linker)?;
-        count::add_p2_to_linker(linker)
+        count::add_p2_to_linker(linker)?;
+        own::add_p2_to_linker(linker)
     })
 }
 

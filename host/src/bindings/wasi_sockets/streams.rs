@@ -43,6 +43,7 @@ use wasmtime_wasi::sockets::{TcpSocket, WasiSockets, WasiSocketsView};
 
 use super::WasiNetView;
 use crate::net::limits::SocketSlot;
+use crate::net::own_listeners::OwnListener;
 
 /// A socket's place in the run's count, shared by the socket resource and
 /// the streams taken from it.
@@ -157,10 +158,14 @@ pub(super) fn add_to_linker<T: WasiNetView + 'static>(
                 .ok()
                 .map(SocketAddr::from);
                 let wakeups = state.wasi_net().wakeups.clone();
+                let own = local.and_then(|local| state.wasi_net().gate().own_listener(local));
                 let result: P3Result<StreamReader<Resource<TcpSocket>>> = Ok((Ok(relayed(
                     &mut store,
                     connections,
-                    place,
+                    Kept {
+                        _place: place,
+                        _own: own,
+                    },
                     local.map(|local| (reachable(local), wakeups)),
                 )?),));
                 result
@@ -231,13 +236,21 @@ fn reachable(local: SocketAddr) -> SocketAddr {
     SocketAddr::new(ip, local.port())
 }
 
-/// A stream of connections fed from `inner`, one at a time, holding the
-/// listener's `place` while `inner` lives; `wake` is where to connect to
-/// end `inner` once the guest's stream is gone.
+/// What a listener's relay keeps while wasmtime-wasi's stream (which holds
+/// the listening socket) lives: its place in the socket count, and its
+/// registration as the program's own listener.
+struct Kept {
+    _place: Option<Held>,
+    _own: Option<OwnListener>,
+}
+
+/// A stream of connections fed from `inner`, one at a time, keeping the
+/// listener's place and registration while `inner` lives; `wake` is where
+/// to connect to end `inner` once the guest's stream is gone.
 fn relayed<T: WasiNetView + 'static>(
     store: &mut StoreContextMut<'_, T>,
     inner: StreamReader<Resource<TcpSocket>>,
-    place: Option<Held>,
+    kept: Kept,
     wake: Option<(SocketAddr, Wakeups)>,
 ) -> wasmtime::Result<StreamReader<Resource<TcpSocket>>> {
     let handoff = Arc::new(Mutex::new(Handoff {
@@ -248,7 +261,7 @@ fn relayed<T: WasiNetView + 'static>(
         &mut *store,
         Relay {
             handoff: Arc::clone(&handoff),
-            _place: place,
+            _kept: kept,
         },
     )?;
     StreamReader::new(&mut *store, Hand { handoff })
@@ -279,7 +292,7 @@ fn lock(handoff: &Mutex<Handoff>) -> std::sync::MutexGuard<'_, Handoff> {
 /// The consumer of wasmtime-wasi's stream of connections.
 struct Relay {
     handoff: Arc<Mutex<Handoff>>,
-    _place: Option<Held>,
+    _kept: Kept,
 }
 
 impl Drop for Relay {

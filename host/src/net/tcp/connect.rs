@@ -12,7 +12,7 @@ use crate::net::error::NetError;
 use crate::net::limits::SocketSlot;
 use crate::net::options::buffer_size;
 use crate::net::run::{Admitted, Run};
-use crate::policy::Host;
+use crate::policy::{Capability, Host};
 
 /// Options for [`crate::net::Net::connect`]. The default is what the
 /// operating system does.
@@ -75,6 +75,22 @@ pub(crate) async fn connect_admitted(
         let addrs = &resolved.insert(run.addresses(admitted).await?).addrs;
         let mut last = None;
         for &addr in addrs {
+            if admitted.own_listener && run.own_listeners.rule_for(addr).is_none() {
+                // Admitted as the program's own listener, which closed
+                // since: judged again, as the syscall is next.
+                let denied = run
+                    .policy
+                    .decide(Capability::Connect, &admitted.host, admitted.port)
+                    .err();
+                if let Some(denied) = denied {
+                    return Err(run.refused(
+                        admitted.operation,
+                        &admitted.host,
+                        Some(admitted.port),
+                        denied.into(),
+                    ));
+                }
+            }
             match connect_one(addr, options, send_buffer, receive_buffer).await {
                 Ok(stream) => return Ok((stream, addr)),
                 Err(e) => {

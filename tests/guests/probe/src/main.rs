@@ -63,6 +63,7 @@ async fn main() -> Result<(), Error> {
             panic!("probe: trapping with sockets open");
         }
         "accept-close" => accept_close(arg(1)?).await?,
+        "self-connect" => self_connect(arg(1)?, args.get(2).map(String::as_str)).await?,
         "cat" => {
             let text = std::fs::read_to_string(arg(1)?)
                 .map_err(|e| Error::Other(format!("{}: {e}", arg(1).unwrap_or_default())))?;
@@ -282,6 +283,31 @@ async fn accept_close(host: &str) -> Result<(), Error> {
         Err(Error::Closed) => println!("local_addr after close: closed"),
         other => println!("local_addr after close: {other:?}"),
     }
+    Ok(())
+}
+
+/// A connected pair through the program's own listener on `host`:0,
+/// connected to through `connect_host` (the listener's own address if
+/// none).
+async fn self_connect(host: &str, connect_host: Option<&str>) -> Result<(), Error> {
+    let listener = TcpListener::bind((host, 0)).await?;
+    let local = listener.local_addr()?;
+    println!("listening on {local}");
+    let to = connect_host.map_or_else(|| local.ip().to_string(), str::to_owned);
+    let mut client = TcpStream::connect((to.as_str(), local.port())).await?;
+    let (mut server, peer) = listener.accept().await?;
+    println!(
+        "accepted peer is the client: {}",
+        peer == client.local_addr()?
+    );
+    client.write_all(b"ping from the client").await?;
+    client.shutdown().await?;
+    let got = server.read_to_end().await?;
+    println!("server read: {}", String::from_utf8_lossy(&got));
+    server.write_all(b"pong from the server").await?;
+    server.shutdown().await?;
+    let got = client.read_to_end().await?;
+    println!("client read: {}", String::from_utf8_lossy(&got));
     Ok(())
 }
 

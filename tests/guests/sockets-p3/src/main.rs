@@ -36,6 +36,9 @@
 //!                                            accept the first connection (the line), then
 //!                                            accept and keep every connection (printing
 //!                                            "accepted K") until the line's peer sends or closes
+//! sockets-p3 self-connect                    listen on 127.0.0.1:0, connect to the port it got,
+//!                                            accept, send a line each way, print both and
+//!                                            whether the accepted peer is the connecting socket
 //! ```
 //!
 //! A failure prints `error: CODE` and exits with 1.
@@ -81,6 +84,7 @@ impl wasip3::exports::cli::run::Guest for SocketsP3 {
             "drop-listeners" => drop_listeners(num(1), num(2)).await,
             "drop-queued-listeners" => drop_queued_listeners(num(1), num(2)).await,
             "accept-all" => accept_all().await,
+            "self-connect" => self_connect().await,
             other => Err(format!("unknown mode {other:?}")),
         };
         result.map_err(|e| println!("error: {e}"))
@@ -440,5 +444,57 @@ async fn accept_all() -> Result<(), String> {
         futures::future::select(accepting, quitting).await;
     }
     println!("held {} connections", held.len());
+    Ok(())
+}
+
+/// Writes `bytes` on `socket` and ends its sending side.
+async fn send_all(socket: &TcpSocket, bytes: &[u8]) -> Result<(), String> {
+    let (mut tx, rx) = wasip3::wit_stream::new();
+    let sent = socket.send(rx);
+    if !tx.write_all(bytes.to_vec()).await.is_empty() {
+        return Err("the send stream closed early".into());
+    }
+    drop(tx);
+    sent.await.map_err(code)
+}
+
+/// Reads `socket` to its end.
+async fn receive_all(socket: &TcpSocket) -> Result<String, String> {
+    let (mut data, received) = socket.receive();
+    let mut got = Vec::new();
+    loop {
+        let (status, chunk) = data.read(Vec::with_capacity(16 * 1024)).await;
+        got.extend_from_slice(&chunk);
+        if matches!(status, StreamResult::Dropped) {
+            break;
+        }
+    }
+    received.await.map_err(code)?;
+    Ok(String::from_utf8_lossy(&got).into_owned())
+}
+
+/// A connected pair through the program's own listener.
+async fn self_connect() -> Result<(), String> {
+    let listener = TcpSocket::create(IpAddressFamily::Ipv4).map_err(code)?;
+    listener.bind(v4(Ipv4Addr::LOCALHOST, 0)).map_err(code)?;
+    let mut connections = listener.listen().map_err(code)?;
+    let local = listener.get_local_address().map_err(code)?;
+    println!("listening on {}", address(&listener)?);
+    let client = TcpSocket::create(IpAddressFamily::Ipv4).map_err(code)?;
+    client.connect(local).await.map_err(code)?;
+    let server = connections
+        .next()
+        .await
+        .ok_or("the stream of connections ended")?;
+    let peer = server.get_remote_address().map_err(code)?;
+    let own = client.get_local_address().map_err(code)?;
+    println!(
+        "accepted peer is the client: {}",
+        format!("{peer:?}") == format!("{own:?}")
+    );
+    send_all(&client, b"ping from the client").await?;
+    println!("server read: {}", receive_all(&server).await?);
+    send_all(&server, b"pong from the server").await?;
+    println!("client read: {}", receive_all(&client).await?);
     Ok(())
 }

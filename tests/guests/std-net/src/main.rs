@@ -18,6 +18,16 @@
 //!                                        each has its answer without reading it, read one to
 //!                                        its end, then connect to 127.0.0.1:SIGNAL_PORT and
 //!                                        hold every lookup until the peer closes
+//! std-net self-connect LISTEN [CONNECT_HOST]
+//!                                        listen on LISTEN, connect to the port it got (at
+//!                                        CONNECT_HOST, or the listener's own address), accept,
+//!                                        send "ping" each way, print both and whether the
+//!                                        accepted peer is the connecting socket (as CPython's
+//!                                        socketpair() does)
+//! std-net self-connect-after-close LISTEN SIGNAL_PORT
+//!                                        listen on LISTEN, print "listening on ADDR", close the
+//!                                        listener, connect to 127.0.0.1:SIGNAL_PORT and wait for
+//!                                        a byte, then connect to the closed listener's address
 //! ```
 //!
 //! A failure prints `error: KIND: MESSAGE` and exits with 1.
@@ -38,6 +48,8 @@ fn main() -> ExitCode {
         "lookup-then-tcp" => lookup_then_tcp(arg(1), arg(2), arg(3), arg(4)),
         "udp-sockets" => udp_sockets(arg(1).parse().unwrap_or(0), arg(2).parse().unwrap_or(1)),
         "hold-lookups" => hold_lookups(arg(1), arg(2).parse().unwrap_or(0), arg(3)),
+        "self-connect" => self_connect(arg(1), arg(2)),
+        "self-connect-after-close" => self_connect_after_close(arg(1), arg(2)),
         other => {
             eprintln!("unknown mode {other:?}");
             return ExitCode::from(2);
@@ -171,5 +183,51 @@ fn hold_lookups(name: &str, n: usize, signal_port: &str) -> std::io::Result<()> 
     println!("holding {} lookups", lookups.len());
     signal.read_to_end(&mut Vec::new())?;
     drop(lookups);
+    Ok(())
+}
+
+/// A connected pair through the program's own listener, as CPython's
+/// `socket.socketpair()` makes one where there are no Unix sockets.
+fn self_connect(listen: &str, connect_host: &str) -> std::io::Result<()> {
+    let listener = TcpListener::bind(listen)?;
+    let local = listener.local_addr()?;
+    println!("listening on {local}");
+    let to = match connect_host {
+        "" => local,
+        host => (host, local.port())
+            .to_socket_addrs()?
+            .next()
+            .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::NotFound, "no address"))?,
+    };
+    let mut client = TcpStream::connect(to)?;
+    let (mut server, peer) = listener.accept()?;
+    println!(
+        "accepted peer is the client: {}",
+        peer == client.local_addr()?
+    );
+    client.write_all(b"ping from the client")?;
+    client.shutdown(Shutdown::Write)?;
+    let mut got = String::new();
+    server.read_to_string(&mut got)?;
+    println!("server read: {got}");
+    server.write_all(b"pong from the server")?;
+    server.shutdown(Shutdown::Write)?;
+    got.clear();
+    client.read_to_string(&mut got)?;
+    println!("client read: {got}");
+    Ok(())
+}
+
+/// The program's own listener, closed: a connect to its address is judged
+/// as any other.
+fn self_connect_after_close(listen: &str, signal_port: &str) -> std::io::Result<()> {
+    let listener = TcpListener::bind(listen)?;
+    let local = listener.local_addr()?;
+    println!("listening on {local}");
+    drop(listener);
+    let mut signal = TcpStream::connect(("127.0.0.1", port(signal_port)?))?;
+    signal.read_exact(&mut [0u8; 1])?;
+    let stream = TcpStream::connect(local)?;
+    println!("connected to {}", stream.peer_addr()?);
     Ok(())
 }

@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# Builds the components made by other projects' toolchains that the test
+# suite runs under moat:
+#
+#   py-client.wasm   componentize-py, wasi:cli/run 0.2: `tcp HOST PORT MSG`
+#                    (asyncio), `http URL` (wasi:http outgoing-handler)
+#   py-p3.wasm       componentize-py, wasi:cli/run 0.3: `tcp HOST PORT MSG`
+#   py-handler.wasm  componentize-py, wasi:http 0.2 proxy
+#   js-fetch.wasm    componentize-js (StarlingMonkey), fetch(URL)
+#   js-net.wasm      jco, QuickJS backend, node:net client
+#
+# Usage: tests/foreign/build.sh OUT_DIR
+#
+# Needs only python3 (with pip) and node (with npm). The pinned toolchains
+# (python/requirements.txt, js/toolchain/package*.json) are installed into
+# $FOREIGN_TOOLS (default OUT_DIR/tools) when missing or when a pin
+# changed. A component is rebuilt only when its inputs (sources, WIT, the
+# pins, this script) changed since the build recorded in NAME.wasm.stamp.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+[ $# -eq 1 ] || { echo "usage: $0 OUT_DIR" >&2; exit 2; }
+mkdir -p "$1"
+out=$(cd "$1" && pwd)
+tools=${FOREIGN_TOOLS:-$out/tools}
+mkdir -p "$tools"
+tools=$(cd "$tools" && pwd)
+
+die() { echo "foreign/build.sh: $*" >&2; exit 1; }
+hash_of() { (cd "$here" && sha256sum "$@" | sha256sum | cut -c1-64); }
+
+# --- toolchains -------------------------------------------------------------
+
+py=$tools/py
+want=$(hash_of python/requirements.txt)
+if [ "$(cat "$py/.pins" 2>/dev/null)" != "$want" ]; then
+    echo "installing componentize-py into $py"
+    rm -rf "$py"
+    PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet --disable-pip-version-check --no-warn-script-location \
+        --target "$py" -r "$here/python/requirements.txt" \
+        || die "cannot install componentize-py with python3 -m pip (see python/requirements.txt)"
+    echo "$want" >"$py/.pins"
+fi
+# pip --target makes no usable entry point; call the module's own.
+componentize_py() {
+    PYTHONPATH=$py python3 -c 'import sys; from componentize_py import script; sys.argv[0] = "componentize-py"; sys.exit(script())' "$@"
+}
+
+js=$tools/npm
+want=$(hash_of js/toolchain/package.json js/toolchain/package-lock.json)
+if [ "$(cat "$js/.pins" 2>/dev/null)" != "$want" ]; then
+    echo "installing jco and componentize-js into $js"
+    rm -rf "$js"
+    mkdir -p "$js"
+    cp "$here/js/toolchain/package.json" "$here/js/toolchain/package-lock.json" "$js/"
+    (cd "$js" && npm ci --no-audit --no-fund --loglevel=error) \
+        || die "cannot install the npm toolchain with npm ci (see js/toolchain/package.json)"
+    echo "$want" >"$js/.pins"
+fi
+jco=$js/node_modules/.bin/jco
+componentize_js=$js/node_modules/.bin/componentize-js
+
+# --- WIT --------------------------------------------------------------------
+# Our worlds, with the WASI packages they use copied in from the pinned
+# jco (copied, not linked: jco's own wasm tools see no symlink targets).
+
+wasi_wit=$js/node_modules/@bytecodealliance/jco/lib/wit/builtin
+[ -d "$wasi_wit/0.2.12" ] && [ -d "$wasi_wit/0.3.0" ] || die "no WASI WIT in $wasi_wit"
+stage_wit() { # DIR SOURCE_WIT VERSION...
+    local dir=$1 src=$2 version package
+    shift 2
+    rm -rf "$dir"
+    mkdir -p "$dir/deps"
+    cp "$src" "$dir/"
+    for version in "$@"; do
+        for package in "$wasi_wit/$version"/wasi-*; do
+            cp -r "$package" "$dir/deps/$(basename "$package")-$version"
+        done
+    done
+}
+stage_wit "$out/wit/py" "$here/python/wit/worlds.wit" 0.2.12 0.3.0
+stage_wit "$out/wit/js" "$here/js/wit/worlds.wit" 0.2.12 0.3.0
+
+# --- components -------------------------------------------------------------
+
+# build NAME INPUT... -- COMMAND...: COMMAND writes $tmp (set here, so
+# COMMAND must read it when it runs), which becomes NAME.wasm.
+build() {
+    local name=$1 inputs=() stamp start
+    shift
+    while [ "$1" != -- ]; do inputs+=("$1"); shift; done
+    shift
+    stamp=$(hash_of "${inputs[@]}" build.sh python/requirements.txt js/toolchain/package-lock.json)
+    if [ -f "$out/$name.wasm" ] && [ "$(cat "$out/$name.wasm.stamp" 2>/dev/null)" = "$stamp" ]; then
+        echo "$name.wasm: up to date"
+        return
+    fi
+    start=$SECONDS
+    tmp=$out/$name.wasm.tmp
+    rm -f "$tmp" "$out/$name.wasm.stamp"
+    "$@" || die "building $name.wasm failed"
+    [ -s "$tmp" ] || die "building $name.wasm wrote nothing"
+    mv "$tmp" "$out/$name.wasm"
+    echo "$stamp" >"$out/$name.wasm.stamp"
+    echo "$name.wasm: built in $((SECONDS - start)) s, $(wc -c <"$out/$name.wasm") bytes"
+}
+
+# componentize-py bundles the app's directory (-p) and the stdlib. It runs
+# from a copy, so that nothing else is picked up and the .pyc files its
+# CPython writes stay out of the source tree.
+python_component() { # APP_DIR WORLD
+    rm -rf "$out/src/$1"
+    mkdir -p "$out/src/$1"
+    cp "$here/python/$1"/*.py "$out/src/$1/"
+    (cd "$out/src/$1" && componentize_py --quiet -d "$out/wit/py" -w "$2" componentize -p . app -o "$tmp")
+}
+
+build py-client python/client/app.py python/wit/worlds.wit -- python_component client client
+build py-p3 python/p3/app.py python/wit/worlds.wit -- python_component p3 p3
+build py-handler python/handler/app.py python/wit/worlds.wit -- python_component handler handler
+
+# componentize-js's own CLI, so that its pinned version (not the one jco
+# 1.35 nests for itself) builds it.
+js_fetch() {
+    "$componentize_js" "$here/js/fetch.js" -w "$out/wit/js" -n fetch -o "$tmp"
+}
+# --bundle lets jco map node:net onto wasi:sockets.
+js_net() {
+    "$jco" componentize "$here/js/net.js" --backend quickjs --bundle -w "$out/wit/js" -n net -o "$tmp" >/dev/null
+}
+build js-fetch js/fetch.js js/wit/worlds.wit -- js_fetch
+build js-net js/net.js js/wit/worlds.wit -- js_net
