@@ -494,6 +494,61 @@ fn an_http_handler_given_to_moat_run_is_sent_to_moat_serve() {
     );
 }
 
+/// A cache that cannot be made, or that is full: the guest runs all the
+/// same, and stderr says why its code was not kept.
+#[test]
+fn a_cache_that_cannot_be_written_costs_the_cache_not_the_run() {
+    let scratch = crate::files::Scratch::new("cache-faults");
+    // Under a regular file: no directory can be made there, root or not.
+    let file = scratch.join("a-file");
+    std::fs::write(&file, "not a directory").unwrap();
+    let out = Command::new(MOAT)
+        .args([
+            "run",
+            &format!("--cache-dir={}/cache", file.display()),
+            guests::HELLO,
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "hello from a moat guest\n");
+    let err = text(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("compiled-code cache disabled") && err.contains("a-file/cache"),
+        "{err}"
+    );
+
+    // Full: a 64 KiB filesystem, which the compiled code does not fit.
+    const TEST: &str = "a_cache_that_cannot_be_written_costs_the_cache_not_the_run";
+    if crate::files::skip_without_mount(TEST, None) {
+        return;
+    }
+    let full = scratch.join("full");
+    let _mounted = match crate::files::mount(&["-t", "tmpfs", "-o", "size=64k", "tmpfs"], &full) {
+        Ok(mounted) => mounted,
+        Err(why) => {
+            crate::files::skip_without_mount(TEST, Some(why));
+            return;
+        }
+    };
+    let out = Command::new(MOAT)
+        .args([
+            "run",
+            &format!("--cache-dir={}", full.display()),
+            guests::HELLO,
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "hello from a moat guest\n");
+    let err = text(&out.stderr);
+    assert!(
+        !err.is_empty() && err.lines().all(|l| l.contains("No space left on device")),
+        "{err}"
+    );
+}
+
 fn walk(dir: &PathBuf) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();

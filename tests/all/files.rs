@@ -134,10 +134,10 @@ fn assert_every_attempt_failed(what: &str, out: &Output) {
 
 /// A fresh directory of the test's own, removed when dropped unless
 /// something is still mounted inside it (then it is left alone).
-struct Scratch(PathBuf);
+pub(crate) struct Scratch(PathBuf);
 
 impl Scratch {
-    fn new(name: &str) -> Scratch {
+    pub(crate) fn new(name: &str) -> Scratch {
         let path = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
             .join("files")
             .join(format!("{name}-{}", std::process::id()));
@@ -157,7 +157,7 @@ impl Scratch {
         &self.0
     }
 
-    fn join(&self, relative: &str) -> PathBuf {
+    pub(crate) fn join(&self, relative: &str) -> PathBuf {
         self.0.join(relative)
     }
 }
@@ -404,7 +404,7 @@ fn kernel_filesystems_are_refused_however_the_path_is_spelled() {
 
 /// A filesystem mounted for one test, unmounted when dropped (a panic
 /// included).
-struct Mounted(PathBuf);
+pub(crate) struct Mounted(PathBuf);
 
 impl Drop for Mounted {
     fn drop(&mut self) {
@@ -420,7 +420,7 @@ impl Drop for Mounted {
 }
 
 /// `mount ARGS AT`, or why not; AT is made a directory unless it exists.
-fn mount(args: &[&str], at: &Path) -> Result<Mounted, String> {
+pub(crate) fn mount(args: &[&str], at: &Path) -> Result<Mounted, String> {
     if !at.exists() {
         std::fs::create_dir_all(at).expect("make a mount point");
     }
@@ -455,7 +455,7 @@ fn also_mount(test: &str, args: &[&str], at: &Path) -> Option<Mounted> {
 
 /// Skips the test (returns true) when it cannot mount filesystems here,
 /// saying why; with `CI` set, fails instead.
-fn skip_without_mount(test: &str, why: Option<String>) -> bool {
+pub(crate) fn skip_without_mount(test: &str, why: Option<String>) -> bool {
     let why = if !rustix::process::geteuid().is_root() {
         Some("mounting a filesystem needs root".to_owned())
     } else {

@@ -30,4 +30,5 @@ mod tasks;
 mod tcp;
 mod tls;
 mod tls_core;
+mod tls_faults;
 mod udp;

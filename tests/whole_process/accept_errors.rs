@@ -197,3 +197,77 @@ async fn tls_listener() {
     };
     accepts_after_emfile(listener, client, b"accepted over TLS after EMFILE").await;
 }
+
+/// With no descriptor free, a connect, a listen and a UDP bind each fail
+/// at once with the operating system's reason (not a panic, not a hang),
+/// and work again, bytes and all, once descriptors are free.
+#[test]
+fn connect_listen_and_bind_at_the_descriptor_limit_fail_with_the_reason_and_recover() {
+    in_turn(at_the_limit());
+}
+
+async fn at_the_limit() {
+    use moat_host::net::{BindOptions, ConnectOptions};
+    use tokio::io::AsyncWriteExt;
+
+    let net = Net::new(Policy::allow_all());
+    let peer = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = peer.local_addr().unwrap().port();
+    let exhausted = Exhausted::now();
+    let emfile = |what: &str, err: moat_host::net::NetError| {
+        assert!(
+            err.to_string().contains("Too many open files"),
+            "{what}: {err:?}"
+        );
+    };
+    emfile(
+        "connect",
+        within(
+            "connect",
+            net.connect("127.0.0.1", port, &ConnectOptions::default()),
+        )
+        .await
+        .err()
+        .expect("a connect with no descriptor"),
+    );
+    emfile(
+        "listen",
+        net.listen("127.0.0.1", 0, &ListenOptions::default())
+            .await
+            .err()
+            .expect("a listen with no descriptor"),
+    );
+    emfile(
+        "UDP bind",
+        net.bind_udp("127.0.0.1", 0, &BindOptions::default())
+            .await
+            .err()
+            .expect("a bind with no descriptor"),
+    );
+    drop(exhausted);
+
+    let conn = within(
+        "connect again",
+        net.connect("127.0.0.1", port, &ConnectOptions::default()),
+    )
+    .await
+    .unwrap();
+    let (mut accepted, _) = within("accept", peer.accept()).await.unwrap();
+    accepted.write_all(b"after EMFILE").await.unwrap();
+    drop(accepted);
+    let (mut reader, _) = conn.reader().unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 64];
+    loop {
+        match poll_fn(|cx| reader.poll_read(cx, &mut buf)).await.unwrap() {
+            0 => break,
+            n => got.extend_from_slice(&buf[..n]),
+        }
+    }
+    assert_eq!(got, b"after EMFILE");
+    assert!(
+        net.listen("127.0.0.1", 0, &ListenOptions::default())
+            .await
+            .is_ok()
+    );
+}

@@ -748,6 +748,8 @@ impl Policy {
 }
 
 #[cfg(test)]
+mod differential_tests;
+#[cfg(test)]
 mod spelling_tests;
 
 #[cfg(test)]

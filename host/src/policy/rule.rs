@@ -305,15 +305,9 @@ fn split_host_port(entry: &str) -> Result<(&str, Option<&str>), String> {
         // One whose last group could be a port is refused as ambiguous:
         // `::1:80` is an address, but rarely what was meant.
         _ => match entry.rsplit_once(':') {
-            Some((head, tail))
-                if !tail.is_empty()
-                    && tail.bytes().all(|b| b.is_ascii_digit())
-                    && head.parse::<std::net::Ipv6Addr>().is_ok() =>
-            {
-                Err(format!(
-                    "ambiguous: for {head} with port {tail} write `[{head}]:{tail}`; for the address {entry} write `[{entry}]`"
-                ))
-            }
+            Some((head, tail)) if ambiguous(entry) => Err(format!(
+                "ambiguous: for {head} with port {tail} write `[{head}]:{tail}`; for the address {entry} write `[{entry}]`"
+            )),
             _ => Ok((entry, None)),
         },
     }
@@ -375,6 +369,17 @@ fn parse_host_pattern(text: &str) -> Result<HostPattern, String> {
     }
 }
 
+/// Whether a bare IPv6 address reads as another address and a port too
+/// (`64:ff9b::a00:1`: 64:ff9b::a00 with port 1): refused as written, so
+/// printed in brackets.
+fn ambiguous(bare: &str) -> bool {
+    bare.rsplit_once(':').is_some_and(|(head, tail)| {
+        !tail.is_empty()
+            && tail.bytes().all(|b| b.is_ascii_digit())
+            && head.parse::<std::net::Ipv6Addr>().is_ok()
+    })
+}
+
 impl fmt::Display for Rule {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let bracket = matches!(self.ports, p if p != PortRange::ANY);
@@ -382,7 +387,9 @@ impl fmt::Display for Rule {
             HostPattern::Any => f.write_str("*")?,
             HostPattern::Name(n) => f.write_str(n)?,
             HostPattern::Subdomains(s) => write!(f, "*.{s}")?,
-            HostPattern::Ip(IpAddr::V6(ip)) if bracket => write!(f, "[{ip}]")?,
+            HostPattern::Ip(IpAddr::V6(ip)) if bracket || ambiguous(&ip.to_string()) => {
+                write!(f, "[{ip}]")?;
+            }
             HostPattern::Ip(ip) => write!(f, "{ip}")?,
             HostPattern::Range(net @ IpNet::V6(_)) if bracket => write!(f, "[{net}]")?,
             HostPattern::Range(net) => write!(f, "{net}")?,
@@ -587,6 +594,8 @@ mod tests {
             "10.0.0.0/8",
             "[fd00::/8]:53",
             "*:443",
+            // Bare, it would read as 64:ff9b::a00 with port 1.
+            "[64:ff9b::a00:1]",
         ] {
             assert_eq!(rule(entry).to_string(), entry);
             assert_eq!(rule(&rule(entry).to_string()), rule(entry));

@@ -1,6 +1,6 @@
 //! The read side: straight from the kernel into the caller's buffer.
 
-use std::io;
+use std::io::{self, Read as _};
 use std::sync::{Arc, Weak};
 use std::task::{Context, Poll, ready};
 
@@ -20,8 +20,24 @@ use crate::net::io::{Io, TlsStream, lock};
 pub(super) struct ReceiveState {
     /// A [`Reader`] is checked out.
     open: bool,
+    /// A TLS record failed (the error is in `ended`) while rustls still
+    /// held plaintext it had authenticated from the records before it: the
+    /// read side ends once that plaintext has been read, by whichever
+    /// reader. (A flag beside `open`, not a field of its own: every socket
+    /// holds this state for as long as it is open.)
+    draining: bool,
     /// The read side has ended: `Ok` at the peer's FIN, or the error.
     ended: Option<Result<(), NetError>>,
+}
+
+impl ReceiveState {
+    /// How the read side ended, once it has (not while draining).
+    fn end(&self) -> Option<Result<(), NetError>> {
+        if self.draining {
+            return None;
+        }
+        self.ended.clone()
+    }
 }
 
 /// The read side of a [`TcpConn`], checked out by [`TcpConn::reader`].
@@ -62,7 +78,7 @@ impl TcpConn {
         let mut reader = Reader {
             core: Arc::downgrade(core),
             outcome: Some(tx),
-            ended: state.receive.ended.clone(),
+            ended: state.receive.end(),
         };
         if let Some(end) = reader.ended.clone() {
             // Report the same end at once.
@@ -79,7 +95,7 @@ impl TcpConn {
     /// reader has ended rather than wait.)
     pub fn receive_outcome(&self) -> Option<Result<(), NetError>> {
         match self.core() {
-            Ok(core) => core.state().receive.ended.clone(),
+            Ok(core) => core.state().receive.end(),
             Err(e) => Some(Err(e)),
         }
     }
@@ -162,20 +178,62 @@ impl Reader {
             // No way to look without reading: say "ready" and let the read tell.
             return Poll::Ready(Ok(0));
         }
+        let draining = {
+            let state = core.state();
+            if state.receive.draining {
+                state.receive.ended.clone()
+            } else {
+                None
+            }
+        };
+        if let Some(Err(failed)) = draining {
+            return Poll::Ready(self.after_failure(core, tls, buf, failed));
+        }
         let mut out = ReadBuf::new(buf);
         let polled = Pin::new(&mut *lock(tls)).poll_read(cx, &mut out);
+        let filled = out.filled().len();
         // rustls may have written (and taken the socket's write waker).
         core.writer_waker.wake();
         core.drain_waker.wake();
         match ready!(polled) {
-            Ok(()) if out.filled().is_empty() => Poll::Ready(self.end(core, Ok(())).map(|()| 0)),
-            Ok(()) => Poll::Ready(Ok(out.filled().len())),
+            Ok(()) if filled == 0 => Poll::Ready(self.end(core, Ok(())).map(|()| 0)),
+            Ok(()) => Poll::Ready(Ok(filled)),
             Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
                 tracing::debug!(target: "moat::net", "tls peer closed without close_notify");
                 Poll::Ready(self.end(core, Ok(())).map(|()| 0))
             }
-            Err(e) => Poll::Ready(self.end(core, Err(crate::net::tls::error(e))).map(|()| 0)),
+            Err(e) => Poll::Ready(self.after_failure(core, tls, buf, crate::net::tls::error(e))),
         }
+    }
+
+    /// A TLS record failed (`failed`): tokio-rustls says so at once, but
+    /// rustls may still hold plaintext it decrypted and authenticated from
+    /// the records before it, which the peer did send. That is read first;
+    /// the error ends the read side once none is left.
+    fn after_failure(
+        &mut self,
+        core: &Core,
+        tls: &std::sync::Mutex<TlsStream>,
+        buf: &mut [u8],
+        failed: NetError,
+    ) -> Result<usize, NetError> {
+        let n = {
+            let mut stream = lock(tls);
+            let read = match &mut *stream {
+                tokio_rustls::TlsStream::Client(s) => s.get_mut().1.reader().read(buf),
+                tokio_rustls::TlsStream::Server(s) => s.get_mut().1.reader().read(buf),
+            };
+            read.unwrap_or(0)
+        };
+        if n == 0 {
+            core.state().receive.draining = false;
+            return self.end(core, Err(failed)).map(|()| 0);
+        }
+        tracing::debug!(target: "moat::net", error = %failed, bytes = n, "tls record failed: reading what came before it");
+        let mut state = core.state();
+        state.receive.ended = Some(Err(failed));
+        state.receive.draining = true;
+        Ok(n)
     }
 
     /// `Some` once the read side has ended (or the socket closed).

@@ -8,7 +8,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
-use super::{TlsTrust, add_roots, error, provider, versions_error};
+use super::{TlsTrust, add_roots, handshake_error, provider, versions_error};
 use crate::net::error::NetError;
 use crate::net::io::{Prefixed, TlsStream};
 use crate::policy::Host;
@@ -72,7 +72,7 @@ pub(crate) async fn handshake_client(
     .await
     {
         Err(_) => Err(NetError::TimedOut),
-        Ok(Err(e)) => Err(error(e)),
+        Ok(Err(e)) => Err(handshake_error(e)),
         Ok(Ok(tls)) => Ok(TlsStream::Client(tls)),
     }
 }

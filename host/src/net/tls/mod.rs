@@ -404,6 +404,19 @@ pub(crate) fn error(err: io::Error) -> NetError {
     }
 }
 
+/// A handshake's failure: [`error`]'s, but for a peer that closed the
+/// connection before the handshake was done, which is the handshake's
+/// failure too (an HTTP server answering a ClientHello, half a record),
+/// not an unexplained end.
+pub(crate) fn handshake_error(err: io::Error) -> NetError {
+    if err.kind() == io::ErrorKind::UnexpectedEof {
+        return NetError::TlsHandshake(
+            "the peer closed the connection before the handshake was done".into(),
+        );
+    }
+    error(err)
+}
+
 pub(crate) fn from_rustls(err: &rustls::Error) -> NetError {
     use rustls::CertificateError as C;
     let text = err.to_string();

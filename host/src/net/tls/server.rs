@@ -10,7 +10,7 @@ use tokio_rustls::TlsAcceptor;
 
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
-use super::{TlsServerOptions, add_roots, error, provider, versions_error};
+use super::{TlsServerOptions, add_roots, handshake_error, provider, versions_error};
 use crate::net::error::NetError;
 use crate::net::io::{Prefixed, TlsStream};
 use crate::net::limits::DEFAULT_TLS_HANDSHAKE_TIMEOUT;
@@ -81,7 +81,7 @@ pub(crate) async fn handshake_server(
     let accepting = tls.acceptor.accept(Prefixed::new(stream, already_read));
     match tokio::time::timeout(tls.limit, accepting).await {
         Err(_) => Err(NetError::TimedOut),
-        Ok(Err(e)) => Err(error(e)),
+        Ok(Err(e)) => Err(handshake_error(e)),
         Ok(Ok(session)) => Ok(TlsStream::Server(session)),
     }
 }
