@@ -152,3 +152,30 @@ async fn a_listener_reached_through_another_address_is_not_the_programs_own() {
         done.stderr
     );
 }
+
+#[tokio::test]
+async fn another_host_on_the_listeners_port_gets_the_usual_hint() {
+    // 192.0.2.7 (TEST-NET-1) is not this machine: the denial names the
+    // grant as for any host, not the program's own listener. Nothing is
+    // sent: the connect is refused before its syscall.
+    let done = support::run(
+        guests::STD_NET,
+        listen_only("127.0.0.1:0"),
+        &["self-connect", "127.0.0.1:0", "192.0.2.7"],
+    )
+    .await;
+    assert_eq!(done.code(), 1, "{}\n{}", done.stdout, done.stderr);
+    let port = done
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("listening on 127.0.0.1:"))
+        .expect("the listener's address")
+        .to_owned();
+    assert!(
+        done.stderr.contains(&format!(
+            "connect to 192.0.2.7:{port} denied: needs --allow-net=192.0.2.7:{port}"
+        )),
+        "{}",
+        done.stderr
+    );
+}

@@ -148,13 +148,20 @@ impl OwnListeners {
             .map(|entry| Arc::clone(&entry.rule))
     }
 
-    /// A listener of the run's on `port`, open or among the last
-    /// [`CLOSED_REMEMBERED`] closed: a denied connect to that port names
-    /// the program's own listener rather than a port to grant.
-    pub(crate) fn on_port(&self, port: u16) -> Option<OnPort> {
+    /// A listener of the run's, open or among the last
+    /// [`CLOSED_REMEMBERED`] closed, that a connect to `destination` was
+    /// most likely meant for: on its port, and through a loopback address
+    /// or the listener's own. A denied connect there names the program's
+    /// own listener rather than a port to grant.
+    pub(crate) fn meant(&self, destination: SocketAddr) -> Option<OnPort> {
+        let destination = canonical(destination);
+        let meant = |local: &&SocketAddr| {
+            local.port() == destination.port()
+                && (destination.ip().is_loopback() || local.ip() == destination.ip())
+        };
         let held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
-        let open = held.open.keys().find(|local| local.port() == port);
-        let closed = || held.closed.iter().find(|local| local.port() == port);
+        let open = held.open.keys().find(meant);
+        let closed = || held.closed.iter().find(meant);
         match open {
             Some(&local) => Some(OnPort { local, open: true }),
             None => closed().map(|&local| OnPort { local, open: false }),
@@ -236,11 +243,14 @@ mod tests {
         assert!(own.rule_for(addr("[::1]:7000")).is_none());
         assert!(own.rule_for(addr("127.0.0.1:7002")).is_none());
         assert!(own.rule_for(addr("[::1]:7002")).is_some());
-        let on = |port| own.on_port(port).map(|on| (on.local, on.open));
-        assert_eq!(on(7001), Some((addr("10.0.0.5:7001"), true)));
-        assert_eq!(on(7003), None);
+        let meant = |to: &str| own.meant(addr(to)).map(|on| (on.local, on.open));
+        assert_eq!(meant("10.0.0.5:7001"), Some((addr("10.0.0.5:7001"), true)));
+        assert_eq!(meant("127.0.0.1:7001"), Some((addr("10.0.0.5:7001"), true)));
+        assert_eq!(meant("127.0.0.1:7003"), None);
+        // Another host on the same port is not the listener.
+        assert_eq!(meant("192.0.2.7:7001"), None);
         drop(lan);
-        assert_eq!(on(7001), Some((addr("10.0.0.5:7001"), false)));
+        assert_eq!(meant("10.0.0.5:7001"), Some((addr("10.0.0.5:7001"), false)));
     }
 
     #[test]
@@ -262,8 +272,9 @@ mod tests {
             drop(own.register(SocketAddr::from(([127, 0, 0, 1], port as u16)), rule("*")));
         }
         assert_eq!(own.held.lock().unwrap().closed.len(), CLOSED_REMEMBERED);
-        assert!(own.on_port(1).is_none(), "the oldest is forgotten");
-        let newest = own.on_port(total as u16).unwrap();
+        let at = |port: usize| SocketAddr::from(([127, 0, 0, 1], port as u16));
+        assert!(own.meant(at(1)).is_none(), "the oldest is forgotten");
+        let newest = own.meant(at(total)).unwrap();
         assert!(!newest.open);
     }
 }

@@ -133,7 +133,8 @@ pub(crate) struct Run {
     pub(crate) budget: Arc<Budget>,
     /// Where the run's decisions are recorded (off by default).
     pub(crate) audit: Audit,
-    /// The run's loopback listeners: a connect to one needs no grant.
+    /// The run's listeners: a connect to one through loopback needs no
+    /// grant.
     pub(crate) own_listeners: Arc<OwnListeners>,
 }
 
@@ -369,12 +370,14 @@ impl Run {
     }
 
     /// `denied`, a connect refused for want of a grant, naming the run's
-    /// own listener on the port it asked for, if there is one: its message
+    /// own listener it was most likely meant for (on its port, through
+    /// loopback or the listener's address), if there is one: its message
     /// then says how to reach it without a grant, not which port to grant
     /// (the system may have picked the port, anew each run).
     pub(crate) fn naming_own_listener(&self, mut denied: Denied) -> Denied {
         if matches!(denied.reason, DenyReason::NotGranted)
-            && let Some(on) = self.own_listeners.on_port(denied.port)
+            && let Some(ip) = denied.host.as_ip()
+            && let Some(on) = self.own_listeners.meant(SocketAddr::new(ip, denied.port))
         {
             denied.own_listener = Some(Box::new(OwnListenerOnPort {
                 local: on.local,
