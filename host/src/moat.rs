@@ -22,6 +22,17 @@ use crate::setting::Setting;
 use crate::start;
 use crate::ticker::EpochTicker;
 
+/// The wasi:http handler among a component's `exports`, if any.
+fn handler_among(exports: &[String]) -> Option<String> {
+    exports
+        .iter()
+        .find(|name| {
+            name.starts_with(engines::INCOMING_HANDLER)
+                || name.starts_with(engines::SERVICE_HANDLER)
+        })
+        .cloned()
+}
+
 /// What the compiled-code cache did for one [`Moat`] ([`Moat::cache_use`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CacheUse {
@@ -58,10 +69,7 @@ impl Guest {
     /// The wasi:http handler it exports (0.2's `incoming-handler` or 0.3's
     /// `handler`, with its version), if it is one.
     pub fn http_handler(&self) -> Option<String> {
-        self.exports().into_iter().find(|name| {
-            name.starts_with(engines::INCOMING_HANDLER)
-                || name.starts_with(engines::SERVICE_HANDLER)
-        })
+        handler_among(&self.exports())
     }
 
     /// The names the component exports.
@@ -372,7 +380,7 @@ impl Moat {
     /// exits with a code is an `Ok(Exit)`.
     pub async fn run(&self, guest: &Guest, options: RunOptions) -> Result<Exit, MoatError> {
         let exports = guest.exports();
-        let http_handler = guest.http_handler();
+        let http_handler = handler_among(&exports);
         if !exports.iter().any(|name| start::is_run(name)) {
             return Err(MoatError::NoEntryPoint {
                 path: guest.name.to_path_buf(),

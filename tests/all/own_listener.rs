@@ -129,14 +129,13 @@ async fn a_closed_own_listener_is_judged_as_any_address_and_its_port_is_not_offe
     assert_eq!(connections(&taken), 0, "the connect reached another socket");
 }
 
-#[tokio::test]
-async fn a_listener_reached_through_another_address_is_not_the_programs_own() {
-    // The guest listens on 127.0.0.1 and connects to 127.0.0.2, another
-    // loopback address: no listener of its own is there.
+/// A std-net guest listening on 127.0.0.1:0 and connecting to its port on
+/// `host`, refused: its stderr, and the listener's port.
+async fn refused_through(host: &str) -> (String, String) {
     let done = support::run(
         guests::STD_NET,
         listen_only("127.0.0.1:0"),
-        &["self-connect", "127.0.0.1:0", "127.0.0.2"],
+        &["self-connect", "127.0.0.1:0", host],
     )
     .await;
     assert_eq!(done.code(), 1, "{}\n{}", done.stdout, done.stderr);
@@ -145,11 +144,26 @@ async fn a_listener_reached_through_another_address_is_not_the_programs_own() {
         "{}",
         done.stdout
     );
+    let port = done
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("listening on 127.0.0.1:"))
+        .expect("the listener's address")
+        .to_owned();
+    (done.stderr, port)
+}
+
+#[tokio::test]
+async fn a_listener_reached_through_another_address_is_not_the_programs_own() {
+    // 127.0.0.2 is another loopback address: no listener of the guest's
+    // is there, but its port is the guest's own listener's.
+    let (stderr, port) = refused_through("127.0.0.2").await;
     assert!(
-        done.stderr
-            .contains("is the program's own listener (on 127.0.0.1:"),
-        "{}",
-        done.stderr
+        stderr.contains(&format!(
+            "connect to 127.0.0.2:{port} denied: port {port} is the program's own listener \
+             (on 127.0.0.1:{port})"
+        )),
+        "{stderr}"
     );
 }
 
@@ -158,24 +172,11 @@ async fn another_host_on_the_listeners_port_gets_the_usual_hint() {
     // 192.0.2.7 (TEST-NET-1) is not this machine: the denial names the
     // grant as for any host, not the program's own listener. Nothing is
     // sent: the connect is refused before its syscall.
-    let done = support::run(
-        guests::STD_NET,
-        listen_only("127.0.0.1:0"),
-        &["self-connect", "127.0.0.1:0", "192.0.2.7"],
-    )
-    .await;
-    assert_eq!(done.code(), 1, "{}\n{}", done.stdout, done.stderr);
-    let port = done
-        .stdout
-        .lines()
-        .find_map(|l| l.strip_prefix("listening on 127.0.0.1:"))
-        .expect("the listener's address")
-        .to_owned();
+    let (stderr, port) = refused_through("192.0.2.7").await;
     assert!(
-        done.stderr.contains(&format!(
+        stderr.contains(&format!(
             "connect to 192.0.2.7:{port} denied: needs --allow-net=192.0.2.7:{port}"
         )),
-        "{}",
-        done.stderr
+        "{stderr}"
     );
 }

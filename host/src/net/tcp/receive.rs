@@ -53,6 +53,9 @@ pub struct Reader {
     /// How the read side ended, once it has: kept here too, so that a read
     /// takes no lock.
     ended: Option<Result<(), NetError>>,
+    /// The read side is draining what rustls authenticated before a failed
+    /// record (`ReceiveState::draining`), kept here too for the same reason.
+    draining: bool,
 }
 
 impl TcpConn {
@@ -79,6 +82,7 @@ impl TcpConn {
             core: Arc::downgrade(core),
             outcome: Some(tx),
             ended: state.receive.end(),
+            draining: state.receive.draining,
         };
         if let Some(end) = reader.ended.clone() {
             // Report the same end at once.
@@ -178,16 +182,11 @@ impl Reader {
             // No way to look without reading: say "ready" and let the read tell.
             return Poll::Ready(Ok(0));
         }
-        let draining = {
-            let state = core.state();
-            if state.receive.draining {
-                state.receive.ended.clone()
-            } else {
-                None
+        if self.draining {
+            let failed = core.state().receive.ended.clone();
+            if let Some(Err(failed)) = failed {
+                return Poll::Ready(self.after_failure(core, tls, buf, failed));
             }
-        };
-        if let Some(Err(failed)) = draining {
-            return Poll::Ready(self.after_failure(core, tls, buf, failed));
         }
         let mut out = ReadBuf::new(buf);
         let polled = Pin::new(&mut *lock(tls)).poll_read(cx, &mut out);
@@ -227,12 +226,14 @@ impl Reader {
         };
         if n == 0 {
             core.state().receive.draining = false;
+            self.draining = false;
             return self.end(core, Err(failed)).map(|()| 0);
         }
         tracing::debug!(target: "moat::net", error = %failed, bytes = n, "tls record failed: reading what came before it");
         let mut state = core.state();
         state.receive.ended = Some(Err(failed));
         state.receive.draining = true;
+        self.draining = true;
         Ok(n)
     }
 
