@@ -309,11 +309,11 @@ fn prepare(args: &RunArgs) -> anyhow::Result<Prepared> {
     }
     let settings = from_file.and(from_flags);
     // One guest per process: its descriptors are bounded by its own caps.
-    if let Err(e) = moat_host::descriptors::limit_to(&settings.bounds.limits()) {
+    if let Err(e) = moat_host::descriptors::limit_to(&moat_host::settings::limits(&settings.bounds))
+    {
         tracing::warn!("cannot set the descriptor limit the bounds need: {e}");
     }
-    let mut options = settings
-        .run_options()
+    let mut options = moat_host::settings::run_options(&settings)
         .arg(args.component.display().to_string())
         .args(args.args.iter().cloned());
     let mut component = None;
@@ -324,8 +324,11 @@ fn prepare(args: &RunArgs) -> anyhow::Result<Prepared> {
         let guest = component
             .as_deref()
             .map(|bytes| GuestIdentity::of(&args.component, bytes));
-        let audit =
-            Audit::to_destination(destination, audit::Context::new(guest), settings.audited())?;
+        let audit = Audit::to_destination(
+            destination,
+            audit::Context::new(guest),
+            moat_host::settings::audited(&settings),
+        )?;
         options = options.audit(audit);
     }
     for entry in &args.env {

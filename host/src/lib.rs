@@ -2,7 +2,7 @@
 //! and only as far as the person running them allows.
 //!
 //! - [`policy`]: the two capabilities (connect, listen), their allowlists
-//!   and deny lists.
+//!   and deny lists (the moat-policy crate, re-exported).
 //! - [`net`]: the socket core, plain tokio: policy-checked TCP sockets,
 //!   listeners and UDP, within the run's [`net::Limits`]; and the address
 //!   gate that holds stock wasi:sockets programs to the same policy
@@ -11,10 +11,10 @@
 //!   process's descriptor limit that follows the socket cap.
 //! - [`audit`]: the audit trail, a record of every network decision with
 //!   the rule that made it.
-//! - [`settings`]: the table of settings (each one's flag, policy-file key
-//!   and container variable), and grants, deny lists and bounds as flags, a
-//!   policy file or a container's environment state them, and how they add
-//!   up.
+//! - [`settings`]: grants, deny lists and bounds as flags, a policy file
+//!   or a container's environment state them, and how they add up
+//!   (moat-policy's, re-exported), with the limits and run options they
+//!   give.
 //! - [`Moat`], [`RunOptions`]: load and run a guest, everything set up.
 //! - [`kit`]: moat for a wasmtime engine, linker and store of your own, in
 //!   three steps (a builder, a view trait, `add_to_linker`).
@@ -36,16 +36,16 @@ pub mod kit;
 mod moat;
 pub mod net;
 mod options;
-pub mod policy;
 pub mod preopen;
 pub mod serve;
-mod setting;
 pub mod settings;
 pub mod start;
 mod ticker;
 
 pub use error::{MoatError, REFUSED_EXIT, START_FAILED_EXIT, TIMEOUT_EXIT, TRAP_EXIT};
 pub use moat::{CacheUse, Guest, Moat};
+pub use moat_policy::policy;
+use moat_policy::setting;
 pub use net::limits::DEFAULT_LINGER;
 pub use options::{
     CAPTURE_LIMIT, CacheDir, Captured, Exit, Input, InstancePool, MoatConfig, Output, RunOptions,

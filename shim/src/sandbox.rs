@@ -319,10 +319,13 @@ impl MoatSandbox {
         settings.policy = settings.policy.spelled(Spelling::Environment);
         // The container's process runs this one guest: its descriptors are
         // bounded by the guest's own caps, not containerd's million.
-        if let Err(e) = moat_host::descriptors::limit_to(&settings.bounds.limits()) {
+        if let Err(e) =
+            moat_host::descriptors::limit_to(&moat_host::settings::limits(&settings.bounds))
+        {
             tracing::warn!("cannot set the descriptor limit the bounds need: {e}");
         }
-        let mut options = settings.run_options().args(container.args.iter().cloned());
+        let mut options =
+            moat_host::settings::run_options(&settings).args(container.args.iter().cloned());
         for dir in &deployment.dirs {
             let checked =
                 preopen::check(&self.in_root(&dir.host)).map_err(|source| StartError::Dir {
@@ -341,8 +344,12 @@ impl MoatSandbox {
             let guest = GuestIdentity::of(Path::new(path), &component);
             let context = audit::Context::new(Some(guest))
                 .in_container(container.namespace.clone(), container.id.clone());
-            let trail = Audit::to_destination(destination, context, settings.audited())
-                .map_err(StartError::Audit)?;
+            let trail = Audit::to_destination(
+                destination,
+                context,
+                moat_host::settings::audited(&settings),
+            )
+            .map_err(StartError::Audit)?;
             options = options.audit(trail);
         }
         Ok((

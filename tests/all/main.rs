@@ -14,6 +14,7 @@ mod audit;
 mod busy_guest;
 mod chat;
 mod cli;
+mod dns_faults;
 mod files;
 mod foreign;
 mod hostile;

@@ -157,3 +157,38 @@ async fn a_listener_drops_a_client_that_sends_garbage_or_half_a_hello_and_serves
     assert_eq!(got, b"after the garbage");
     drop(good.await.unwrap());
 }
+
+#[tokio::test]
+async fn a_server_that_accepts_and_never_answers_is_a_timeout_and_the_connection_is_closed() {
+    let ca = Ca::new("moat test CA");
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let net = net().with_limits(moat_host::net::Limits {
+        tls_handshake_timeout: std::time::Duration::from_millis(300),
+        ..moat_host::net::Limits::default()
+    });
+    let (options, client) = (Default::default(), trusting(&ca));
+    let connecting = net.connect_tls("127.0.0.1", port, &options, &client);
+    let server = async {
+        let (mut tcp, _) = listener.accept().await.unwrap();
+        // Reads the ClientHello and everything after it, answering nothing,
+        // until the client gives up and closes.
+        let mut received = Vec::new();
+        // Ends at the client's close, cleanly or by a reset.
+        let _ = tcp.read_to_end(&mut received).await;
+        received
+    };
+    let (failed, received) = within("a handshake nobody answers", async {
+        tokio::join!(connecting, server)
+    })
+    .await;
+    match failed {
+        Err(NetError::TimedOut) => {}
+        Err(other) => panic!("a handshake nobody answers: {other:?}"),
+        Ok(_) => panic!("a handshake nobody answers succeeded"),
+    }
+    // A ClientHello came; then the client closed its end (a read that
+    // ends, at EOF or a reset: a socket left open would keep the server
+    // reading until `within` gives up).
+    assert_eq!(received.first(), Some(&0x16), "{received:?}");
+}

@@ -46,7 +46,7 @@ fn audited(flags: &[(Setting, &str)]) -> (Net, Audit, Kept) {
     let audit = Audit::start(
         Box::new(kept.clone()),
         Context::new(None),
-        settings.audited(),
+        crate::settings::audited(&settings),
     )
     .unwrap();
     let net = Net::new(settings.policy).with_audit(audit.clone());

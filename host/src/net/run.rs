@@ -483,7 +483,7 @@ impl Run {
             if addr.ip().is_unspecified() {
                 tracing::debug!(target: "moat::net", host = %target, %addr, "skipping an unspecified address");
                 first_refusal.get_or_insert_with(|| match capability {
-                    Capability::Connect => unspecified_destination(addr.ip()),
+                    Capability::Connect => unspecified_answer(target, addr.ip()),
                     Capability::Listen => unspecified_listen(target, addr.ip()),
                 });
                 continue;
@@ -561,9 +561,18 @@ fn unspecified_listen(name: &Host, ip: IpAddr) -> NetError {
     ))
 }
 
+/// A name's answer that is the unspecified address, as a destination: the
+/// guest wrote the name, so the message names it.
+fn unspecified_answer(name: &Host, ip: IpAddr) -> NetError {
+    NetError::InvalidArgument(format!(
+        "{name} resolved to {}, the unspecified address, which is not a destination",
+        Host::ip(ip)
+    ))
+}
+
 /// The refusal of the unspecified address (`0.0.0.0`, `::`) as a
-/// destination (a connect, a send), however the guest reached it: written
-/// as an IP literal, given as a socket address, or as a name's answer.
+/// destination (a connect, a send) the guest wrote as an IP literal or
+/// gave as a socket address.
 /// Linux would take it for this machine, which is not what it says.
 pub(crate) fn unspecified_destination(ip: IpAddr) -> NetError {
     NetError::InvalidArgument(format!(

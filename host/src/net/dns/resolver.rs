@@ -12,13 +12,14 @@
 
 use std::future::Future;
 use std::io;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::time::Duration;
 
 use hickory_resolver::TokioResolver;
-use hickory_resolver::config::{ResolverConfig, ResolverOpts};
+use hickory_resolver::config::{ConnectionConfig, NameServerConfig, ResolverConfig, ResolverOpts};
 use hickory_resolver::net::runtime::TokioRuntimeProvider;
+use hickory_resolver::net::{DnsError, NetError as HickoryError};
 use hickory_resolver::proto::rr::Name;
 use tokio::sync::OnceCell;
 
@@ -60,12 +61,15 @@ pub trait Resolver: Send + Sync + 'static {
 }
 
 /// The system's DNS configuration, without its search list: hickory-dns
-/// over `/etc/resolv.conf`'s name servers, and `/etc/hosts`.
+/// over `/etc/resolv.conf`'s name servers, and `/etc/hosts`; or over name
+/// servers given ([`with_name_servers`](Self::with_name_servers)).
 ///
 /// It is set up on first use, on the runtime of the run that uses it (its
 /// connections are tasks of that runtime).
 #[derive(Default)]
 pub struct SystemResolver {
+    /// The name servers to ask; `None`: the system's.
+    servers: Option<Vec<SocketAddr>>,
     inner: OnceCell<Result<TokioResolver, String>>,
 }
 
@@ -75,17 +79,47 @@ impl SystemResolver {
         SystemResolver::default()
     }
 
+    /// A resolver that asks `servers` (over UDP, and TCP for a truncated
+    /// answer), in order, with hickory's default timeouts and attempts,
+    /// and no search list; `/etc/hosts` is not read. For an embedder whose
+    /// guests must use a DNS server of its own (a filtering resolver, a
+    /// sidecar), and for tests.
+    pub fn with_name_servers(servers: &[SocketAddr]) -> SystemResolver {
+        SystemResolver {
+            servers: Some(servers.to_vec()),
+            inner: OnceCell::new(),
+        }
+    }
+
     async fn resolver(&self) -> io::Result<&TokioResolver> {
         let built = self
             .inner
             .get_or_init(|| async {
-                let (config, options) = hickory_resolver::system_conf::read_system_conf()
-                    .map_err(|e| format!("cannot read the system's DNS configuration: {e}"))?;
+                let (config, options) = match &self.servers {
+                    Some(servers) => (name_servers(servers), ResolverOpts::default()),
+                    None => hickory_resolver::system_conf::read_system_conf()
+                        .map_err(|e| format!("cannot read the system's DNS configuration: {e}"))?,
+                };
                 absolute_only(config, options)
             })
             .await;
         built.as_ref().map_err(|e| io::Error::other(e.clone()))
     }
+}
+
+/// A configuration that asks `servers`, over UDP then TCP.
+fn name_servers(servers: &[SocketAddr]) -> ResolverConfig {
+    let servers = servers
+        .iter()
+        .map(|server| {
+            let mut udp = ConnectionConfig::udp();
+            udp.port = server.port();
+            let mut tcp = ConnectionConfig::tcp();
+            tcp.port = server.port();
+            NameServerConfig::new(server.ip(), true, vec![udp, tcp])
+        })
+        .collect();
+    ResolverConfig::from_parts(None, Vec::new(), servers)
 }
 
 /// A resolver for `config`'s name servers that looks every name up as
@@ -107,10 +141,7 @@ fn absolute_only(config: ResolverConfig, options: ResolverOpts) -> Result<TokioR
 async fn lookup_absolute(resolver: &TokioResolver, name: &str) -> io::Result<Answer> {
     let absolute = Name::from_ascii(format!("{name}."))
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
-    let answer = resolver
-        .lookup_ip(absolute)
-        .await
-        .map_err(|e| io::Error::new(io::ErrorKind::NotFound, e.to_string()))?;
+    let answer = resolver.lookup_ip(absolute).await.map_err(lookup_failed)?;
     Ok(Answer {
         addresses: answer.iter().collect(),
         lifetime: Some(
@@ -119,6 +150,34 @@ async fn lookup_absolute(resolver: &TokioResolver, name: &str) -> io::Result<Ans
                 .saturating_duration_since(std::time::Instant::now()),
         ),
     })
+}
+
+/// A lookup that failed, as the guest reads it (`name-not-resolved`):
+/// what the DNS server said, in words, rather than hickory's structures.
+#[derive(Debug, thiserror::Error)]
+#[error("{reason}")]
+struct LookupFailed {
+    reason: String,
+    #[source]
+    source: HickoryError,
+}
+
+fn lookup_failed(e: HickoryError) -> io::Error {
+    let reason = if e.is_nx_domain() {
+        "no such name (the DNS server answered NXDOMAIN)".to_owned()
+    } else if e.is_no_records_found() {
+        // Also a CNAME chain that ends nowhere, or loops.
+        "the name has no address".to_owned()
+    } else {
+        match &e {
+            HickoryError::Dns(DnsError::ResponseCode(code)) => {
+                format!("the DNS server answered {code}")
+            }
+            HickoryError::Proto(cause) => format!("the DNS server's answer is malformed: {cause}"),
+            other => other.to_string(),
+        }
+    };
+    io::Error::new(io::ErrorKind::NotFound, LookupFailed { reason, source: e })
 }
 
 impl Resolver for SystemResolver {
@@ -133,10 +192,7 @@ impl Resolver for SystemResolver {
 
 #[cfg(test)]
 mod tests {
-    use std::net::SocketAddr;
     use std::sync::{Arc, Mutex};
-
-    use hickory_resolver::config::{ConnectionConfig, NameServerConfig};
 
     use super::*;
 
