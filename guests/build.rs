@@ -28,6 +28,7 @@ const GUESTS: &[(&str, &str, &str)] = &[
     ("STD_NET", "std-net", "tests/guests/std-net"),
     ("FS_PROBE", "fs-probe", "tests/guests/fs-probe"),
     ("HOSTILE", "hostile", "tests/guests/hostile"),
+    ("BOUNDARY", "boundary", "tests/guests/boundary"),
     ("SOCKETS_P3", "sockets-p3", "tests/guests/sockets-p3"),
     ("TOKIO_NET", "tokio-net", "tests/guests/tokio-net"),
     ("HTTP_PROBE", "http-probe", "tests/guests/http-probe"),

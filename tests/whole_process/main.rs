@@ -2,7 +2,8 @@
 //! allocator counts ([`tls_memory`]), its resident memory and open sockets
 //! ([`held`], [`cleanup`], [`hostile_stock`], [`hostile_udp`],
 //! [`http_memory`]), its
-//! descriptor limit ([`accept_errors`]). They run one at a
+//! descriptor limit ([`accept_errors`]); the boundary guest's random call
+//! sequences ([`boundary`]). They run one at a
 //! time ([`in_turn`]), in a binary of their own, so that nothing else in
 //! the process moves what they measure.
 
@@ -12,6 +13,7 @@ use std::sync::Mutex;
 mod support;
 
 mod accept_errors;
+mod boundary;
 mod cleanup;
 mod held;
 mod hostile_stock;

@@ -1,0 +1,382 @@
+//! Test guest: reads bytes from stdin and turns them into a sequence of
+//! calls on moat:net (through the SDK) and wasi:sockets (through std::net):
+//! connects, listens, binds, sends, receives, TLS upgrades, options,
+//! drops at every point, futures cancelled midway, tasks aborted, and an
+//! exit or a trap at any point, with hosts from a dictionary of
+//! spellings and sizes from zero to a MiB. The test that runs it
+//! (tests/whole_process/boundary.rs) gives it a small grant, a sink, a
+//! blackhole and a canary, and checks the host after each sequence.
+//!
+//! Arguments: SINK_PORT BLACKHOLE_PORT CANARY_PORT UDP_SINK_PORT.
+//!
+//! Each write the guest saw complete to the sink is reported as a line
+//! `sent LOCAL_PORT TOTAL` (its connection's total so far): the test checks
+//! that at least that many bytes arrived, in order. Every byte sent to the
+//! sink, on any connection, is `pattern(local port, offset)`.
+
+use std::collections::HashSet;
+use std::io::{Read, Write};
+use std::time::Duration;
+
+use moat_sdk::time::{sleep, timeout};
+use moat_sdk::{
+    ConnectOptions, Error, Keepalive, TcpListener, TcpStream, TlsConnectOptions, UdpSocket,
+};
+
+/// The byte at `offset` of what a connection from `port` sends the sink.
+/// The test computes the same.
+fn pattern(port: u16, offset: u64) -> u8 {
+    (offset.wrapping_mul(0x9E37_79B1) >> 11) as u8 ^ (port as u8) ^ ((port >> 8) as u8)
+}
+
+fn patterned(port: u16, from: u64, len: usize) -> Vec<u8> {
+    (0..len as u64).map(|i| pattern(port, from + i)).collect()
+}
+
+/// Hosts as a guest may write them: granted, denied, every spelling of
+/// loopback, the unspecified, multicast and broadcast addresses, IPv6
+/// forms that carry IPv4, names that are no names. None that the grant
+/// allows leaves the machine: the test sends nothing off loopback.
+const HOSTS: &[&str] = &[
+    "127.0.0.1",
+    "127.0.0.1",
+    "localhost",
+    "::ffff:127.0.0.1",
+    "[::ffff:127.0.0.1]",
+    "::1",
+    "[::1]",
+    "0.0.0.0",
+    "::",
+    "::ffff:0.0.0.0",
+    "224.0.0.1",
+    "239.255.255.250",
+    "255.255.255.255",
+    "127.0.0.2",
+    "10.0.0.1",
+    "169.254.169.254",
+    // IPv6 forms that carry an IPv4 address the grant does not name
+    // (NAT64, 6to4, IPv4-compatible): carried forms of the granted
+    // 127.0.0.1 would be allowed, and route off the machine.
+    "64:ff9b::a00:1",
+    "2002:a00:1::1",
+    "::a00:1",
+    "2130706433",
+    "0x7f000001",
+    "127.1",
+    "LOCALHOST.",
+    "",
+    "a..b",
+    "[127.0.0.1]",
+    "example.invalid",
+    "xn--",
+    "-",
+    "[fe80::1%1]",
+];
+
+const SIZES: &[usize] = &[0, 1, 7, 1000, 65_536, 1 << 20];
+
+/// One connection the sequence holds.
+struct Conn {
+    stream: TcpStream,
+    /// Its local port, when it goes to the sink and the port is its own in
+    /// this run (a port reused by a later connection is not accounted).
+    sink_port: Option<u16>,
+    /// What the guest saw written to the sink on it.
+    sent: u64,
+}
+
+struct State {
+    sink: u16,
+    ports: [u16; 6],
+    conns: Vec<Conn>,
+    listeners: Vec<TcpListener>,
+    udp: Vec<UdpSocket>,
+    used_ports: HashSet<u16>,
+}
+
+/// The input, read an argument at a time; 0 past its end.
+struct Input<'a>(std::slice::Iter<'a, u8>);
+
+impl Input<'_> {
+    fn byte(&mut self) -> u8 {
+        self.0.next().copied().unwrap_or(0)
+    }
+    fn flag(&mut self) -> bool {
+        self.byte() & 1 == 1
+    }
+    fn pick<'t, T>(&mut self, from: &'t [T]) -> &'t T {
+        &from[usize::from(self.byte()) % from.len()]
+    }
+    fn index(&mut self, len: usize) -> Option<usize> {
+        let b = usize::from(self.byte());
+        (len > 0).then(|| b % len)
+    }
+}
+
+impl State {
+    fn host_port(&self, input: &mut Input<'_>) -> (&'static str, u16) {
+        let host = *input.pick(HOSTS);
+        let port = *input.pick(&self.ports);
+        (host, port)
+    }
+
+    /// Registers a new connection; accounted when it reached the sink from
+    /// a port not used before in this run.
+    fn add(&mut self, stream: TcpStream) {
+        let local = stream.local_addr().ok().map(|a| a.port());
+        let to_sink = stream.peer_addr().ok().map(|a| a.port()) == Some(self.sink);
+        let sink_port = match local {
+            Some(port) if to_sink && self.used_ports.insert(port) => Some(port),
+            Some(port) => {
+                self.used_ports.insert(port);
+                None
+            }
+            None => None,
+        };
+        self.conns.push(Conn {
+            stream,
+            sink_port,
+            sent: 0,
+        });
+    }
+}
+
+async fn step(op: u8, input: &mut Input<'_>, s: &mut State) {
+    match op % 20 {
+        0 => {
+            // A quarter of the connects go to the sink, so that many
+            // sequences have bytes to account for.
+            if input.byte() < 64 {
+                if let Ok(stream) = TcpStream::connect(("127.0.0.1", s.sink)).await {
+                    s.add(stream);
+                }
+                return;
+            }
+            let (host, port) = s.host_port(input);
+            let options = ConnectOptions {
+                timeout: match input.byte() % 4 {
+                    0 => None,
+                    1 => Some(Duration::ZERO),
+                    _ => Some(Duration::from_millis(200)),
+                },
+                nodelay: input.flag(),
+                send_buffer_size: *input.pick(&[None, Some(0), Some(1), Some(u64::MAX)]),
+                receive_buffer_size: *input.pick(&[None, Some(0), Some(u64::MAX)]),
+                ..ConnectOptions::default()
+            };
+            if let Ok(stream) = TcpStream::connect_with((host, port), &options).await {
+                s.add(stream);
+            }
+        }
+        1 => {
+            let size = *input.pick(SIZES);
+            // Half the writes go to the newest connection, often the sink's.
+            let newest = input.flag();
+            let Some(i) = input.index(s.conns.len()) else {
+                return;
+            };
+            let i = if newest { s.conns.len() - 1 } else { i };
+            let conn = &mut s.conns[i];
+            // Up to a MiB to the sink, which reads everything; a little to
+            // anything else (the guest's own connections, which nothing may
+            // read: a MiB would fill their buffers and block the sequence).
+            let size = if conn.sink_port.is_some() {
+                size
+            } else {
+                size.min(1000)
+            };
+            let port = conn.sink_port.unwrap_or(0);
+            let data = patterned(port, conn.sent, size);
+            if conn.stream.write_all(&data).await.is_ok()
+                && let Some(port) = conn.sink_port
+            {
+                conn.sent += size as u64;
+                println!("sent {port} {}", conn.sent);
+            }
+        }
+        2 => {
+            let size = *input.pick(&[0usize, 1, 4096, 1 << 20]);
+            let Some(i) = input.index(s.conns.len()) else {
+                return;
+            };
+            let mut buf = vec![0u8; size];
+            // Cancelled midway unless something is there already.
+            let _ = timeout(Duration::from_millis(2), s.conns[i].stream.read(&mut buf)).await;
+        }
+        3 => {
+            if let Some(i) = input.index(s.conns.len()) {
+                drop(s.conns.swap_remove(i));
+            }
+        }
+        4 => {
+            if let Some(i) = input.index(s.conns.len()) {
+                let _ = s.conns[i].stream.shutdown().await;
+            }
+        }
+        5 => {
+            let (host, port) = s.host_port(input);
+            let port = if input.flag() { 0 } else { port };
+            if let Ok(listener) = TcpListener::bind((host, port)).await {
+                s.listeners.push(listener);
+            }
+        }
+        6 => {
+            let Some(i) = input.index(s.listeners.len()) else {
+                return;
+            };
+            if let Ok(Ok((stream, _))) =
+                timeout(Duration::from_millis(2), s.listeners[i].accept()).await
+            {
+                s.add(stream);
+            }
+        }
+        7 => {
+            if let Some(i) = input.index(s.listeners.len()) {
+                drop(s.listeners.swap_remove(i));
+            }
+        }
+        8 => {
+            let host = *input.pick(HOSTS);
+            if let Ok(udp) = UdpSocket::bind((host, 0)).await {
+                s.udp.push(udp);
+            }
+        }
+        9 => {
+            let (host, port) = s.host_port(input);
+            let size = *input.pick(&[0usize, 1, 512, 65_507, 70_000]);
+            let Some(i) = input.index(s.udp.len()) else {
+                return;
+            };
+            let _ = s.udp[i].send_to(&vec![0x5a; size], (host, port)).await;
+        }
+        10 => {
+            if let Some(i) = input.index(s.udp.len()) {
+                let _ = timeout(Duration::from_millis(2), s.udp[i].recv()).await;
+            }
+        }
+        11 => {
+            // TLS on a connection that is not the sink's (its bytes would
+            // not be the pattern), cancelled midway or failing.
+            let Some(i) = input.index(s.conns.len()) else {
+                return;
+            };
+            if s.conns[i].sink_port.is_some() {
+                return;
+            }
+            let conn = &mut s.conns[i];
+            let options = TlsConnectOptions::default();
+            let upgrade = conn.stream.start_tls("localhost", &[], &options);
+            let _ = timeout(Duration::from_millis(20), upgrade).await;
+        }
+        12 => {
+            let (host, port) = s.host_port(input);
+            if port == s.sink {
+                return;
+            }
+            let options = TlsConnectOptions::default();
+            let connecting = TcpStream::connect_tls((host, port), &options);
+            let _ = timeout(Duration::from_millis(20), connecting).await;
+        }
+        13 => {
+            // A task that connects to the sink and writes, aborted after a
+            // few turns: its bytes may have gone, partly, in order.
+            let sink = s.sink;
+            let turns = input.byte() % 8;
+            let task = moat_sdk::spawn(async move {
+                let Ok(mut stream) = TcpStream::connect(("127.0.0.1", sink)).await else {
+                    return;
+                };
+                let port = stream.local_addr().map(|a| a.port()).unwrap_or(0);
+                let _ = stream.write_all(&patterned(port, 0, 256 << 10)).await;
+            });
+            for _ in 0..turns {
+                moat_sdk::task::yield_now().await;
+            }
+            task.abort();
+        }
+        14 => {
+            // wasi:sockets, through std::net.
+            let (host, port) = s.host_port(input);
+            let size = *input.pick(&SIZES[..5]);
+            let Ok(mut stream) = std::net::TcpStream::connect((host, port)) else {
+                return;
+            };
+            let Ok(local) = stream.local_addr() else {
+                return;
+            };
+            let to_sink = stream.peer_addr().map(|a| a.port()).ok() == Some(s.sink);
+            let fresh = s.used_ports.insert(local.port());
+            let size = if to_sink { size } else { size.min(1000) };
+            let data = patterned(if to_sink { local.port() } else { 0 }, 0, size);
+            if stream.write_all(&data).is_ok() && to_sink && fresh {
+                println!("sent {} {size}", local.port());
+            }
+            if input.flag() {
+                let _ = stream.set_nonblocking(true);
+                let _ = stream.read(&mut [0u8; 16]);
+            }
+        }
+        15 => {
+            let (host, port) = s.host_port(input);
+            if let Ok(udp) = std::net::UdpSocket::bind("127.0.0.1:0") {
+                let _ = udp.send_to(b"std", (host, port));
+            }
+        }
+        16 => {
+            if let Some(i) = input.index(s.conns.len()) {
+                let stream = &s.conns[i].stream;
+                let _ = stream.set_nodelay(input.flag());
+                let forever = Some(Duration::from_secs(u64::MAX / 4));
+                let _ = stream.set_keepalive(Some(Keepalive {
+                    idle: forever,
+                    interval: Some(Duration::ZERO),
+                    retries: Some(u32::MAX),
+                }));
+            }
+        }
+        17 => {
+            if input.byte() < 8 {
+                moat_sdk::exit(3);
+            }
+        }
+        18 => {
+            if input.byte() < 8 {
+                panic!("boundary: trapping midway");
+            }
+        }
+        _ => sleep(Duration::from_millis(1)).await,
+    }
+}
+
+#[moat_sdk::main]
+async fn main() -> Result<(), Error> {
+    let args: Vec<u16> = std::env::args()
+        .skip(1)
+        .map(|a| a.parse().unwrap_or(0))
+        .collect();
+    let [sink, blackhole, canary, udp_sink] = args[..] else {
+        return Err(Error::InvalidArgument(
+            "boundary: SINK BLACKHOLE CANARY UDP_SINK".into(),
+        ));
+    };
+    let mut bytes = Vec::new();
+    std::io::stdin()
+        .read_to_end(&mut bytes)
+        .map_err(|e| Error::Other(format!("stdin: {e}")))?;
+    let mut state = State {
+        sink,
+        ports: [sink, blackhole, canary, udp_sink, 0, 65_535],
+        conns: Vec::new(),
+        listeners: Vec::new(),
+        udp: Vec::new(),
+        used_ports: HashSet::new(),
+    };
+    let mut input = Input(bytes.iter());
+    while let Some(&op) = input.0.next() {
+        // What the test shows of a sequence that failed or ran out of time.
+        eprintln!("op {}", op % 20);
+        step(op, &mut input, &mut state).await;
+    }
+    // Everything still open is dropped here, as the run ends.
+    Ok(())
+}
