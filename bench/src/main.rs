@@ -4,6 +4,7 @@
 //! ```text
 //! cargo run --release -p moat-bench -- [--quick] [--rounds N] [--baseline DIR] [WORKLOAD...]
 //! cargo run --release -p moat-bench -- report FILE.json   # the tables and chart again
+//! cargo run --release -p moat-bench -- soak [--quick] [PART...]   # moat under long, checked load
 //! ```
 //!
 //! Writes `target/bench/latest.json`, `target/bench/latest.md` (the table),
@@ -12,12 +13,19 @@
 //! the `moat` and wasmtime-wasi servers of another build of this repository
 //! (DIR is that checkout's target directory) in the same rounds, and writes
 //! the A/B table to `target/bench/latest-ab.md`.
+//!
+//! `soak` runs only the moat server, under long load whose every byte and
+//! connection is checked, its RSS and descriptors read every second (parts
+//! `bytes`, `sequential`, `concurrent`, `udp`; see [`soak`]). It writes
+//! `target/bench/soak.json`, `soak.md` and `soak.svg`, and exits non-zero
+//! if a check fails or the server keeps descriptors past a part.
 
 mod measure;
 mod native;
 mod pattern;
 mod report;
 mod servers;
+mod soak;
 mod wasi;
 mod workloads;
 
@@ -41,6 +49,7 @@ fn main() -> anyhow::Result<()> {
         Some("fetch-native") => workloads::fetch_native(&args[2..]),
         Some("measure") => measure::child(&args[2..]),
         Some("report") => rewrite(&args[2..]),
+        Some("soak") => soak::run(&args[2..]),
         _ => harness(&args[1..]),
     }
 }
@@ -61,6 +70,8 @@ fn harness(args: &[String]) -> anyhow::Result<()> {
             "-h" | "--help" => {
                 println!(
                     "usage: moat-bench [--quick] [--rounds N] [--baseline DIR] [WORKLOAD...]\n\
+                     \x20      moat-bench report FILE.json\n\
+                     \x20      moat-bench soak [--quick] [PART...]   (see `moat-bench soak --help`)\n\
                      --baseline DIR: also run the moat and wasmtime-wasi of the build in the\n\
                      target directory DIR (another checkout, built with `cargo build --release\n\
                      -p moat -p moat-bench -p moat-guests`), in the same rounds\n\
