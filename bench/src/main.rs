@@ -54,6 +54,29 @@ fn main() -> anyhow::Result<()> {
     }
 }
 
+/// What every harness run needs: this build's `moat` (built if stale),
+/// the certificates, the compile cache, a raised descriptor limit; and the
+/// directory the outputs go to (`target/bench`).
+fn set_up(baseline: Option<Baseline>) -> anyhow::Result<(Setup, PathBuf)> {
+    let exe = std::env::current_exe()?;
+    let target = exe
+        .parent()
+        .and_then(Path::parent)
+        .context("the harness runs from target/release")?
+        .to_owned();
+    let out = target.join("bench");
+    std::fs::create_dir_all(&out)?;
+    let setup = Setup {
+        moat: build_moat(&exe)?,
+        exe,
+        cache: out.join("cache"),
+        certs: make_certs(&out.join("certs"))?,
+        baseline,
+    };
+    raise_fd_limit();
+    Ok((setup, out))
+}
+
 fn harness(args: &[String]) -> anyhow::Result<()> {
     let mut quick = false;
     let mut rounds = None;
@@ -90,25 +113,11 @@ fn harness(args: &[String]) -> anyhow::Result<()> {
     if chosen.is_empty() {
         chosen = workloads::ALL.iter().map(|s| s.to_string()).collect();
     }
-    let exe = std::env::current_exe()?;
-    let target = exe
-        .parent()
-        .and_then(Path::parent)
-        .context("the harness runs from target/release")?
-        .to_owned();
-    let out = target.join("bench");
-    std::fs::create_dir_all(&out)?;
-    let setup = Setup {
-        moat: build_moat(&exe)?,
-        exe,
-        cache: out.join("cache"),
-        certs: make_certs(&out.join("certs"))?,
-        baseline: baseline
-            .as_deref()
-            .map(Baseline::in_target_dir)
-            .transpose()?,
-    };
-    raise_fd_limit();
+    let baseline_setup = baseline
+        .as_deref()
+        .map(Baseline::in_target_dir)
+        .transpose()?;
+    let (setup, out) = set_up(baseline_setup)?;
     measure::num_cpus(); // counted before any pinning
     let run = Run {
         setup,

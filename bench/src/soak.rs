@@ -46,7 +46,6 @@ mod stream;
 mod udp;
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -236,22 +235,7 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     chosen.sort_by_key(|p| PARTS.iter().position(|q| *q == p.as_str()));
     chosen.dedup();
 
-    let exe = std::env::current_exe()?;
-    let target = exe
-        .parent()
-        .and_then(Path::parent)
-        .context("the harness runs from target/release")?
-        .to_owned();
-    let out = target.join("bench");
-    std::fs::create_dir_all(&out)?;
-    let setup = Setup {
-        moat: crate::build_moat(&exe)?,
-        exe,
-        cache: out.join("cache"),
-        certs: crate::make_certs(&out.join("certs"))?,
-        baseline: None,
-    };
-    crate::raise_fd_limit();
+    let (setup, out) = crate::set_up(None)?;
     let machine = crate::machine();
     eprintln!("{machine}");
 
