@@ -45,6 +45,7 @@ const GUESTS: &[(&str, &str, &str)] = &[
         "tests/guests/http-middleware-p3",
     ),
     ("UNSERVED", "unserved", "tests/guests/unserved"),
+    ("NET_V0_2", "net-v0-2", "tests/guests/net-v0-2"),
     ("BENCH_SERVER", "bench-server", "bench/guests/bench-server"),
     ("BENCH_STD", "bench-std", "bench/guests/bench-std"),
     ("HELLO", "hello", "bench/guests/hello"),
@@ -64,6 +65,7 @@ fn main() {
     for watched in [
         "guest-sdk",
         "wit",
+        "host/wit",
         "Cargo.lock",
         "bench/src/pattern.rs",
         ".cargo/config.toml",

@@ -53,7 +53,9 @@ pub struct Denial {
     pub message: String,
 }
 
-/// Everything a network call can fail with.
+/// Everything a network call can fail with. Each case carries the host's
+/// line for a human, which names what failed and, where the call named an
+/// address, which.
 ///
 /// ```no_run
 /// use moat_sdk::{Error, TcpStream};
@@ -62,8 +64,8 @@ pub struct Denial {
 /// match TcpStream::connect("example.com:443").await {
 ///     Ok(_stream) => {}
 ///     Err(Error::Denied(denial)) => eprintln!("not allowed: {}", denial.message),
-///     // "connection refused by example.com:443"
-///     Err(e @ Error::ConnectionRefused { .. }) => eprintln!("{e}"),
+///     // "connect to example.com:443: connection refused"
+///     Err(e @ Error::ConnectionRefused(_)) => eprintln!("{e}"),
 ///     Err(other) => eprintln!("failed: {other}"),
 /// }
 /// # }
@@ -77,34 +79,25 @@ pub enum Error {
     InvalidArgument(String),
     /// The call does not fit the socket's state (the text says why).
     InvalidState(String),
-    /// The host name could not be resolved.
+    /// The host name could not be resolved (the text names it and says why).
     NameNotResolved(String),
-    /// Nothing accepts connections at that address.
-    ConnectionRefused {
-        /// `HOST:PORT` as the guest wrote it (empty if the call had none).
-        address: String,
-    },
+    /// Nothing accepts connections at that address, like
+    /// `connect to 127.0.0.1:9: connection refused`.
+    ConnectionRefused(String),
     /// The connection was reset or aborted.
-    ConnectionReset,
-    /// The operation did not complete in time.
-    TimedOut,
-    /// The local address is in use.
-    AddressInUse {
-        /// `HOST:PORT` as the guest wrote it (empty if the call had none).
-        address: String,
-    },
+    ConnectionReset(String),
+    /// The operation did not complete in time; the text says what took too
+    /// long and which timeout ended it, like `lookup of example.com took
+    /// longer than 15s, the run's lookup timeout (--lookup-timeout)`.
+    TimedOut(String),
+    /// The local address is in use, like `listen on 127.0.0.1:7000: address in use`.
+    AddressInUse(String),
     /// The local address is not available on this machine.
-    AddressNotAvailable {
-        /// `HOST:PORT` as the guest wrote it (empty if the call had none).
-        address: String,
-    },
+    AddressNotAvailable(String),
     /// No route to the host or network.
-    Unreachable {
-        /// `HOST:PORT` as the guest wrote it (empty if the call had none).
-        address: String,
-    },
-    /// The socket or listener is closed.
-    Closed,
+    Unreachable(String),
+    /// The socket, the stream or the listener is closed.
+    Closed(String),
     /// TLS: the peer's certificate does not lead to a trusted root.
     CertificateUntrusted(String),
     /// TLS: the certificate is not valid for the host that was named.
@@ -116,6 +109,12 @@ pub enum Error {
     /// A bound of the run was reached (too many open sockets); the text
     /// names it and the `moat run` flag that raises it.
     LimitReached(String),
+    /// The operating system refused a call the host's policy allowed (a
+    /// privileged port, broadcast without `UdpBindOptions::broadcast`, a
+    /// firewall rule).
+    AccessDenied(String),
+    /// A datagram is longer than the protocol or the path allows.
+    DatagramTooLarge(String),
     /// Anything else (the text is the host's).
     Other(String),
 }
@@ -127,34 +126,6 @@ impl fmt::Display for Error {
             Error::InvalidArgument(why) => write!(f, "invalid argument: {why}"),
             Error::InvalidState(why) => write!(f, "invalid state: {why}"),
             Error::NameNotResolved(why) => write!(f, "name not resolved: {why}"),
-            Error::ConnectionRefused { address } => {
-                f.write_str("connection refused")?;
-                at(f, " by ", address)
-            }
-            Error::ConnectionReset => f.write_str("connection reset"),
-            Error::TimedOut => f.write_str("timed out"),
-            Error::AddressInUse { address } => {
-                f.write_str("address ")?;
-                at(f, "", address)?;
-                f.write_str(if address.is_empty() {
-                    "in use"
-                } else {
-                    " in use"
-                })
-            }
-            Error::AddressNotAvailable { address } => {
-                f.write_str("address not available")?;
-                at(f, ": ", address)?;
-                if !address.is_empty() {
-                    f.write_str(" is not an address of this machine")?;
-                }
-                Ok(())
-            }
-            Error::Unreachable { address } => {
-                f.write_str("host or network unreachable")?;
-                at(f, ": ", address)
-            }
-            Error::Closed => f.write_str("closed"),
             Error::CertificateUntrusted(why) => write!(
                 f,
                 "certificate not trusted: {why} (a private CA can be trusted by the run, \
@@ -165,42 +136,21 @@ impl fmt::Display for Error {
             Error::CertificateExpired(why) => write!(f, "certificate expired: {why}"),
             Error::TlsHandshake(why) => write!(f, "tls handshake failed: {why}"),
             Error::LimitReached(why) => write!(f, "limit reached: {why}"),
-            Error::Other(why) => f.write_str(why),
+            Error::ConnectionRefused(why)
+            | Error::ConnectionReset(why)
+            | Error::TimedOut(why)
+            | Error::AddressInUse(why)
+            | Error::AddressNotAvailable(why)
+            | Error::Unreachable(why)
+            | Error::Closed(why)
+            | Error::AccessDenied(why)
+            | Error::DatagramTooLarge(why)
+            | Error::Other(why) => f.write_str(why),
         }
-    }
-}
-
-/// Writes `prefix` and `address` when there is an address.
-fn at(f: &mut fmt::Formatter<'_>, prefix: &str, address: &str) -> fmt::Result {
-    if address.is_empty() {
-        Ok(())
-    } else {
-        write!(f, "{prefix}{address}")
     }
 }
 
 impl std::error::Error for Error {}
-
-impl Error {
-    /// The host's error for a call on `host`:`port`, naming the address
-    /// where the error is about one.
-    pub(crate) fn at(code: ErrorCode, host: &str, port: u16) -> Error {
-        let address = || {
-            if host.contains(':') {
-                format!("[{host}]:{port}")
-            } else {
-                format!("{host}:{port}")
-            }
-        };
-        match Error::from(code) {
-            Error::ConnectionRefused { .. } => Error::ConnectionRefused { address: address() },
-            Error::AddressInUse { .. } => Error::AddressInUse { address: address() },
-            Error::AddressNotAvailable { .. } => Error::AddressNotAvailable { address: address() },
-            Error::Unreachable { .. } => Error::Unreachable { address: address() },
-            other => other,
-        }
-    }
-}
 
 impl From<ErrorCode> for Error {
     fn from(code: ErrorCode) -> Error {
@@ -217,26 +167,20 @@ impl From<ErrorCode> for Error {
             ErrorCode::InvalidArgument(why) => Error::InvalidArgument(why),
             ErrorCode::InvalidState(why) => Error::InvalidState(why),
             ErrorCode::NameNotResolved(why) => Error::NameNotResolved(why),
-            ErrorCode::ConnectionRefused => Error::ConnectionRefused {
-                address: String::new(),
-            },
-            ErrorCode::ConnectionReset => Error::ConnectionReset,
-            ErrorCode::TimedOut => Error::TimedOut,
-            ErrorCode::AddressInUse => Error::AddressInUse {
-                address: String::new(),
-            },
-            ErrorCode::AddressNotAvailable => Error::AddressNotAvailable {
-                address: String::new(),
-            },
-            ErrorCode::Unreachable => Error::Unreachable {
-                address: String::new(),
-            },
-            ErrorCode::Closed => Error::Closed,
+            ErrorCode::ConnectionRefused(why) => Error::ConnectionRefused(why),
+            ErrorCode::ConnectionReset(why) => Error::ConnectionReset(why),
+            ErrorCode::TimedOut(why) => Error::TimedOut(why),
+            ErrorCode::AddressInUse(why) => Error::AddressInUse(why),
+            ErrorCode::AddressNotAvailable(why) => Error::AddressNotAvailable(why),
+            ErrorCode::Unreachable(why) => Error::Unreachable(why),
+            ErrorCode::Closed(why) => Error::Closed(why),
             ErrorCode::CertificateUntrusted(why) => Error::CertificateUntrusted(why),
             ErrorCode::CertificateNameMismatch(why) => Error::CertificateNameMismatch(why),
             ErrorCode::CertificateExpired(why) => Error::CertificateExpired(why),
             ErrorCode::TlsHandshake(why) => Error::TlsHandshake(why),
             ErrorCode::LimitReached(why) => Error::LimitReached(why),
+            ErrorCode::AccessDenied(why) => Error::AccessDenied(why),
+            ErrorCode::DatagramTooLarge(why) => Error::DatagramTooLarge(why),
             ErrorCode::Other(why) => Error::Other(why),
         }
     }
@@ -248,13 +192,15 @@ impl From<Error> for std::io::Error {
         let kind = match &err {
             Error::Denied(_) => K::PermissionDenied,
             Error::InvalidArgument(_) => K::InvalidInput,
-            Error::ConnectionRefused { .. } => K::ConnectionRefused,
-            Error::ConnectionReset => K::ConnectionReset,
-            Error::TimedOut => K::TimedOut,
-            Error::AddressInUse { .. } => K::AddrInUse,
-            Error::AddressNotAvailable { .. } => K::AddrNotAvailable,
-            Error::Unreachable { .. } => K::HostUnreachable,
-            Error::Closed => K::NotConnected,
+            Error::ConnectionRefused(_) => K::ConnectionRefused,
+            Error::ConnectionReset(_) => K::ConnectionReset,
+            Error::TimedOut(_) => K::TimedOut,
+            Error::AddressInUse(_) => K::AddrInUse,
+            Error::AddressNotAvailable(_) => K::AddrNotAvailable,
+            Error::Unreachable(_) => K::HostUnreachable,
+            Error::Closed(_) => K::NotConnected,
+            Error::AccessDenied(_) => K::PermissionDenied,
+            Error::DatagramTooLarge(_) => K::InvalidInput,
             _ => K::Other,
         };
         std::io::Error::new(kind, err)

@@ -94,7 +94,7 @@ impl TcpListener {
         let (host, port) = addr.to_host_port()?;
         match listen::listen(host.clone(), port, options.into()).await {
             Ok(listener) => Ok(TcpListener { listener }),
-            Err(code) => Err(Error::at(code, &host, port)),
+            Err(code) => Err(code.into()),
         }
     }
 
@@ -119,7 +119,7 @@ impl TcpListener {
                 TcpStream::from_socket(accepted.socket),
                 accepted.remote_address.to_socket_addr(),
             )),
-            None => Err(Error::Closed),
+            None => Err(Error::Closed("the listener is closed".into())),
         }
     }
 

@@ -175,7 +175,7 @@ impl TcpStream {
         let (host, port) = addr.to_host_port()?;
         match tls::connect(host.clone(), port, options.into(), tls.into()).await {
             Ok(socket) => Ok(TcpStream::from_socket(socket)),
-            Err(code) => Err(Error::at(code, &host, port)),
+            Err(code) => Err(code.into()),
         }
     }
 
@@ -261,7 +261,7 @@ impl TcpListener {
         let (host, port) = addr.to_host_port()?;
         match tls::listen(host.clone(), port, options.into(), tls.into()).await {
             Ok(listener) => Ok(TcpListener::from_listener(listener)),
-            Err(code) => Err(Error::at(code, &host, port)),
+            Err(code) => Err(code.into()),
         }
     }
 }

@@ -158,7 +158,7 @@ impl UdpSocket {
         };
         match udp::bind(host.clone(), port, options).await {
             Ok(socket) => Ok(UdpSocket { socket }),
-            Err(code) => Err(Error::at(code, &host, port)),
+            Err(code) => Err(code.into()),
         }
     }
 
@@ -174,7 +174,7 @@ impl UdpSocket {
         let (host, port) = target.to_host_port()?;
         match self.socket.send(data.to_vec(), host.clone(), port).await {
             Ok(()) => Ok(()),
-            Err(code) => Err(Error::at(code, &host, port)),
+            Err(code) => Err(code.into()),
         }
     }
 

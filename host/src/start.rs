@@ -6,7 +6,7 @@
 //! What moat serves, by package: WASI 0.2 (any 0.2 release: wasi:cli,
 //! wasi:clocks, wasi:filesystem, wasi:io, wasi:random, wasi:sockets,
 //! wasi:http), WASI 0.3.0 (the same but wasi:io, which 0.3 folded into the
-//! component model), and `moat:net` 0.2. wasmtime matches an import to a
+//! component model), and `moat:net` 0.3 and 0.2. wasmtime matches an import to a
 //! definition by semver compatibility, so any 0.2.x import finds 0.2's
 //! definition; a prerelease (`0.3.0-rc-2025-09-16`, what toolchains built
 //! before WASI 0.3.0 was released import) matches nothing but itself.
@@ -151,9 +151,9 @@ fn unserved(name: &str) -> Option<String> {
             }
         }
         "moat" if short == "net" => match version {
-            Some(v) if v.major == 0 && v.minor == 2 && v.pre.is_empty() => None,
+            Some(v) if v.major == 0 && (v.minor == 2 || v.minor == 3) && v.pre.is_empty() => None,
             _ => Some(
-                "this moat serves moat:net 0.2: build the guest with this moat's moat-sdk"
+                "this moat serves moat:net 0.3 and 0.2: build the guest with this moat's moat-sdk"
                     .to_owned(),
             ),
         },
@@ -218,6 +218,7 @@ mod tests {
             "wasi:sockets/types@0.3.0",
             "wasi:cli/run@0.3.0",
             "moat:net/tcp@0.2.0",
+            "moat:net/tcp@0.3.0",
         ] {
             assert_eq!(unserved(name), None, "{name}");
         }

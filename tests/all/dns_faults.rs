@@ -214,13 +214,18 @@ async fn answers_that_fail_are_errors_the_guest_reads_and_the_next_lookup_works(
     let (listener, port) = watched_port();
     let p = port.to_string();
     let not_resolved = |name: &str, why: &str| format!("error: name not resolved: {name}: {why}");
-    // moat:net's `timed-out` carries no text: the guest reads "timed out".
-    let timed_out = "error: timed out".to_owned();
+    // The guest reads which lookup took too long, and the flag to change.
+    let timed_out = |name: &str| {
+        format!(
+            "error: lookup of {name} took longer than {LOOKUP_TIMEOUT:?}, the run's lookup \
+             timeout (--lookup-timeout)"
+        )
+    };
     for (name, expected) in [
-        ("silent.test", timed_out.clone()),
-        ("slow.test", timed_out.clone()),
+        ("silent.test", timed_out("silent.test")),
+        ("slow.test", timed_out("slow.test")),
         // An answer to another query is no answer.
-        ("stranger.test", timed_out.clone()),
+        ("stranger.test", timed_out("stranger.test")),
         (
             "garbage.test",
             not_resolved(

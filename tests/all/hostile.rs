@@ -614,7 +614,10 @@ async fn a_connect_given_up_leaves_no_half_open_socket() {
     .finish()
     .await;
     assert!(
-        done.stdout.contains("connect: timed out"),
+        done.stdout.contains(&format!(
+            "connect: connect to 127.0.0.1:{port} took longer than 300ms, the connect's own \
+             timeout (its `timeout` option)"
+        )),
         "{}",
         done.stdout
     );
@@ -678,12 +681,17 @@ async fn lookups_are_bounded_in_number_and_time_and_end_with_their_caller() {
         async move { net.connect(&format!("n{i}.test"), 80, &options).await }
     });
     let results = futures::future::join_all(attempts).await;
-    for result in results {
-        assert!(
-            matches!(result, Err(NetError::TimedOut)),
-            "{:?}",
-            result.err()
-        );
+    for (i, result) in results.into_iter().enumerate() {
+        match result {
+            Err(NetError::TimedOut(why)) => assert_eq!(
+                why,
+                format!(
+                    "lookup of n{i}.test took longer than 200ms, the run's lookup timeout \
+                     (--lookup-timeout)"
+                )
+            ),
+            other => panic!("{:?}", other.err()),
+        }
     }
     assert_eq!(
         running.load(Ordering::SeqCst),
@@ -695,10 +703,14 @@ async fn lookups_are_bounded_in_number_and_time_and_end_with_their_caller() {
         timeout: Some(Duration::from_millis(50)),
         ..options
     };
-    assert!(matches!(
-        net.connect("slow.test", 80, &short).await,
-        Err(NetError::TimedOut)
-    ));
+    match net.connect("slow.test", 80, &short).await {
+        Err(NetError::TimedOut(why)) => assert_eq!(
+            why,
+            "connect to slow.test:80 took longer than 50ms, the connect's own timeout \
+             (its `timeout` option)"
+        ),
+        other => panic!("{:?}", other.err()),
+    }
     assert_eq!(running.load(Ordering::SeqCst), 0);
 }
 

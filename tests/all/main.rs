@@ -33,3 +33,4 @@ mod tls;
 mod tls_core;
 mod tls_faults;
 mod udp;
+mod versions;

@@ -376,9 +376,9 @@ async fn errors_name_the_address_they_are_about() {
     .await;
     assert_eq!(refused.code(), 1);
     assert!(
-        refused
-            .stderr
-            .contains(&format!("error: connection refused by 127.0.0.1:{port}")),
+        refused.stderr.contains(&format!(
+            "error: connect to 127.0.0.1:{port}: connection refused"
+        )),
         "{}",
         refused.stderr
     );
@@ -392,9 +392,9 @@ async fn errors_name_the_address_they_are_about() {
     .await;
     assert_eq!(in_use.code(), 1);
     assert!(
-        in_use
-            .stderr
-            .contains(&format!("error: address 127.0.0.1:{port} in use")),
+        in_use.stderr.contains(&format!(
+            "error: listen on 127.0.0.1:{port}: address in use"
+        )),
         "{}",
         in_use.stderr
     );

@@ -183,7 +183,11 @@ async fn a_server_that_accepts_and_never_answers_is_a_timeout_and_the_connection
     })
     .await;
     match failed {
-        Err(NetError::TimedOut) => {}
+        Err(NetError::TimedOut(why)) => assert_eq!(
+            why,
+            "TLS handshake took longer than 300ms, the handshake timeout (at most the run's \
+             --tls-handshake-timeout)"
+        ),
         Err(other) => panic!("a handshake nobody answers: {other:?}"),
         Ok(_) => panic!("a handshake nobody answers succeeded"),
     }

@@ -118,7 +118,8 @@ async fn closing_a_socket_wakes_a_parked_receive() {
     .await;
     assert_eq!(done.code(), 0, "{}", done.stderr);
     assert!(
-        done.stdout.contains("receive after close: Err(Closed)"),
+        done.stdout
+            .contains("receive after close: Err(Closed(\"the socket is closed\"))"),
         "{}",
         done.stdout
     );
@@ -414,7 +415,7 @@ async fn a_reuse_flag_does_not_let_a_guest_take_a_port_another_socket_holds() {
         let out = guest.wait_for("bind: ").await;
         assert!(
             out.contains(&format!(
-                "bind: AddressInUse {{ address: \"127.0.0.1:{port}\" }}"
+                "bind: AddressInUse(\"bind to 127.0.0.1:{port}: address in use\")"
             )),
             "{flag}: {out}"
         );

@@ -97,7 +97,7 @@ async fn serve(mut conn: TcpStream) -> Result<(), Error> {
         let mut body = vec![0; request.content_length];
         match conn.read_exact(&mut body).await {
             Ok(()) => {}
-            Err(Error::Closed) => return Ok(()),
+            Err(Error::Closed(_)) => return Ok(()),
             Err(e) => return Err(e),
         }
         let keep_alive = request.keep_alive;

@@ -148,7 +148,7 @@ async fn expect_reply(
     loop {
         buf.clear();
         if stream.read_until(b"\r\n", buf, 4096).await? == 0 {
-            return Err(Error::Closed);
+            return Err(Error::Closed("the server closed the connection".into()));
         }
         let line = String::from_utf8_lossy(buf).into_owned();
         eprint!("ncat: {line}");

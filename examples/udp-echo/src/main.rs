@@ -27,7 +27,7 @@ async fn main() -> Result<(), Error> {
         let datagram = socket.recv().await?;
         if let Err(e) = socket.send_to_addr(&datagram.data, datagram.from).await {
             match e {
-                Error::Denied(_) | Error::Unreachable { .. } => {
+                Error::Denied(_) | Error::Unreachable(_) => {
                     eprintln!("udp-echo: not answering {}: {e}", datagram.from);
                 }
                 e => return Err(e),

@@ -231,7 +231,11 @@ impl OwnedReadHalf {
     pub async fn read_exact(&mut self, mut buf: &mut [u8]) -> Result<(), Error> {
         while !buf.is_empty() {
             match self.read(buf).await? {
-                0 => return Err(Error::Closed),
+                0 => {
+                    return Err(Error::Closed(
+                        "the stream ended before the buffer was filled".into(),
+                    ));
+                }
                 n => buf = &mut buf[n..],
             }
         }
@@ -497,6 +501,6 @@ impl OwnedWriteHalf {
 fn write_error(e: WriteError<ErrorCode>) -> Error {
     match e {
         WriteError::Failed(code) => code.into(),
-        WriteError::Ended => Error::Closed,
+        WriteError::Ended => Error::Closed("the socket's write side is closed".into()),
     }
 }

@@ -158,7 +158,7 @@ impl TcpStream {
         let (host, port) = addr.to_host_port()?;
         match tcp::connect(host.clone(), port, options.into()).await {
             Ok(socket) => Ok(TcpStream::from_socket(socket)),
-            Err(code) => Err(Error::at(code, &host, port)),
+            Err(code) => Err(code.into()),
         }
     }
 

@@ -6,11 +6,14 @@ use std::time::Duration;
 use super::generated::moat::net::types::{
     Capability as WitCapability, Denial, ErrorCode, IpAddress, SocketAddress,
 };
-use crate::net::NetError;
+use crate::net::{NetError, host_port};
 use crate::policy::Capability;
 
 impl From<NetError> for ErrorCode {
+    /// Each case with the core's text; where the call named an address,
+    /// [`call_error`] adds it.
     fn from(err: NetError) -> ErrorCode {
+        let text = err.to_string();
         match err {
             NetError::Denied(denied) => ErrorCode::Denied(Denial {
                 capability: match denied.capability {
@@ -19,41 +22,57 @@ impl From<NetError> for ErrorCode {
                 },
                 host: denied.host.to_string(),
                 port: denied.port,
-                message: denied.to_string(),
+                message: text,
             }),
             NetError::InvalidArgument(why) => ErrorCode::InvalidArgument(why),
             NetError::InvalidState(why) => ErrorCode::InvalidState(why),
             NetError::NameNotResolved(why) => ErrorCode::NameNotResolved(why),
-            NetError::ConnectionRefused => ErrorCode::ConnectionRefused,
-            NetError::ConnectionReset => ErrorCode::ConnectionReset,
-            NetError::TimedOut => ErrorCode::TimedOut,
-            NetError::AddressInUse => ErrorCode::AddressInUse,
-            NetError::AddressNotAvailable => ErrorCode::AddressNotAvailable,
-            NetError::Unreachable => ErrorCode::Unreachable,
-            NetError::Closed => ErrorCode::Closed,
+            NetError::ConnectionRefused => ErrorCode::ConnectionRefused(text),
+            NetError::ConnectionReset => ErrorCode::ConnectionReset(text),
+            NetError::TimedOut(why) => ErrorCode::TimedOut(why),
+            NetError::AddressInUse => ErrorCode::AddressInUse(text),
+            NetError::AddressNotAvailable => ErrorCode::AddressNotAvailable(text),
+            NetError::Unreachable => ErrorCode::Unreachable(text),
+            NetError::Closed => ErrorCode::Closed(text),
             NetError::CertificateUntrusted(why) => ErrorCode::CertificateUntrusted(why),
             NetError::CertificateNameMismatch(why) => ErrorCode::CertificateNameMismatch(why),
             NetError::CertificateExpired(why) => ErrorCode::CertificateExpired(why),
             NetError::TlsHandshake(why) => ErrorCode::TlsHandshake(why),
             NetError::LimitReached(why) => ErrorCode::LimitReached(why),
-            // moat:net 0.2.0 has no case for these: a guest gets the
-            // nearest it has, `other`, with the text saying what happened.
-            err @ (NetError::AccessDenied(_) | NetError::DatagramTooLarge) => {
-                ErrorCode::Other(err.to_string())
-            }
+            NetError::AccessDenied(_) => ErrorCode::AccessDenied(text),
+            NetError::DatagramTooLarge => ErrorCode::DatagramTooLarge(text),
             NetError::Other(why) => ErrorCode::Other(why),
         }
     }
 }
 
-/// The error for a `connect` or `listen` call, whose denial reports the
-/// host exactly as the guest wrote it.
-pub(super) fn call_error(err: NetError, written_host: &str) -> ErrorCode {
+/// The error of a call that named a host and port (`call` is what it
+/// did: "connect to", "listen on"...). A denial reports the host exactly
+/// as the guest wrote it; an error whose text would not say which address
+/// (`connection refused`, `address in use`, what the operating system
+/// reported) is prefixed with the call and the address, as in
+/// `connect to 127.0.0.1:9: connection refused`. Texts that already name
+/// what failed (a lookup, a timeout, a certificate) are left as they are.
+pub(super) fn call_error(err: NetError, call: &str, written_host: &str, port: u16) -> ErrorCode {
+    let at = || format!("{call} {}", host_port(written_host, port));
     match ErrorCode::from(err) {
         ErrorCode::Denied(denial) => ErrorCode::Denied(Denial {
             host: written_host.to_owned(),
             ..denial
         }),
+        ErrorCode::ConnectionRefused(why) => {
+            ErrorCode::ConnectionRefused(format!("{}: {why}", at()))
+        }
+        ErrorCode::ConnectionReset(why) => ErrorCode::ConnectionReset(format!("{}: {why}", at())),
+        ErrorCode::AddressInUse(why) => ErrorCode::AddressInUse(format!("{}: {why}", at())),
+        ErrorCode::AddressNotAvailable(why) => {
+            ErrorCode::AddressNotAvailable(format!("{}: {why}", at()))
+        }
+        ErrorCode::Unreachable(why) => ErrorCode::Unreachable(format!("{}: {why}", at())),
+        ErrorCode::Closed(why) => ErrorCode::Closed(format!("{}: {why}", at())),
+        ErrorCode::AccessDenied(why) => ErrorCode::AccessDenied(format!("{}: {why}", at())),
+        ErrorCode::DatagramTooLarge(why) => ErrorCode::DatagramTooLarge(format!("{}: {why}", at())),
+        ErrorCode::Other(why) => ErrorCode::Other(format!("{}: {why}", at())),
         other => other,
     }
 }

@@ -172,7 +172,7 @@ fn error_code(e: CoreError) -> WasiHttpError {
             WasiHttpError::ConnectionLimitReached
         }
         CoreError::Lookup(e) => match e {
-            NetError::TimedOut => WasiHttpError::DnsTimeout,
+            NetError::TimedOut(_) => WasiHttpError::DnsTimeout,
             NetError::NameNotResolved(why) => WasiHttpError::DnsError {
                 rcode: Some(why),
                 info_code: None,
@@ -185,7 +185,7 @@ fn error_code(e: CoreError) -> WasiHttpError {
         CoreError::Connect { source, .. } => match source {
             NetError::ConnectionRefused => WasiHttpError::ConnectionRefused,
             NetError::Unreachable => WasiHttpError::DestinationUnavailable,
-            NetError::TimedOut => WasiHttpError::ConnectionTimeout,
+            NetError::TimedOut(_) => WasiHttpError::ConnectionTimeout,
             NetError::ConnectionReset => WasiHttpError::ConnectionTerminated,
             other => WasiHttpError::InternalError(Some(other.to_string())),
         },
@@ -193,7 +193,7 @@ fn error_code(e: CoreError) -> WasiHttpError {
             NetError::CertificateUntrusted(_)
             | NetError::CertificateNameMismatch(_)
             | NetError::CertificateExpired(_) => WasiHttpError::TlsCertificateError,
-            NetError::TimedOut => WasiHttpError::ConnectionTimeout,
+            NetError::TimedOut(_) => WasiHttpError::ConnectionTimeout,
             _ => WasiHttpError::TlsProtocolError,
         },
         CoreError::ConnectTimeout(_) => WasiHttpError::ConnectionTimeout,

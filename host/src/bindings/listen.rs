@@ -35,7 +35,7 @@ impl<T: Send> HostWithStore<T> for MoatNet {
             Ok(listener) => Ok(Ok(
                 store.with(|mut access| access.get().table.push(listener))?
             )),
-            Err(err) => Ok(Err(call_error(err, &host))),
+            Err(err) => Ok(Err(call_error(err, "listen on", &host, port))),
         }
     }
 }

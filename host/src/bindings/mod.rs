@@ -1,4 +1,5 @@
-//! The WIT glue: `moat:net` (wit/) implemented over [`crate::net`], and
+//! The WIT glue: `moat:net` (wit/, the current version; [`v0_2`], the
+//! released version before it) implemented over [`crate::net`], and
 //! wasi:sockets under the same policy ([`wasi_sockets`]).
 //!
 //! Every function here translates types and calls the core; no policy
@@ -7,6 +8,29 @@
 //! It is private to moat: [`crate::kit::add_to_linker`] adds it to a
 //! linker, and a store's data reaches it through [`crate::kit::MoatView`].
 
+/// The bindings of a `moat:net` version's `imports` world, from the WIT
+/// at `$path`: every version generated alike, with the core's types for
+/// its resources, so that a socket is the same socket whichever version's
+/// functions a guest calls on it.
+macro_rules! moat_net_bindings {
+    ($path:literal) => {
+        wasmtime::component::bindgen!({
+            path: $path,
+            world: "moat:net/imports",
+            imports: {
+                "moat:net/tcp.[method]tcp-socket.receive": store | trappable,
+                "moat:net/tcp.[method]tcp-socket.send": store | trappable,
+                default: trappable,
+            },
+            with: {
+                "moat:net/tcp.tcp-socket": crate::net::TcpConn,
+                "moat:net/listen.listener": crate::net::TcpListener,
+                "moat:net/udp.udp-socket": crate::net::UdpSocket,
+            },
+        });
+    };
+}
+
 mod convert;
 pub(crate) mod http;
 mod listen;
@@ -14,29 +38,18 @@ mod streams;
 mod tcp;
 mod tls;
 mod udp;
+pub mod v0_2;
 pub mod wasi_sockets;
 
 use wasmtime::component::{HasData, Linker, ResourceTable};
 
 use crate::net::Net;
 
-/// Generated bindings for the `moat:net/imports` world.
+/// Generated bindings for the `moat:net/imports` world, the current
+/// version (`wit/`).
 #[allow(missing_docs)]
 pub mod generated {
-    wasmtime::component::bindgen!({
-        path: "../wit",
-        world: "moat:net/imports",
-        imports: {
-            "moat:net/tcp.[method]tcp-socket.receive": store | trappable,
-            "moat:net/tcp.[method]tcp-socket.send": store | trappable,
-            default: trappable,
-        },
-        with: {
-            "moat:net/tcp.tcp-socket": crate::net::TcpConn,
-            "moat:net/listen.listener": crate::net::TcpListener,
-            "moat:net/udp.udp-socket": crate::net::UdpSocket,
-        },
-    });
+    moat_net_bindings!("../wit");
 }
 
 /// What the `moat:net` host functions need from a store's data.
@@ -60,12 +73,14 @@ impl HasData for MoatNet {
     type Data<'a> = MoatCtxView<'a>;
 }
 
-/// Adds every `moat:net` interface to `linker`.
+/// Adds every `moat:net` interface to `linker`, at every version served
+/// (the current one and 0.2.0).
 ///
 /// # Errors
 /// If the linker already defines one of them.
 pub fn add_to_linker<T: MoatView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
-    generated::Imports::add_to_linker::<T, MoatNet>(linker, T::moat)
+    generated::Imports::add_to_linker::<T, MoatNet>(linker, T::moat)?;
+    v0_2::generated::Imports::add_to_linker::<T, MoatNet>(linker, T::moat)
 }
 
 /// Runs `define` with shadowing allowed: moat's definitions replace

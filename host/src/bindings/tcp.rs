@@ -42,7 +42,7 @@ impl<T: Send> HostWithStore<T> for MoatNet {
         let net = store.with(|mut access| access.get().net.clone());
         match net.connect(&host, port, &connect_options(options)).await {
             Ok(conn) => Ok(Ok(store.with(|mut access| access.get().table.push(conn))?)),
-            Err(err) => Ok(Err(call_error(err, &host))),
+            Err(err) => Ok(Err(call_error(err, "connect to", &host, port))),
         }
     }
 }

@@ -67,7 +67,7 @@ impl<T: Send> HostWithStore<T> for MoatNet {
             .await
         {
             Ok(conn) => Ok(Ok(store.with(|mut access| access.get().table.push(conn))?)),
-            Err(err) => Ok(Err(call_error(err, &host))),
+            Err(err) => Ok(Err(call_error(err, "TLS connect to", &host, port))),
         }
     }
 
@@ -86,7 +86,7 @@ impl<T: Send> HostWithStore<T> for MoatNet {
             Ok(listener) => Ok(Ok(
                 store.with(|mut access| access.get().table.push(listener))?
             )),
-            Err(err) => Ok(Err(call_error(err, &host))),
+            Err(err) => Ok(Err(call_error(err, "TLS listen on", &host, port))),
         }
     }
 

@@ -55,7 +55,7 @@ impl<T: Send> HostWithStore<T> for MoatNet {
         };
         match net.bind_udp(&host, port, &options).await {
             Ok(socket) => Ok(Ok(store.with(|mut access| access.get().table.push(socket))?)),
-            Err(err) => Ok(Err(call_error(err, &host))),
+            Err(err) => Ok(Err(call_error(err, "bind to", &host, port))),
         }
     }
 }
@@ -72,7 +72,7 @@ impl<T: Send> HostUdpSocketWithStore<T> for MoatNet {
         Ok(socket
             .send(&data, &host, port)
             .await
-            .map_err(|e| call_error(e, &host)))
+            .map_err(|e| call_error(e, "send to", &host, port)))
     }
 
     async fn send_to(

@@ -91,7 +91,7 @@ pub enum LookupError {
 impl From<NetError> for LookupError {
     fn from(err: NetError) -> LookupError {
         match err {
-            NetError::TimedOut => LookupError::TimedOut,
+            NetError::TimedOut(_) => LookupError::TimedOut,
             NetError::LimitReached(why) => LookupError::LimitReached(why),
             other => LookupError::NotResolved(other.to_string()),
         }

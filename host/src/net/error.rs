@@ -35,9 +35,10 @@ pub enum NetError {
     /// The peer or the network reset or aborted the connection.
     #[error("connection reset")]
     ConnectionReset,
-    /// The operation did not complete in the time allowed.
-    #[error("timed out")]
-    TimedOut,
+    /// The operation did not complete in the time allowed; the text says
+    /// what took too long and which timeout ended it.
+    #[error("{0}")]
+    TimedOut(String),
     /// The local address is in use.
     #[error("address in use")]
     AddressInUse,
@@ -48,7 +49,7 @@ pub enum NetError {
     #[error("host or network unreachable")]
     Unreachable,
     /// The socket or listener was closed.
-    #[error("closed")]
+    #[error("the socket is closed")]
     Closed,
     /// TLS: the peer's certificate does not lead to a trusted root.
     #[error("certificate not trusted: {0}")]
@@ -78,6 +79,15 @@ pub enum NetError {
     /// Anything else the operating system reported.
     #[error("{0}")]
     Other(String),
+}
+
+/// `host:port` as a guest would write it back: an IPv6 literal in brackets.
+pub(crate) fn host_port(host: &str, port: u16) -> String {
+    if host.contains(':') && !host.starts_with('[') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
 }
 
 impl From<Denied> for NetError {
@@ -111,7 +121,7 @@ impl From<io::Error> for NetError {
             K::ConnectionReset | K::ConnectionAborted | K::BrokenPipe | K::NotConnected => {
                 NetError::ConnectionReset
             }
-            K::TimedOut => NetError::TimedOut,
+            K::TimedOut => NetError::TimedOut(err.to_string()),
             K::AddrInUse => NetError::AddressInUse,
             K::AddrNotAvailable => NetError::AddressNotAvailable,
             K::HostUnreachable | K::NetworkUnreachable | K::NetworkDown => NetError::Unreachable,
@@ -132,7 +142,7 @@ mod tests {
         assert_eq!(from(libc_errno::ECONNRESET), NetError::ConnectionReset);
         assert_eq!(from(libc_errno::EPIPE), NetError::ConnectionReset);
         assert_eq!(from(libc_errno::EADDRINUSE), NetError::AddressInUse);
-        assert_eq!(from(libc_errno::ETIMEDOUT), NetError::TimedOut);
+        assert!(matches!(from(libc_errno::ETIMEDOUT), NetError::TimedOut(_)));
         assert_eq!(from(libc_errno::EHOSTUNREACH), NetError::Unreachable);
         assert!(matches!(
             from(libc_errno::EACCES),

@@ -46,6 +46,7 @@ use std::time::Duration;
 pub use address_gate::{AddressGate, AddressUse, LookupError, Notices};
 pub use dns::{Addresses, Answer, AnswerLookup, Lookup, Resolver, SystemResolver};
 pub use error::NetError;
+pub(crate) use error::host_port;
 pub use http::{
     Abandoned, BoxError, CONNECTION_BYTES, HttpClient, HttpError, HttpRequestOptions,
     MIN_HTTP_HEADER_SIZE, POOL_IDLE_TIMEOUT, POOL_MAX_PER_AUTHORITY, RequestBody, ResponseBody,
@@ -292,9 +293,13 @@ impl Net {
             ))
         };
         match options.timeout {
-            Some(limit) => tokio::time::timeout(limit, attempt)
-                .await
-                .map_err(|_| NetError::TimedOut)?,
+            Some(limit) => tokio::time::timeout(limit, attempt).await.map_err(|_| {
+                NetError::TimedOut(format!(
+                    "TLS connect to {} took longer than {limit:?}, the connect's own \
+                         timeout (its `timeout` option)",
+                    error::host_port(host, port)
+                ))
+            })?,
             None => attempt.await,
         }
     }

@@ -94,7 +94,11 @@ impl Lookups {
             Ok(answer) => answer.map_err(|e| NetError::NameNotResolved(format!("{name}: {e}")))?,
             Err(_) => {
                 tracing::debug!(target: "moat::net", %name, timeout = ?self.timeout, "lookup timed out");
-                return Err(NetError::TimedOut);
+                return Err(NetError::TimedOut(format!(
+                    "lookup of {name} took longer than {:?}, the run's lookup timeout \
+                     (--lookup-timeout)",
+                    self.timeout
+                )));
             }
         };
         if answer.addresses.is_empty() {

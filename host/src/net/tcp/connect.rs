@@ -104,7 +104,13 @@ pub(crate) async fn connect_admitted(
     let attempted = match options.timeout {
         Some(limit) => tokio::time::timeout(limit, attempt)
             .await
-            .unwrap_or(Err(NetError::TimedOut)),
+            .unwrap_or_else(|_| {
+                Err(NetError::TimedOut(format!(
+                    "connect to {target}:{} took longer than {limit:?}, the connect's \
+                     own timeout (its `timeout` option)",
+                    admitted.port
+                )))
+            }),
         None => attempt.await,
     };
     let (stream, used) = match attempted {

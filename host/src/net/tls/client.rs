@@ -71,7 +71,10 @@ pub(crate) async fn handshake_client(
     )
     .await
     {
-        Err(_) => Err(NetError::TimedOut),
+        Err(_) => Err(NetError::TimedOut(format!(
+            "TLS handshake took longer than {limit:?}, the handshake timeout (at most the \
+             run's --tls-handshake-timeout)"
+        ))),
         Ok(Err(e)) => Err(handshake_error(e)),
         Ok(Ok(tls)) => Ok(TlsStream::Client(tls)),
     }

@@ -80,7 +80,11 @@ pub(crate) async fn handshake_server(
 ) -> Result<TlsStream, NetError> {
     let accepting = tls.acceptor.accept(Prefixed::new(stream, already_read));
     match tokio::time::timeout(tls.limit, accepting).await {
-        Err(_) => Err(NetError::TimedOut),
+        Err(_) => Err(NetError::TimedOut(format!(
+            "TLS handshake took longer than {:?}, the handshake timeout (the \
+             `handshake-timeout` option, at most the run's --tls-handshake-timeout)",
+            tls.limit
+        ))),
         Ok(Err(e)) => Err(handshake_error(e)),
         Ok(Ok(session)) => Ok(TlsStream::Server(session)),
     }

@@ -133,7 +133,7 @@ async fn park_udp(n: u64) -> Result<(), Error> {
         tasks.push(moat_sdk::spawn(async move {
             match socket.recv().await {
                 Ok(_) => 1u64,
-                Err(Error::Closed) => 0,
+                Err(Error::Closed(_)) => 0,
                 Err(e) => {
                     refused.set(refused.get() + 1);
                     if first.take().is_none() {

@@ -254,7 +254,7 @@ async fn reset(host: &str, port: u16) -> Result<(), Error> {
     stream.write_all(b"ready").await?;
     let mut buf = [0u8; 64];
     match stream.read(&mut buf).await {
-        Err(Error::ConnectionReset) => println!("read: connection reset"),
+        Err(Error::ConnectionReset(_)) => println!("read: connection reset"),
         other => println!("read: unexpected {other:?}"),
     }
     Ok(())
@@ -268,7 +268,7 @@ async fn accept_close(host: &str) -> Result<(), Error> {
         moat_sdk::spawn(async move {
             match listener.accept().await {
                 Ok(_) => Ok(true),
-                Err(Error::Closed) => Ok(false),
+                Err(Error::Closed(_)) => Ok(false),
                 Err(e) => Err(e),
             }
         })
@@ -280,7 +280,7 @@ async fn accept_close(host: &str) -> Result<(), Error> {
         true => println!("accept after close: a connection"),
     }
     match listener.local_addr() {
-        Err(Error::Closed) => println!("local_addr after close: closed"),
+        Err(Error::Closed(_)) => println!("local_addr after close: closed"),
         other => println!("local_addr after close: {other:?}"),
     }
     Ok(())
@@ -402,7 +402,7 @@ async fn udp_ask(bind: &str, host: &str, port: u16, message: &str) -> Result<(),
     // Bounds a failure only: in a passing run the reply is there.
     let d = timeout(Duration::from_secs(30), socket.recv())
         .await
-        .map_err(|_| Error::TimedOut)??;
+        .map_err(|_| Error::TimedOut("no reply within 30s".into()))??;
     println!(
         "reply from {}: {}",
         d.from,
@@ -429,7 +429,7 @@ async fn udp_multicast(group: &str, on: &str) -> Result<(), Error> {
     socket.send_to(b"to the group", (group, port)).await?;
     let d = timeout(Duration::from_secs(5), socket.recv())
         .await
-        .map_err(|_| Error::TimedOut)??;
+        .map_err(|_| Error::TimedOut("no datagram from the group within 5s".into()))??;
     println!("got {:?} from the group", String::from_utf8_lossy(&d.data));
     socket.leave_multicast(
         group_ip,
