@@ -155,3 +155,65 @@ async fn wildcards_cidr_ranges_and_port_ranges() {
     let accepted = support::connections(&listener);
     assert_eq!(accepted, 2);
 }
+
+/// The IPv6 forms that carry 127.0.0.1 (NAT64, 6to4, IPv4-compatible,
+/// SIIT): the kernel routes each out of the machine by the IPv6 route, so
+/// a grant of 127.0.0.1 must not admit them.
+const LOOPBACK_CARRIERS: &[&str] = &[
+    "64:ff9b::7f00:1",
+    "2002:7f00:1::1",
+    "::7f00:1",
+    "::ffff:0:7f00:1",
+];
+
+#[tokio::test]
+async fn a_loopback_grant_does_not_admit_the_ipv6_forms_that_carry_it_off_the_machine() {
+    let (listener, port) = watched_port();
+    let granted = Policy::new()
+        .allow_connect(&format!("127.0.0.1:{port}"))
+        .unwrap();
+    for carrier in LOOPBACK_CARRIERS {
+        // moat:net
+        let done = connect(granted.clone(), carrier, port).await;
+        assert_eq!(done.code(), 1, "{carrier}: {}", done.stdout);
+        assert_eq!(
+            done.stderr.trim(),
+            format!(
+                "error: connect to [{carrier}]:{port} denied: needs \
+                 --allow-net=[{carrier}]:{port}"
+            )
+        );
+        // wasi:sockets, from a stock program.
+        let options = moat_host::RunOptions::new(granted.clone())
+            .arg("std-net")
+            .args(["tcp-client", carrier, &port.to_string(), "x"])
+            .stdin(moat_host::Input::Empty);
+        let done = support::start_with(guests::STD_NET, options).finish().await;
+        if *carrier == "::7f00:1" {
+            // wasi:sockets refuses the deprecated IPv4-compatible form
+            // itself, before the policy is asked.
+            assert!(
+                done.stdout.contains("error: InvalidInput"),
+                "{carrier}: {}",
+                done.stdout
+            );
+            continue;
+        }
+        assert!(
+            done.stdout.contains("error: PermissionDenied"),
+            "{carrier}: {}",
+            done.stdout
+        );
+        assert!(
+            done.stderr.contains(&format!(
+                "connect to [{carrier}]:{port} denied: needs --allow-net=[{carrier}]:{port}"
+            )),
+            "{carrier}: {}",
+            done.stderr
+        );
+    }
+    assert!(nobody_connected(&listener));
+    // The address itself still connects.
+    let done = connect(granted, "127.0.0.1", port).await;
+    assert_eq!(done.code(), 0, "{}", done.stderr);
+}

@@ -43,6 +43,8 @@ const HOSTS: &[Canon] = &[
     Canon::V6(0xfd00_0000_0000_0000_0000_0000_0000_0005), // fd00::5
     Canon::V6(0x0064_ff9b_0000_0000_0000_0000_0a00_0001), // 64:ff9b::a00:1 (NAT64: 10.0.0.1)
     Canon::V6(0x0064_ff9b_0000_0000_0000_0000_0808_0808), // 64:ff9b::808:808 (8.8.8.8)
+    Canon::V6(0x0064_ff9b_0000_0000_0000_0000_7f00_0001), // 64:ff9b::7f00:1 (127.0.0.1)
+    Canon::V6(0x2002_0808_0808_0000_0000_0000_0000_0001), // 2002:808:808::1 (6to4: 8.8.8.8)
     Canon::V6(0x2002_0a00_0001_0000_0000_0000_0000_0001), // 2002:a00:1::1 (6to4: 10.0.0.1)
     Canon::V6(0x0000_0000_0000_0000_0000_0000_0a00_0002), // ::a00:2 (compatible: 10.0.0.2)
     Canon::V6(0x0000_0000_0000_0000_ffff_0000_0a00_0001), // ::ffff:0:a00:1 (SIIT: 10.0.0.1)
@@ -193,9 +195,30 @@ fn in_v6(x: u128, net: u128, len: u8) -> bool {
     len == 0 || (x ^ net) >> (128 - u32::from(len)) == 0
 }
 
+/// Whether an IPv4 address is global: outside the IPv4 ranges `private`
+/// names (the cases use none of the local-use NAT64 forms, under which
+/// private addresses count too).
+fn global(a: u32) -> bool {
+    const NOT_GLOBAL: [(u32, u8); 11] = [
+        (0x0000_0000, 8),  // 0.0.0.0/8
+        (0x0a00_0000, 8),  // 10.0.0.0/8
+        (0x6440_0000, 10), // 100.64.0.0/10
+        (0x7f00_0000, 8),  // 127.0.0.0/8
+        (0xa9fe_0000, 16), // 169.254.0.0/16
+        (0xac10_0000, 12), // 172.16.0.0/12
+        (0xc000_0000, 24), // 192.0.0.0/24
+        (0xc0a8_0000, 16), // 192.168.0.0/16
+        (0xc612_0000, 15), // 198.18.0.0/15
+        (0xe000_0000, 4),  // 224.0.0.0/4
+        (0xf000_0000, 4),  // 240.0.0.0/4
+    ];
+    !NOT_GLOBAL.iter().any(|&(net, len)| in_v4(a, net, len))
+}
+
 /// Whether a grant's pattern allows `host`: names only names, addresses
-/// only addresses; an IPv6 address that carries IPv4 ones only by itself
-/// or when every carried address is allowed, never by an IPv6 range.
+/// only addresses; an IPv6 address that carries IPv4 ones only by itself,
+/// by `*`, or when every carried address is global and allowed, never by
+/// an IPv6 range.
 fn grants(pattern: Pattern, host: Canon) -> bool {
     match (pattern, host) {
         (Pattern::Any, _) => true,
@@ -207,11 +230,11 @@ fn grants(pattern: Pattern, host: Canon) -> bool {
         (Pattern::V6Net(net, len), Canon::V6(h)) => carried(h).is_empty() && in_v6(h, net, len),
         (Pattern::V4(a), Canon::V6(h)) => {
             let c = carried(h);
-            !c.is_empty() && c.iter().all(|&v| v == a)
+            !c.is_empty() && c.iter().all(|&v| global(v) && v == a)
         }
         (Pattern::V4Net(net, len), Canon::V6(h)) => {
             let c = carried(h);
-            !c.is_empty() && c.iter().all(|&v| in_v4(v, net, len))
+            !c.is_empty() && c.iter().all(|&v| global(v) && in_v4(v, net, len))
         }
         _ => false,
     }

@@ -28,9 +28,10 @@ use super::source::{Provenance, Source};
 ///
 /// An IPv6 address that carries an IPv4 address (NAT64, 6to4, Teredo, ...:
 /// see [`super::address`]) is granted by an entry only if the entry allows
-/// every IPv4 address it carries, or names the address itself exactly; a
-/// deny entry refuses it if it matches the address or any IPv4 address it
-/// carries ([`Rule::denies`]).
+/// every IPv4 address it carries and each is one the form leads to (a
+/// global address; under a local-use NAT64 prefix, a private one too), or
+/// names the address itself exactly; a deny entry refuses it if it
+/// matches the address or any IPv4 address it carries ([`Rule::denies`]).
 ///
 /// Addresses and ranges have one canonical form, as [`Host`] does: an
 /// IPv4-mapped IPv6 address is the IPv4 address it carries, and an IPv6
@@ -210,16 +211,20 @@ fn canonical_range(net: IpNet) -> IpNet {
 
 impl HostPattern {
     /// Whether a grant entry of this pattern allows `host`: an address
-    /// that carries IPv4 addresses only if every one of them is allowed,
-    /// or it is the entry's own address.
+    /// that carries IPv4 addresses only if every one of them is allowed
+    /// and one its form leads to, or it is the entry's own address (or
+    /// the entry is `*`).
     fn grants(&self, judged: &Judged<'_>) -> bool {
         if !judged.carries() {
             return self.matches(judged.host);
         }
-        matches!((self, judged.host), (HostPattern::Ip(want), Host::Ip(ip)) if want == ip)
-            || judged
+        match (self, judged.host) {
+            (HostPattern::Any, _) => true,
+            (HostPattern::Ip(want), Host::Ip(ip)) if want == ip => true,
+            _ => judged
                 .carried()
-                .all(|v4| self.matches(&Host::Ip(v4.into())))
+                .all(|v4| judged.leads_to(v4) && self.matches(&Host::Ip(v4.into()))),
+        }
     }
 
     /// Whether a deny entry of this pattern refuses `host`: the host
@@ -479,30 +484,60 @@ mod tests {
 
     #[test]
     fn an_ipv6_form_that_carries_an_ipv4_address_is_granted_by_that_address_only() {
+        // 192.0.2.0/24 is documentation space: global, as far as the
+        // policy knows (it is not in `private`).
         for carrier in [
-            "64:ff9b::a00:5",
-            "64:ff9b:1::a00:5",
-            "2002:a00:5::1",
-            "::a00:5",
-            "::ffff:0:a00:5",
+            "64:ff9b::c000:205",
+            "64:ff9b:1::c000:205",
+            "2002:c000:205::1",
+            "::c000:205",
+            "::ffff:0:c000:205",
         ] {
-            assert!(allows("10.0.0.5", carrier, 80), "{carrier}");
-            assert!(allows("10.0.0.0/8", carrier, 80), "{carrier}");
+            assert!(allows("192.0.2.5", carrier, 80), "{carrier}");
+            assert!(allows("192.0.2.0/24", carrier, 80), "{carrier}");
             assert!(allows(&format!("[{carrier}]:80"), carrier, 80), "{carrier}");
+            assert!(allows("*:80", carrier, 80), "{carrier}");
             for v6_range in ["::/0", "2000::/3", "64:ff9b::/96", "2002::/16"] {
                 assert!(
                     !allows(v6_range, carrier, 80),
                     "{v6_range} granted {carrier}"
                 );
             }
-            assert!(!allows("10.0.0.6", carrier, 80), "{carrier}");
+            assert!(!allows("192.0.2.6", carrier, 80), "{carrier}");
         }
         // Teredo carries two: both must be granted.
-        let teredo = "2001:0:a00:5::f5ff:fffa";
-        assert!(allows("10.0.0.5", teredo, 1));
-        assert!(!allows("10.0.0.5", "2001:0:a00:5::1", 1));
+        let teredo = "2001:0:c000:205::3fff:fdfa";
+        assert!(allows("192.0.2.5", teredo, 1));
+        assert!(!allows("192.0.2.5", "2001:0:c000:205::1", 1));
         // An exact entry for the IPv6 form does not grant the IPv4 address.
-        assert!(!allows("[64:ff9b::a00:5]", "10.0.0.5", 80));
+        assert!(!allows("[64:ff9b::c000:205]", "192.0.2.5", 80));
+    }
+
+    #[test]
+    fn a_grant_of_a_loopback_or_private_address_does_not_admit_forms_that_leave_the_machine() {
+        // Each of these is routed out of the machine by the IPv6 route;
+        // none leads to the loopback or LAN address the grant names.
+        for (grant, carrier) in [
+            ("127.0.0.1", "64:ff9b::7f00:1"),
+            ("127.0.0.1", "2002:7f00:1::1"),
+            ("127.0.0.1", "::7f00:1"),
+            ("127.0.0.1", "::ffff:0:7f00:1"),
+            ("127.0.0.0/8", "64:ff9b::7f00:1"),
+            ("10.0.0.5", "64:ff9b::a00:5"),
+            ("10.0.0.5", "2002:a00:5::1"),
+            ("10.0.0.0/8", "::a00:5"),
+            ("127.0.0.1", "64:ff9b:1::7f00:1"),
+            ("169.254.169.254", "64:ff9b:1::a9fe:a9fe"),
+        ] {
+            assert!(!allows(grant, carrier, 80), "{grant} granted {carrier}");
+            // Written exactly, the user says they mean it.
+            assert!(allows(&format!("[{carrier}]"), carrier, 80), "{carrier}");
+        }
+        // The operator's own translator (local-use prefix) may reach its
+        // network's private addresses.
+        assert!(allows("10.0.0.5", "64:ff9b:1::a00:5", 80));
+        // The IPv4-mapped form is the address itself, to the kernel too.
+        assert!(allows("127.0.0.1", "::ffff:127.0.0.1", 80));
     }
 
     #[test]

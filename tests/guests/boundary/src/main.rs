@@ -54,12 +54,16 @@ const HOSTS: &[&str] = &[
     "127.0.0.2",
     "10.0.0.1",
     "169.254.169.254",
-    // IPv6 forms that carry an IPv4 address the grant does not name
-    // (NAT64, 6to4, IPv4-compatible): carried forms of the granted
-    // 127.0.0.1 would be allowed, and route off the machine.
+    // IPv6 forms that carry an IPv4 address (NAT64, 6to4,
+    // IPv4-compatible): of one the grant does not name, and of the
+    // granted 127.0.0.1, which the grant does not admit either (the kernel
+    // would route them off the machine).
     "64:ff9b::a00:1",
     "2002:a00:1::1",
     "::a00:1",
+    "64:ff9b::7f00:1",
+    "2002:7f00:1::1",
+    "::7f00:1",
     "2130706433",
     "0x7f000001",
     "127.1",
