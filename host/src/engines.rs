@@ -197,6 +197,75 @@ mod tests {
         assert!(!is_wasi_p2("my-func"));
     }
 
+    use proptest::prelude::*;
+
+    /// An interface name from parts, some of which moat serves, some not,
+    /// at versions that are 0.2, 0.3, a release candidate or neither.
+    fn interface() -> impl Strategy<Value = (String, bool)> {
+        let namespace = prop::sample::select(vec!["wasi", "moat", "example"]);
+        let package = prop::sample::select(vec!["cli", "http", "io", "sockets", "net", "keyvalue"]);
+        let name = prop::sample::select(vec!["run", "incoming-handler", "handler", "tcp", "types"]);
+        let version = prop::sample::select(vec![
+            "0.2.0",
+            "0.2.6",
+            "0.3.0",
+            "0.3.0-rc-2025-09-16",
+            "0.20.0",
+            "1.0.0",
+        ]);
+        (namespace, package, name, version).prop_map(|(ns, pkg, name, version)| {
+            let p2 = ns == "wasi" && version.starts_with("0.2.");
+            (format!("{ns}:{pkg}/{name}@{version}"), p2)
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(1024))]
+
+        /// The reading of a component's outermost names against a model of
+        /// what it should decide, and every prefix of the component's bytes
+        /// read without a panic.
+        #[test]
+        fn a_plain_proxy_is_told_by_its_names_and_no_prefix_panics(
+            imports in prop::collection::vec(interface(), 0..4),
+            exports in prop::collection::vec(interface(), 0..4),
+        ) {
+            let mut text = String::from("(component\n");
+            for (i, (name, _)) in imports.iter().enumerate() {
+                text += &format!("  (import \"{name}\" (instance $i{i}))\n");
+            }
+            for (i, (name, _)) in exports.iter().enumerate() {
+                // An instance of its own (an empty one) for each export.
+                text += &format!("  (instance $e{i})\n  (export \"{name}\" (instance $e{i}))\n");
+            }
+            text += ")";
+            // Duplicate names make no component; those cases are skipped.
+            let Ok(bytes) = wat::parse_str(&text) else {
+                return Ok(());
+            };
+            let handler = exports
+                .iter()
+                .any(|(name, p2)| *p2 && name.starts_with("wasi:http/incoming-handler@"));
+            let expected = handler
+                && imports.iter().all(|(_, p2)| *p2)
+                && exports.iter().all(|(name, p2)| *p2 || !name.starts_with("wasi:"));
+            prop_assert_eq!(is_plain_proxy(&bytes), expected, "{}", text);
+            for end in 0..bytes.len() {
+                let _ = is_plain_proxy(&bytes[..end]);
+            }
+        }
+
+        /// Bytes after a component's header, whatever they are.
+        #[test]
+        fn any_bytes_after_a_component_header_are_read_without_a_panic(
+            body in prop::collection::vec(any::<u8>(), 0..256),
+        ) {
+            let mut bytes = b"\0asm\x0d\0\x01\0".to_vec();
+            bytes.extend_from_slice(&body);
+            let _ = is_plain_proxy(&bytes);
+        }
+    }
+
     #[test]
     fn what_does_not_parse_as_a_component_is_not_a_plain_proxy() {
         assert!(!is_plain_proxy(b""));

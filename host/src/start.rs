@@ -238,6 +238,83 @@ mod tests {
         assert!(unserved("wasi:cli/stdout").is_some(), "no version");
     }
 
+    use proptest::prelude::*;
+
+    /// A name's parts, from packages moat serves and others, at versions
+    /// that are 0.2, 0.3, a release candidate or neither.
+    fn parts() -> impl Strategy<Value = (&'static str, &'static str, &'static str, &'static str)> {
+        (
+            prop::sample::select(vec!["wasi", "moat", "example", "fermyon"]),
+            prop::sample::select(vec![
+                "cli",
+                "clocks",
+                "filesystem",
+                "io",
+                "random",
+                "sockets",
+                "http",
+                "net",
+                "keyvalue",
+            ]),
+            prop::sample::select(vec!["run", "stdout", "tcp", "types", "store"]),
+            prop::sample::select(vec![
+                "0.2.0",
+                "0.2.12",
+                "0.3.0",
+                "0.3.0-rc-2025-09-16",
+                "0.20.0",
+                "1.0.0",
+                "two",
+            ]),
+        )
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(1024))]
+
+        /// Whether an import is served, against a model written from the
+        /// list in this module's documentation; what is not served names
+        /// its package.
+        #[test]
+        fn an_import_is_served_exactly_when_the_model_says_so(
+            (namespace, package, interface, version) in parts(),
+        ) {
+            let name = format!("{namespace}:{package}/{interface}@{version}");
+            let (p2, p3) = match version {
+                "0.2.0" | "0.2.12" => (true, false),
+                "0.3.0" => (false, true),
+                _ => (false, false),
+            };
+            let served = match namespace {
+                "wasi" => (p2 && package != "net" && package != "keyvalue")
+                    || (p3 && !["io", "net", "keyvalue"].contains(&package)),
+                "moat" => package == "net" && (p2 || p3),
+                _ => false,
+            };
+            let said = unserved(&name);
+            prop_assert_eq!(said.is_none(), served, "{}: {:?}", name, said);
+            if let Some(said) = said {
+                prop_assert!(!said.is_empty());
+            }
+            prop_assert_eq!(
+                split(&name),
+                (format!("{namespace}:{package}@{version}"), interface.to_owned())
+            );
+            prop_assert_eq!(
+                is_run(&name),
+                namespace == "wasi" && package == "cli" && interface == "run" && (p2 || p3)
+            );
+        }
+
+        /// Any name a component can carry, read without a panic.
+        #[test]
+        fn any_name_is_read_without_a_panic(name in ".{0,64}") {
+            let _ = unserved(&name);
+            let _ = split(&name);
+            let _ = is_run(&name);
+        }
+    }
+
     #[test]
     fn names_split_into_package_and_interface() {
         assert_eq!(

@@ -1,8 +1,8 @@
 //! Test guest: reads bytes from stdin and turns them into a sequence of
 //! calls on moat:net (through the SDK) and wasi:sockets (through std::net):
 //! connects, listens, binds, sends, receives, TLS upgrades, options,
-//! drops at every point, futures cancelled midway, tasks aborted, and an
-//! exit or a trap at any point, with hosts from a dictionary of
+//! drops at every point, futures cancelled midway, tasks aborted, handles
+//! the guest was never given, and an exit or a trap at any point, with hosts from a dictionary of
 //! spellings and sizes from zero to a MiB. The test that runs it
 //! (tests/whole_process/boundary.rs) gives it a small grant, a sink, a
 //! blackhole and a canary, and checks the host after each sequence.
@@ -146,7 +146,7 @@ impl State {
 }
 
 async fn step(op: u8, input: &mut Input<'_>, s: &mut State) {
-    match op % 20 {
+    match op % OPS {
         0 => {
             // A quarter of the connects go to the sink, so that many
             // sequences have bytes to account for.
@@ -348,7 +348,53 @@ async fn step(op: u8, input: &mut Input<'_>, s: &mut State) {
                 panic!("boundary: trapping midway");
             }
         }
+        // Rare, as exits and traps are: a bad index ends the run.
+        19 if input.byte() < 8 => {
+            let index = if input.flag() {
+                u32::from(input.byte())
+            } else {
+                u32::from_le_bytes([input.byte(), input.byte(), input.byte(), input.byte()])
+            };
+            forge(input.byte(), index);
+        }
         _ => sleep(Duration::from_millis(1)).await,
+    }
+}
+
+/// How many kinds of step there are (`step`'s arms, the last a pause).
+const OPS: u8 = 21;
+
+/// A handle the guest was never given: an index from the input, used as a
+/// moat:net socket, listener or UDP socket, then forgotten or dropped, as
+/// a hostile guest writing its own canonical ABI calls may. The host
+/// checks every index and its type: a wrong one traps the guest, a right
+/// one is a socket of the guest's own (its later use may then trap too).
+fn forge(kind: u8, index: u32) {
+    use moat_sdk::bindings::moat::net::{listen::Listener, tcp::TcpSocket, udp};
+    // 0 and u32::MAX are wit-bindgen's own markers for "no handle".
+    let index = index.clamp(1, u32::MAX - 1);
+    // SAFETY: `from_handle` only wraps the integer; the wrapper holds no
+    // guest memory, and every use of it is a canonical ABI call whose
+    // handle the host looks up and type-checks in its own table, trapping
+    // the guest on a bad one. Misuse ends the run; it cannot corrupt
+    // memory.
+    match kind % 4 {
+        0 => {
+            let socket = unsafe { TcpSocket::from_handle(index) };
+            let _ = socket.local_address();
+            std::mem::forget(socket);
+        }
+        1 => {
+            let listener = unsafe { Listener::from_handle(index) };
+            let _ = listener.local_address();
+            std::mem::forget(listener);
+        }
+        2 => {
+            let socket = unsafe { udp::UdpSocket::from_handle(index) };
+            let _ = socket.local_address();
+            std::mem::forget(socket);
+        }
+        _ => drop(unsafe { TcpSocket::from_handle(index) }),
     }
 }
 
@@ -378,7 +424,7 @@ async fn main() -> Result<(), Error> {
     let mut input = Input(bytes.iter());
     while let Some(&op) = input.0.next() {
         // What the test shows of a sequence that failed or ran out of time.
-        eprintln!("op {}", op % 20);
+        eprintln!("op {}", op % OPS);
         step(op, &mut input, &mut state).await;
     }
     // Everything still open is dropped here, as the run ends.
