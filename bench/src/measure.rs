@@ -36,6 +36,76 @@ pub fn rss_kib(pid: u32) -> (u64, u64) {
     (field("VmRSS:"), field("VmHWM:"))
 }
 
+/// The smallest inaccessible mapping taken for the reservation behind a
+/// guest's linear memory. wasmtime reserves each linear memory's whole
+/// address space plus its guard (4 GiB and more on 64-bit) and makes only
+/// the pages the memory has grown to accessible, so in /proc/PID/smaps a
+/// linear memory is the accessible mappings right below one `---p`
+/// mapping of GiBs; nothing else in the process maps anywhere near a GiB
+/// at once (thread and fiber stacks are MiBs, the heap's arenas 64 MiB).
+pub const LINEAR_MEMORY_RESERVATION_BYTES: u64 = 1 << 30;
+
+/// Resident memory of the process's guests' linear memories (see
+/// [`LINEAR_MEMORY_RESERVATION_BYTES`]), in KiB, from /proc/PID/smaps: the
+/// part of its RSS that a wasm memory holds and never gives back. 0 when
+/// smaps cannot be read.
+pub fn linear_memory_kib(pid: u32) -> u64 {
+    let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps")).unwrap_or_default();
+    linear_memory_kib_of(&smaps)
+}
+
+/// [`linear_memory_kib`] of an smaps text.
+fn linear_memory_kib_of(smaps: &str) -> u64 {
+    struct Mapping {
+        start: u64,
+        end: u64,
+        accessible: bool,
+        rss_kib: u64,
+    }
+    let mut mappings: Vec<Mapping> = Vec::new();
+    for line in smaps.lines() {
+        let mut words = line.split_whitespace();
+        let first = words.next().unwrap_or("");
+        if let Some((start, end)) = first.split_once('-')
+            && let (Ok(start), Ok(end)) =
+                (u64::from_str_radix(start, 16), u64::from_str_radix(end, 16))
+        {
+            // A mapping's header: `start-end perms offset dev inode path`.
+            let accessible = words.next().is_some_and(|perms| !perms.starts_with("---"));
+            mappings.push(Mapping {
+                start,
+                end,
+                accessible,
+                rss_kib: 0,
+            });
+        } else if first == "Rss:"
+            && let Some(last) = mappings.last_mut()
+        {
+            last.rss_kib = words.next().and_then(|v| v.parse().ok()).unwrap_or(0);
+        }
+    }
+    let mut kib = 0;
+    for (i, reservation) in mappings.iter().enumerate() {
+        if reservation.accessible
+            || reservation.end - reservation.start < LINEAR_MEMORY_RESERVATION_BYTES
+        {
+            continue;
+        }
+        // The memory: the accessible mappings that run without a gap up
+        // to the reservation (the kernel splits one memory into several
+        // where its pages differ, as the memory image's do).
+        let mut next_start = reservation.start;
+        for below in mappings[..i].iter().rev() {
+            if below.end != next_start || !below.accessible {
+                break;
+            }
+            kib += below.rss_kib;
+            next_start = below.start;
+        }
+    }
+    kib
+}
+
 /// Open file descriptors of the process.
 pub fn fd_count(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd"))
@@ -131,4 +201,36 @@ pub fn command_cost(exe: &Path, command: &[&str]) -> anyhow::Result<CommandCost>
         bail!("{}", String::from_utf8_lossy(&out.stderr));
     }
     Ok(serde_json::from_slice(&out.stdout)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::linear_memory_kib_of;
+
+    #[test]
+    fn a_linear_memory_is_what_is_accessible_below_a_big_reservation() {
+        // As moat's echo server maps it: a guard before, the memory in
+        // three pieces (the image's pages in the middle), the rest of the
+        // reservation after; then a heap arena (accessible, then reserved
+        // but under a GiB) that is not a linear memory.
+        let smaps = "\
+7f86b4000000-7f86b6000000 ---p 00000000 00:00 0
+Rss:                   0 kB
+7f86b6000000-7f86b6100000 rw-p 00000000 00:00 0
+Rss:                1024 kB
+7f86b6100000-7f86b6105000 rw-p 00000000 00:01 7609                       /memfd:wasm-memory-image (deleted)
+Size:                 20 kB
+Rss:                  20 kB
+7f86b6105000-7f86b6110000 rw-p 00000000 00:00 0
+Rss:                  44 kB
+7f86b6110000-7f87b8000000 ---p 00000000 00:00 0
+Rss:                   0 kB
+7f87b8000000-7f87b855a000 rw-p 00000000 00:00 0
+Rss:                4876 kB
+7f87b855a000-7f87bc000000 ---p 00000000 00:00 0
+Rss:                   0 kB
+";
+        assert_eq!(linear_memory_kib_of(smaps), 1024 + 20 + 44);
+        assert_eq!(linear_memory_kib_of(""), 0);
+    }
 }

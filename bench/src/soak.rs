@@ -34,8 +34,9 @@
 //! `target/bench/soak.md` (the tables) and `target/bench/soak.svg` (RSS
 //! and descriptors over time). Exits non-zero, after writing them, if an
 //! echo differed, a connection failed, a UDP echo came back changed, a
-//! server exited, or a server kept more than [`FD_SLACK`] descriptors
-//! past a phase.
+//! server exited, or a server kept more than [`FD_SLACK`] descriptors or
+//! [`HOST_MEMORY_SLACK_KIB`] of the host's own memory (VmRSS without the
+//! guest's linear memory) past a phase.
 
 mod bytes;
 mod conns;
@@ -63,6 +64,17 @@ pub const PARTS: &[&str] = &["bytes", "sequential", "concurrent", "udp"];
 /// which is not a leak; a leak per connection would be thousands over
 /// these parts, far past 16.
 pub const FD_SLACK: usize = 16;
+
+/// How much more of its own memory (VmRSS without the guest's linear
+/// memory, which a wasm memory never gives back) the host may hold at a
+/// phase's end than at its start. A part may fairly leave what its peak
+/// grew: the allocator's arenas and tables sized for the most sockets at
+/// once, measured 27.5 MiB after `concurrent`'s 10,000 and under 1 MiB
+/// after the other parts. A leak of a KiB per connection would be 100 MiB
+/// over `sequential`; `concurrent` also judges each round against the
+/// first ([`conns::ROUND_HOST_MEMORY_SLACK_KIB`]), which such a leak fails
+/// by far.
+pub const HOST_MEMORY_SLACK_KIB: u64 = 40 << 10;
 
 /// How long a phase waits, polling, for the server's descriptors to come
 /// back down before judging them. A socket the guest closed is gone within
@@ -302,8 +314,9 @@ fn usage() -> String {
          the moat server (`moat run` with the benchmark's echo guests) under long, checked\n\
          load, its RSS and descriptors read every second; writes target/bench/soak.json,\n\
          soak.md and soak.svg; exits non-zero if an echo differs, a connection fails or a\n\
-         server keeps more than {FD_SLACK} descriptors past a part\n\
+         server keeps more than {FD_SLACK} descriptors or {} MiB of the host's own memory past a part\n\
          parts (default: all): {}",
+        HOST_MEMORY_SLACK_KIB >> 10,
         PARTS.join(" ")
     )
 }
@@ -394,28 +407,39 @@ fn run_phase(
     phase
 }
 
-/// What a phase's server readings fail: the server gone, or holding more
-/// than [`FD_SLACK`] descriptors beyond its start once the load was over.
-fn judge_server(name: &str, resources: Option<&Resources>) -> Option<String> {
+/// What a phase's server readings fail: the server gone, holding more
+/// than [`FD_SLACK`] descriptors beyond its start once the load was over,
+/// or more than [`HOST_MEMORY_SLACK_KIB`] more of the host's own memory.
+fn judge_server(name: &str, resources: Option<&Resources>) -> Vec<String> {
     let Some(r) = resources else {
-        return Some(format!("{name}: no readings of the server"));
+        return vec![format!("{name}: no readings of the server")];
     };
     if !r.alive_at_end {
-        return Some(format!(
+        return vec![format!(
             "{name}: the server (pid {}) is no longer running",
             r.pid
-        ));
+        )];
     }
-    (r.fds_end > r.fds_start + FD_SLACK).then(|| {
-        format!(
+    let mut failed = Vec::new();
+    if r.fds_end > r.fds_start + FD_SLACK {
+        failed.push(format!(
             "{name}: the server holds {} descriptors, {} more than at the start ({}), \
              {:.1} s after the load ended (allowed: {FD_SLACK} more)",
             r.fds_end,
             r.fds_end - r.fds_start,
             r.fds_start,
             r.fd_settle_seconds
-        )
-    })
+        ));
+    }
+    if r.host_end_kib > r.host_start_kib + HOST_MEMORY_SLACK_KIB {
+        failed.push(format!(
+            "{name}: the host holds {} KiB of its own memory, {} KiB more than at the \
+             start (allowed: {HOST_MEMORY_SLACK_KIB} KiB more)",
+            r.host_end_kib,
+            r.host_end_kib - r.host_start_kib
+        ));
+    }
+    failed
 }
 
 /// `quick` under `--quick`, `full` otherwise.
@@ -426,7 +450,7 @@ fn pick<T>(quick: bool, full: T, quick_value: T) -> T {
 #[cfg(test)]
 mod tests {
     use super::sampler::Resources;
-    use super::{FD_SLACK, judge_server};
+    use super::{FD_SLACK, HOST_MEMORY_SLACK_KIB, judge_server};
 
     fn readings(fds_start: usize, fds_end: usize, alive_at_end: bool) -> Resources {
         Resources {
@@ -435,6 +459,9 @@ mod tests {
             rss_start_kib: 1,
             rss_max_kib: 1,
             rss_end_kib: 1,
+            host_start_kib: 1,
+            host_max_kib: 1,
+            host_end_kib: 1,
             fds_start,
             fds_max: fds_end.max(fds_start),
             fds_end,
@@ -445,18 +472,27 @@ mod tests {
 
     #[test]
     fn descriptors_past_the_slack_fail() {
-        assert_eq!(
-            judge_server("p", Some(&readings(13, 13 + FD_SLACK, true))),
-            None
-        );
-        assert_eq!(judge_server("p", Some(&readings(20, 13, true))), None);
+        assert!(judge_server("p", Some(&readings(13, 13 + FD_SLACK, true))).is_empty());
+        assert!(judge_server("p", Some(&readings(20, 13, true))).is_empty());
         let leak = judge_server("p", Some(&readings(13, 14 + FD_SLACK, true)));
-        assert!(leak.is_some_and(|m| m.contains("17 more than at the start")));
+        assert!(leak[0].contains("17 more than at the start"), "{leak:?}");
+    }
+
+    #[test]
+    fn host_memory_past_the_slack_fails_and_guest_memory_does_not_count() {
+        let mut r = readings(13, 13, true);
+        // The guest's memory grew by a GiB: not the host's.
+        r.rss_end_kib = 1 << 20;
+        r.host_end_kib = r.host_start_kib + HOST_MEMORY_SLACK_KIB;
+        assert!(judge_server("p", Some(&r)).is_empty());
+        r.host_end_kib += 1;
+        let grew = judge_server("p", Some(&r));
+        assert!(grew[0].contains("KiB more than at the start"), "{grew:?}");
     }
 
     #[test]
     fn a_dead_server_or_no_readings_fail() {
-        assert!(judge_server("p", Some(&readings(13, 13, false))).is_some());
-        assert!(judge_server("p", None).is_some());
+        assert!(!judge_server("p", Some(&readings(13, 13, false))).is_empty());
+        assert!(!judge_server("p", None).is_empty());
     }
 }

@@ -17,8 +17,11 @@ pub fn markdown(report: &SoakReport) -> String {
         md,
         "{}. Wall time {:.0} s{}. The server is `moat run` with this build's \
          guests (the benchmark's `moat` kind), one process per echo (TCP, TLS, UDP), \
-         each serving every part that uses it; its RSS (VmRSS) and open descriptors \
+         each serving every part that uses it; its RSS (VmRSS), the part of it in \
+         the guest's linear memory (/proc/PID/smaps) and its open descriptors \
          (/proc/PID/fd) were read every {:.0} s and at each phase's start and end. \
+         The host's own memory is the RSS without the guest's: a wasm memory never \
+         shrinks, and the pages a guest touches stay resident up to the size it grew to. \
          A phase ends once the server's descriptors are back within {FD_SLACK} of \
          their start (waiting up to {:.0} s).\n",
         report.machine,
@@ -92,7 +95,7 @@ fn table(md: &mut String, phases: &[&Phase]) {
         md.push('\n');
     }
     type Cell = fn(&Resources) -> String;
-    let resource_rows: [(&str, Cell); 4] = [
+    let resource_rows: [(&str, Cell); 5] = [
         ("server RSS start / max / end (MiB)", |r| {
             format!(
                 "{:.1} / {:.1} / {:.1}",
@@ -101,6 +104,17 @@ fn table(md: &mut String, phases: &[&Phase]) {
                 mib(r.rss_end_kib)
             )
         }),
+        (
+            "of it the host's own, without the guest's memory (MiB)",
+            |r| {
+                format!(
+                    "{:.1} / {:.1} / {:.1}",
+                    mib(r.host_start_kib),
+                    mib(r.host_max_kib),
+                    mib(r.host_end_kib)
+                )
+            },
+        ),
         ("server fds start / max / end", |r| {
             format!("{} / {} / {}", r.fds_start, r.fds_max, r.fds_end)
         }),

@@ -52,7 +52,7 @@ pub fn chart(report: &SoakReport, path: &Path) -> anyhow::Result<()> {
     let mut rss = ChartBuilder::on(&top)
         .caption(
             format!(
-                "moat soak: server RSS over time{}",
+                "moat soak: server RSS over time (thin: the host's own, without the guest's memory){}",
                 if report.quick { " (--quick)" } else { "" }
             ),
             ("sans-serif", 18),
@@ -73,6 +73,12 @@ pub fn chart(report: &SoakReport, path: &Path) -> anyhow::Result<()> {
             .collect();
         rss.draw_series(LineSeries::new(points.clone(), colour.stroke_width(2)))?;
         rss.draw_series(points.iter().map(|&p| Circle::new(p, 2, colour.filled())))?;
+        // The host's own part of it, without the guest's linear memory.
+        let host: Vec<(f64, f64)> = of(phase)
+            .iter()
+            .map(|s| (s.t, s.host_kib as f64 / 1024.0))
+            .collect();
+        rss.draw_series(LineSeries::new(host, colour.stroke_width(1)))?;
     }
 
     let mut fds = ChartBuilder::on(&bottom)
@@ -121,12 +127,15 @@ fn legend(report: &SoakReport, phase: &str) -> String {
     };
     match &p.resources {
         Some(r) => format!(
-            "{phase} ({}, pid {}): RSS {:.1} / {:.1} / {:.1} MiB, fds {} / {} / {} (start / max / end)",
+            "{phase} ({}, pid {}): RSS {:.1} / {:.1} / {:.1} MiB, host's own {:.1} / {:.1} / {:.1} MiB, fds {} / {} / {} (start / max / end)",
             p.server,
             r.pid,
             r.rss_start_kib as f64 / 1024.0,
             r.rss_max_kib as f64 / 1024.0,
             r.rss_end_kib as f64 / 1024.0,
+            r.host_start_kib as f64 / 1024.0,
+            r.host_max_kib as f64 / 1024.0,
+            r.host_end_kib as f64 / 1024.0,
             r.fds_start,
             r.fds_max,
             r.fds_end

@@ -1,6 +1,7 @@
 //! The server's resources over time: a thread that reads the moat
-//! process's resident memory (VmRSS) and its open descriptors (entries of
-//! /proc/PID/fd) every second while a phase runs, plus one reading when
+//! process's resident memory (VmRSS, and how much of it is its guest's
+//! linear memory, from /proc/PID/smaps) and its open descriptors (entries
+//! of /proc/PID/fd) every second while a phase runs, plus one reading when
 //! the phase begins and one when it ends; and each phase's start, peak and
 //! end figures from those readings.
 
@@ -45,6 +46,10 @@ pub struct Sample {
     pub t_phase: f64,
     /// VmRSS, KiB.
     pub rss_kib: u64,
+    /// Of VmRSS, what the guest's linear memory holds, KiB.
+    pub guest_kib: u64,
+    /// VmRSS without the guest's linear memory: the host's own, KiB.
+    pub host_kib: u64,
     /// Entries of /proc/PID/fd.
     pub fds: usize,
 }
@@ -57,6 +62,10 @@ pub struct Resources {
     pub rss_start_kib: u64,
     pub rss_max_kib: u64,
     pub rss_end_kib: u64,
+    /// The host's own memory (VmRSS without the guest's linear memory).
+    pub host_start_kib: u64,
+    pub host_max_kib: u64,
+    pub host_end_kib: u64,
     pub fds_start: usize,
     pub fds_max: usize,
     pub fds_end: usize,
@@ -153,6 +162,9 @@ impl Sampler {
             rss_start_kib: first.rss_kib,
             rss_max_kib: mine.iter().map(|s| s.rss_kib).max().unwrap_or(0),
             rss_end_kib: last.rss_kib,
+            host_start_kib: first.host_kib,
+            host_max_kib: mine.iter().map(|s| s.host_kib).max().unwrap_or(0),
+            host_end_kib: last.host_kib,
             fds_start: first.fds,
             fds_max: mine.iter().map(|s| s.fds).max().unwrap_or(0),
             fds_end: last.fds,
@@ -193,10 +205,17 @@ fn read_into(shared: &mut Shared, origin: Instant, mark: Mark) -> Sample {
         Some(c) => (c.phase.clone(), c.pid, c.began),
         None => (String::new(), 0, Instant::now()),
     };
+    let (rss_kib, guest_kib) = if pid == 0 {
+        (0, 0)
+    } else {
+        (measure::rss_kib(pid).0, measure::linear_memory_kib(pid))
+    };
     let sample = Sample {
         t: origin.elapsed().as_secs_f64(),
         t_phase: began.elapsed().as_secs_f64(),
-        rss_kib: if pid == 0 { 0 } else { measure::rss_kib(pid).0 },
+        rss_kib,
+        guest_kib,
+        host_kib: rss_kib.saturating_sub(guest_kib),
         fds: if pid == 0 { 0 } else { measure::fd_count(pid) },
         phase,
         pid,
