@@ -365,37 +365,67 @@ async fn step(op: u8, input: &mut Input<'_>, s: &mut State) {
 const OPS: u8 = 21;
 
 /// A handle the guest was never given: an index from the input, used as a
-/// moat:net socket, listener or UDP socket, then forgotten or dropped, as
-/// a hostile guest writing its own canonical ABI calls may. The host
-/// checks every index and its type: a wrong one traps the guest, a right
-/// one is a socket of the guest's own (its later use may then trap too).
+/// moat:net socket, listener or UDP socket, a wasi:sockets TCP or UDP
+/// socket or name lookup, a wasi:io stream or pollable, then forgotten or
+/// dropped, as a hostile guest writing its own canonical ABI calls may.
+/// The host checks every index and its type: a wrong one traps the guest,
+/// a right one is a resource of the guest's own (its later use may then
+/// trap too).
 fn forge(kind: u8, index: u32) {
     use moat_sdk::bindings::moat::net::{listen::Listener, tcp::TcpSocket, udp};
+    use wasip2::io::{poll::Pollable, streams};
+    use wasip2::sockets::{ip_name_lookup::ResolveAddressStream, tcp, udp as wasi_udp};
     // 0 and u32::MAX are wit-bindgen's own markers for "no handle".
     let index = index.clamp(1, u32::MAX - 1);
     // SAFETY: `from_handle` only wraps the integer; the wrapper holds no
     // guest memory, and every use of it is a canonical ABI call whose
     // handle the host looks up and type-checks in its own table, trapping
     // the guest on a bad one. Misuse ends the run; it cannot corrupt
-    // memory.
-    match kind % 4 {
-        0 => {
-            let socket = unsafe { TcpSocket::from_handle(index) };
-            let _ = socket.local_address();
-            std::mem::forget(socket);
-        }
-        1 => {
-            let listener = unsafe { Listener::from_handle(index) };
-            let _ = listener.local_address();
-            std::mem::forget(listener);
-        }
-        2 => {
-            let socket = unsafe { udp::UdpSocket::from_handle(index) };
-            let _ = socket.local_address();
-            std::mem::forget(socket);
-        }
-        _ => drop(unsafe { TcpSocket::from_handle(index) }),
+    // memory. Every call below returns at once (none waits on a pollable).
+    match kind % 11 {
+        0 => forged(unsafe { TcpSocket::from_handle(index) }, |socket| {
+            socket.local_address()
+        }),
+        1 => forged(unsafe { Listener::from_handle(index) }, |listener| {
+            listener.local_address()
+        }),
+        2 => forged(unsafe { udp::UdpSocket::from_handle(index) }, |socket| {
+            socket.local_address()
+        }),
+        3 => drop(unsafe { TcpSocket::from_handle(index) }),
+        4 => forged(unsafe { tcp::TcpSocket::from_handle(index) }, |socket| {
+            socket.local_address()
+        }),
+        5 => forged(
+            unsafe { wasi_udp::UdpSocket::from_handle(index) },
+            |socket| socket.local_address(),
+        ),
+        6 => forged(
+            unsafe { ResolveAddressStream::from_handle(index) },
+            |lookup| lookup.resolve_next_address(),
+        ),
+        7 => forged(
+            unsafe { streams::OutputStream::from_handle(index) },
+            |stream| stream.check_write(),
+        ),
+        8 => forged(
+            unsafe { streams::InputStream::from_handle(index) },
+            |stream| stream.read(16),
+        ),
+        9 => forged(unsafe { Pollable::from_handle(index) }, |pollable| {
+            pollable.ready()
+        }),
+        _ => drop(unsafe { tcp::TcpSocket::from_handle(index) }),
     }
+}
+
+/// Makes one call on a forged handle, ignoring what it returns, then
+/// forgets the handle: the guest never
+/// owned it, so dropping it would be a second, different misuse (which
+/// `forge` makes on purpose, apart).
+fn forged<T, R>(handle: T, call: impl FnOnce(&T) -> R) {
+    let _ = call(&handle);
+    std::mem::forget(handle);
 }
 
 #[moat_sdk::main]
