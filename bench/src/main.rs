@@ -201,10 +201,31 @@ fn write_outputs(report: &Report, out: &Path) -> anyhow::Result<()> {
 fn build_moat(exe: &Path) -> anyhow::Result<PathBuf> {
     let moat = exe.with_file_name("moat");
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let status = Command::new(cargo)
-        .args(["build", "--release", "-p", "moat", "--bin", "moat"])
-        .status()
-        .context("cannot run cargo to build moat")?;
+    let mut build = Command::new(cargo);
+    build.args(["build", "--release", "-p", "moat", "--bin", "moat"]);
+    // `cargo run` describes this crate to it in the environment
+    // (CARGO_PKG_NAME=moat-bench, CARGO_MANIFEST_DIR=.../bench, ...). Build
+    // scripts that watch those names (ring's does) would see them changed
+    // and rebuild, here and again in the next `cargo run`: a minute each
+    // way on two cores. Without them the build is the one a plain `cargo
+    // build` makes, and nothing is rebuilt twice.
+    for (name, _) in std::env::vars_os() {
+        let described = name.to_str().is_some_and(|n| {
+            [
+                "CARGO_PKG_",
+                "CARGO_MANIFEST_",
+                "CARGO_CRATE_",
+                "CARGO_BIN_",
+            ]
+            .iter()
+            .any(|prefix| n.starts_with(prefix))
+                || n == "CARGO_PRIMARY_PACKAGE"
+        });
+        if described {
+            build.env_remove(name);
+        }
+    }
+    let status = build.status().context("cannot run cargo to build moat")?;
     if !status.success() || !moat.exists() {
         bail!("building {} failed", moat.display());
     }
