@@ -15,10 +15,14 @@
 //!   16 bytes, then all closed; three rounds ([`conns`]).
 //! - `udp`: 512-byte datagrams at 5,000/s for 60 s (10 s) through the UDP
 //!   echo: sent, received, lost, duplicated, out of order ([`udp`]).
+//! - `serve`: 300,000 (20,000) keep-alive `GET /` through `moat serve`, 8
+//!   clients at once, 100 requests to a connection; each response must be
+//!   the component's greeting ([`serve`]).
 //!
 //! The servers are the `moat` kind of the benchmark ([`Server`], `moat
 //! run` with this build's guests): examples/echo-server for TCP,
-//! bench-server's `tls-echo` for TLS, examples/udp-echo for UDP. Each is
+//! bench-server's `tls-echo` for TLS, examples/udp-echo for UDP; and
+//! `moat serve` with the wasi:http component wstd-serve. Each is
 //! started once, when a part first needs it, and serves every later part
 //! that uses it: `bytes`, `sequential` and `concurrent` all go through the
 //! same TCP echo process, so what one leaves behind the next starts with.
@@ -34,7 +38,7 @@
 //! `target/bench/soak.md` (the tables) and `target/bench/soak.svg` (RSS
 //! and descriptors over time). Exits non-zero, after writing them, if an
 //! echo differed, a connection failed, a UDP echo came back changed, a
-//! server exited, or a server kept more than [`FD_SLACK`] descriptors or
+//! request was not answered with the greeting, a server exited, or a server kept more than [`FD_SLACK`] descriptors or
 //! [`HOST_MEMORY_SLACK_KIB`] of the host's own memory (VmRSS without the
 //! guest's linear memory) past a phase.
 
@@ -43,6 +47,7 @@ mod conns;
 mod output;
 mod plot;
 mod sampler;
+mod serve;
 mod stream;
 mod udp;
 
@@ -56,7 +61,7 @@ use crate::servers::{Kind, Mode, Server, Setup};
 use sampler::{Resources, Sample, Sampler, alive, settle_fds};
 
 /// Every part, in the order they run.
-pub const PARTS: &[&str] = &["bytes", "sequential", "concurrent", "udp"];
+pub const PARTS: &[&str] = &["bytes", "sequential", "concurrent", "udp", "serve"];
 
 /// Descriptors a server may hold past a phase beyond those it held as the
 /// phase began. The runtime and wasmtime open a few lazily the first time
@@ -97,12 +102,14 @@ const TCP_ECHO_FLAGS: &[&str] = &[
     "--max-connections-per-peer=20000",
 ];
 
-/// The soak's echo servers.
+/// The soak's servers: three echoes, and a wasi:http component under
+/// `moat serve`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Echo {
     Tcp,
     Tls,
     Udp,
+    Http,
 }
 
 impl Echo {
@@ -111,13 +118,14 @@ impl Echo {
             Echo::Tcp => Mode::Echo,
             Echo::Tls => Mode::TlsEcho,
             Echo::Udp => Mode::UdpEcho,
+            Echo::Http => Mode::WasiHttp,
         }
     }
 
     fn flags(self) -> &'static [&'static str] {
         match self {
             Echo::Tcp => TCP_ECHO_FLAGS,
-            Echo::Tls | Echo::Udp => &[],
+            Echo::Tls | Echo::Udp | Echo::Http => &[],
         }
     }
 
@@ -126,6 +134,7 @@ impl Echo {
             Echo::Tcp => "moat run echo-server (TCP echo)",
             Echo::Tls => "moat run bench-server tls-echo (TLS echo)",
             Echo::Udp => "moat run udp-echo (UDP echo)",
+            Echo::Http => "moat serve wstd-serve (wasi:http)",
         }
     }
 }
@@ -170,6 +179,7 @@ pub enum Figures {
     Sequential(conns::Sequential),
     Concurrent(conns::Concurrent),
     Udp(udp::Udp),
+    Serve(serve::Serve),
 }
 
 impl Figures {
@@ -179,6 +189,7 @@ impl Figures {
             Figures::Sequential(f) => f.failures(),
             Figures::Concurrent(f) => f.failures(),
             Figures::Udp(f) => f.failures(),
+            Figures::Serve(f) => f.failures(),
         }
     }
 
@@ -189,6 +200,7 @@ impl Figures {
             Figures::Sequential(f) => f.rows(),
             Figures::Concurrent(f) => f.rows(),
             Figures::Udp(f) => f.rows(),
+            Figures::Serve(f) => f.rows(),
         }
     }
 }
@@ -311,10 +323,11 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
 fn usage() -> String {
     format!(
         "usage: moat-bench soak [--quick] [PART...]\n\
-         the moat server (`moat run` with the benchmark's echo guests) under long, checked\n\
-         load, its RSS and descriptors read every second; writes target/bench/soak.json,\n\
-         soak.md and soak.svg; exits non-zero if an echo differs, a connection fails or a\n\
-         server keeps more than {FD_SLACK} descriptors or {} MiB of the host's own memory past a part\n\
+         the moat server (`moat run` with the benchmark's echo guests, `moat serve` with\n\
+         its wasi:http component) under long, checked load, its RSS and descriptors read\n\
+         every second; writes target/bench/soak.json, soak.md and soak.svg; exits non-zero\n\
+         if an echo or a response differs, a connection fails or a server keeps more than\n\
+         {FD_SLACK} descriptors or {} MiB of the host's own memory past a part\n\
          parts (default: all): {}",
         HOST_MEMORY_SLACK_KIB >> 10,
         PARTS.join(" ")
@@ -327,6 +340,7 @@ fn phases_of(part: &str) -> Vec<(&'static str, Echo)> {
         "bytes" => vec![("bytes/tcp", Echo::Tcp), ("bytes/tls", Echo::Tls)],
         "sequential" => vec![("sequential", Echo::Tcp)],
         "concurrent" => vec![("concurrent", Echo::Tcp)],
+        "serve" => vec![("serve", Echo::Http)],
         _ => vec![("udp", Echo::Udp)],
     }
 }
@@ -377,6 +391,7 @@ fn run_phase(
             sampler,
         )
         .map(Figures::Concurrent),
+        "serve" => serve::run(addr, pick(quick, serve::FULL, serve::QUICK)).map(Figures::Serve),
         _ => udp::run(addr, pick(quick, udp::FULL, udp::QUICK)).map(Figures::Udp),
     };
     let settled = settle_fds(pid, start.fds + FD_SLACK, FD_SETTLE);

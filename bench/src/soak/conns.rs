@@ -60,7 +60,7 @@ const ACCEPT_WAIT: Duration = Duration::from_secs(10);
 const STEP: Duration = Duration::from_secs(30);
 
 /// The failures whose messages are kept (the count is always exact).
-const KEPT_ERRORS: usize = 10;
+pub(super) const KEPT_ERRORS: usize = 10;
 
 /// Bytes each connection sends and expects back.
 const MESSAGE: usize = 16;
@@ -97,7 +97,7 @@ pub struct Tally {
 }
 
 impl Tally {
-    fn fail(&mut self, what: String, error: &anyhow::Error) {
+    pub(super) fn fail(&mut self, what: String, error: &anyhow::Error) {
         self.failures += 1;
         if self.errors.len() < KEPT_ERRORS {
             self.errors.push(format!("{what}: {error:#}"));
@@ -275,7 +275,7 @@ fn failures_of(part: &str, total: u64, tally: &Tally) -> Vec<String> {
 
 /// A current-thread runtime: one connection's work is a few system
 /// calls, and the server needs the other core.
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+pub(super) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

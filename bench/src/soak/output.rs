@@ -15,9 +15,10 @@ pub fn markdown(report: &SoakReport) -> String {
     let _ = writeln!(md, "`{}`\n", report.command);
     let _ = writeln!(
         md,
-        "{}. Wall time {:.0} s{}. The server is `moat run` with this build's \
+        "{}. Wall time {:.0} s{}. The servers are `moat run` with this build's \
          guests (the benchmark's `moat` kind), one process per echo (TCP, TLS, UDP), \
-         each serving every part that uses it; its RSS (VmRSS), the part of it in \
+         each serving every part that uses it, and `moat serve` with its wasi:http \
+         component; each one's RSS (VmRSS), the part of it in \
          the guest's linear memory (/proc/PID/smaps) and its open descriptors \
          (/proc/PID/fd) were read every {:.0} s and at each phase's start and end. \
          The host's own memory is the RSS without the guest's: a wasm memory never \

@@ -19,7 +19,7 @@ use crate::servers::{Guest, Kind, Mode, Server};
 use super::{Run, add_percentiles, client, median, start_all};
 
 /// What wstd-serve (and native hyper, in `Mode::WasiHttp`) answer to `GET /`.
-const GREETING: &[u8] = b"hello from a wasi:http handler\n";
+pub(crate) const GREETING: &[u8] = b"hello from a wasi:http handler\n";
 
 /// What the native hyper server of http_fetch (`Mode::Http`) answers.
 const FETCHED: &[u8] = b"hello from a moat guest, on hyper\n";
@@ -31,7 +31,7 @@ const CONNECTIONS: usize = 64;
 
 /// One keep-alive client connection: the stream and what was read past the
 /// last response.
-struct Conn {
+pub(crate) struct Conn {
     stream: TcpStream,
     buf: Vec<u8>,
 }
@@ -41,7 +41,7 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
 }
 
 impl Conn {
-    async fn open(addr: SocketAddr) -> anyhow::Result<Conn> {
+    pub(crate) async fn open(addr: SocketAddr) -> anyhow::Result<Conn> {
         let stream = TcpStream::connect(addr).await?;
         stream.set_nodelay(true)?;
         Ok(Conn {
@@ -69,7 +69,7 @@ impl Conn {
 
     /// Sends `GET /` and reads the response, a 200 framed by
     /// Content-Length or chunked; its body.
-    async fn get(&mut self) -> anyhow::Result<Vec<u8>> {
+    pub(crate) async fn get(&mut self) -> anyhow::Result<Vec<u8>> {
         self.stream.write_all(REQUEST).await?;
         let head_end = loop {
             if let Some(i) = find(&self.buf, b"\r\n\r\n") {

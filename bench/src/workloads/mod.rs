@@ -12,7 +12,7 @@
 
 mod held;
 mod http;
-mod http_wasi;
+pub(crate) mod http_wasi;
 mod rr;
 mod start;
 mod tcp;
