@@ -1,11 +1,13 @@
 //! A guest built against `moat:net@0.2.0` (`host/wit/moat-net-0.2.0`),
 //! the released version before the current one, straight on the WIT with
 //! no SDK: what a guest built with an older moat-sdk imports. Run as
-//! `net-v0-2 ECHO_PORT CLOSED_PORT`, it connects to an echo server on
-//! 127.0.0.1:ECHO_PORT and checks its bytes come back, connects to a port
-//! nothing listens on, to a host no grant allows, sends a datagram to
-//! itself and accepts its own connection; one line per step, which the
-//! test compares.
+//! `net-v0-2 ECHO_PORT CLOSED_PORT [CA_PEM CERT_PEM KEY_PEM]`, it connects
+//! to an echo server on 127.0.0.1:ECHO_PORT and checks its bytes come
+//! back, connects to a port nothing listens on, to a host no grant allows,
+//! sends a datagram to itself and accepts its own connection, and, given
+//! a CA and a leaf for 127.0.0.1 signed by it, listens with TLS and
+//! connects to itself with TLS; one line per step, which the test
+//! compares.
 
 wit_bindgen::generate!({
     path: "../../../host/wit/moat-net-0.2.0",
@@ -14,7 +16,7 @@ wit_bindgen::generate!({
 });
 
 use moat::net::types::{ErrorCode, IpAddress, SocketAddress};
-use moat::net::{listen, tcp, udp};
+use moat::net::{listen, tcp, tls, udp};
 
 struct Guest;
 
@@ -38,7 +40,11 @@ impl exports::wasi::cli::run::Guest for Guest {
                 other => println!("denied: {}", case(other)),
             }
             datagram().await?;
-            own_listener().await
+            own_listener().await?;
+            match (args.get(3), args.get(4), args.get(5)) {
+                (Some(ca), Some(cert), Some(key)) => own_tls(ca, cert, key).await,
+                _ => Ok(()),
+            }
         };
         outcome
             .await
@@ -136,6 +142,82 @@ async fn own_listener() -> Result<(), ErrorCode> {
         None => false,
     };
     println!("accepted its own connection: {from_client}");
+    listener.close().await;
+    Ok(())
+}
+
+/// A TLS listener on loopback, presenting `cert` and `key`, accepts the
+/// guest's own TLS connection, which trusts `ca`: both ends agree on ALPN
+/// and the server reads what the client sent, decrypted.
+async fn own_tls(ca: &str, cert: &str, key: &str) -> Result<(), ErrorCode> {
+    let listen_options = listen::ListenOptions {
+        backlog: None,
+        send_buffer_size: None,
+        receive_buffer_size: None,
+        max_connections: None,
+        max_connections_per_peer: None,
+    };
+    let server = tls::ServerOptions {
+        identity: tls::Identity {
+            certificate_chain: cert.as_bytes().to_vec(),
+            private_key: key.as_bytes().to_vec(),
+        },
+        alpn: vec!["moat-v0-2".into()],
+        client_roots: None,
+        handshake_timeout: None,
+    };
+    let listener = tls::listen("127.0.0.1".to_owned(), 0, listen_options, server).await?;
+    let SocketAddress { port, .. } = listener.local_address()?;
+    let client_options = tls::ClientOptions {
+        alpn: vec!["moat-v0-2".into()],
+        extra_roots: Some(ca.as_bytes().to_vec()),
+        client_identity: None,
+    };
+    let connect_options = tcp::ConnectOptions {
+        timeout: None,
+        nodelay: true,
+        keepalive: None,
+        send_buffer_size: None,
+        receive_buffer_size: None,
+    };
+    // The host runs the server's handshake as the connection arrives,
+    // before any accept: the connect completes on its own, and a failed
+    // one never reaches the accept.
+    let client = tls::connect(
+        "127.0.0.1".to_owned(),
+        port,
+        connect_options,
+        client_options,
+    )
+    .await?;
+    let Some(accepted) = listener.accept().await? else {
+        println!("tls: the listener closed");
+        return Ok(());
+    };
+    let server = accepted.socket;
+    let message = b"hello over TLS from moat:net 0.2.0".to_vec();
+    let (mut tx, rx) = wit_stream::new::<u8>();
+    client.send(rx)?;
+    let left = tx.write_all(message.clone()).await;
+    assert!(left.is_empty(), "the host took {} bytes fewer", left.len());
+    drop(tx);
+    client.shutdown().await?;
+    let mut incoming = server.receive()?;
+    let mut got = Vec::new();
+    loop {
+        let (_, chunk) = incoming.read(Vec::with_capacity(64)).await;
+        if chunk.is_empty() {
+            break;
+        }
+        got.extend_from_slice(&chunk);
+    }
+    println!(
+        "tls: {} (TLS both ends: {}, ALPN {:?} / {:?})",
+        String::from_utf8_lossy(&got),
+        tls::is_tls(&client) && tls::is_tls(&server),
+        tls::alpn_protocol(&client),
+        tls::alpn_protocol(&server)
+    );
     listener.close().await;
     Ok(())
 }
