@@ -38,7 +38,8 @@
 //! `target/bench/soak.md` (the tables) and `target/bench/soak.svg` (RSS
 //! and descriptors over time). Exits non-zero, after writing them, if an
 //! echo differed, a connection failed, a UDP echo came back changed, a
-//! request was not answered with the greeting, a server exited, or a server kept more than [`FD_SLACK`] descriptors or
+//! request was not answered with the greeting, a server exited, or a
+//! server kept more than [`FD_SLACK`] descriptors or
 //! [`HOST_MEMORY_SLACK_KIB`] of the host's own memory (VmRSS without the
 //! guest's linear memory) past a phase.
 
@@ -105,36 +106,36 @@ const TCP_ECHO_FLAGS: &[&str] = &[
 /// The soak's servers: three echoes, and a wasi:http component under
 /// `moat serve`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Echo {
+enum Target {
     Tcp,
     Tls,
     Udp,
     Http,
 }
 
-impl Echo {
+impl Target {
     fn mode(self) -> Mode {
         match self {
-            Echo::Tcp => Mode::Echo,
-            Echo::Tls => Mode::TlsEcho,
-            Echo::Udp => Mode::UdpEcho,
-            Echo::Http => Mode::WasiHttp,
+            Target::Tcp => Mode::Echo,
+            Target::Tls => Mode::TlsEcho,
+            Target::Udp => Mode::UdpEcho,
+            Target::Http => Mode::WasiHttp,
         }
     }
 
     fn flags(self) -> &'static [&'static str] {
         match self {
-            Echo::Tcp => TCP_ECHO_FLAGS,
-            Echo::Tls | Echo::Udp | Echo::Http => &[],
+            Target::Tcp => TCP_ECHO_FLAGS,
+            Target::Tls | Target::Udp | Target::Http => &[],
         }
     }
 
     fn label(self) -> &'static str {
         match self {
-            Echo::Tcp => "moat run echo-server (TCP echo)",
-            Echo::Tls => "moat run bench-server tls-echo (TLS echo)",
-            Echo::Udp => "moat run udp-echo (UDP echo)",
-            Echo::Http => "moat serve wstd-serve (wasi:http)",
+            Target::Tcp => "moat run echo-server (TCP echo)",
+            Target::Tls => "moat run bench-server tls-echo (TLS echo)",
+            Target::Udp => "moat run udp-echo (UDP echo)",
+            Target::Http => "moat serve wstd-serve (wasi:http)",
         }
     }
 }
@@ -142,31 +143,31 @@ impl Echo {
 /// The servers started so far, each kept for the parts after.
 struct Servers<'a> {
     setup: &'a Setup,
-    running: BTreeMap<Echo, Server>,
+    running: BTreeMap<Target, Server>,
 }
 
 impl Servers<'_> {
-    fn get(&mut self, echo: Echo) -> anyhow::Result<&Server> {
+    fn get(&mut self, target: Target) -> anyhow::Result<&Server> {
         // A server that died in an earlier part (a failure already
         // recorded there) is replaced, so the later parts still run.
-        if self.running.get(&echo).is_some_and(|s| !alive(s.pid())) {
-            eprintln!("   {} had exited: starting another", echo.label());
-            self.running.remove(&echo);
+        if self.running.get(&target).is_some_and(|s| !alive(s.pid())) {
+            eprintln!("   {} had exited: starting another", target.label());
+            self.running.remove(&target);
         }
-        if !self.running.contains_key(&echo) {
+        if !self.running.contains_key(&target) {
             let server =
-                Server::start_with(self.setup, Kind::Moat, echo.mode(), false, echo.flags())
-                    .with_context(|| format!("cannot start {}", echo.label()))?;
+                Server::start_with(self.setup, Kind::Moat, target.mode(), false, target.flags())
+                    .with_context(|| format!("cannot start {}", target.label()))?;
             eprintln!(
                 "   started {} (pid {}) on {}",
-                echo.label(),
+                target.label(),
                 server.pid(),
                 server.addr
             );
-            self.running.insert(echo, server);
+            self.running.insert(target, server);
         }
         self.running
-            .get(&echo)
+            .get(&target)
             .context("the server just started is missing")
     }
 }
@@ -273,8 +274,8 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     for part in &chosen {
         eprintln!("== soak {part}");
         let part_start = Instant::now();
-        for (name, echo) in phases_of(part) {
-            let phase = run_phase(&mut servers, &sampler, &setup, part, name, echo, quick);
+        for (name, target) in phases_of(part) {
+            let phase = run_phase(&mut servers, &sampler, &setup, part, name, target, quick);
             for failure in &phase.failures {
                 eprintln!("   FAILED {failure}");
             }
@@ -335,13 +336,13 @@ fn usage() -> String {
 }
 
 /// A part's phases: (phase name, server).
-fn phases_of(part: &str) -> Vec<(&'static str, Echo)> {
+fn phases_of(part: &str) -> Vec<(&'static str, Target)> {
     match part {
-        "bytes" => vec![("bytes/tcp", Echo::Tcp), ("bytes/tls", Echo::Tls)],
-        "sequential" => vec![("sequential", Echo::Tcp)],
-        "concurrent" => vec![("concurrent", Echo::Tcp)],
-        "serve" => vec![("serve", Echo::Http)],
-        _ => vec![("udp", Echo::Udp)],
+        "bytes" => vec![("bytes/tcp", Target::Tcp), ("bytes/tls", Target::Tls)],
+        "sequential" => vec![("sequential", Target::Tcp)],
+        "concurrent" => vec![("concurrent", Target::Tcp)],
+        "serve" => vec![("serve", Target::Http)],
+        _ => vec![("udp", Target::Udp)],
     }
 }
 
@@ -353,19 +354,19 @@ fn run_phase(
     setup: &Setup,
     part: &str,
     name: &str,
-    echo: Echo,
+    target: Target,
     quick: bool,
 ) -> Phase {
     let mut phase = Phase {
         name: name.to_owned(),
         part: part.to_owned(),
-        server: echo.label().to_owned(),
+        server: target.label().to_owned(),
         figures: None,
         error: None,
         resources: None,
         failures: Vec::new(),
     };
-    let server = match servers.get(echo) {
+    let server = match servers.get(target) {
         Ok(server) => server,
         Err(e) => {
             phase.error = Some(format!("{e:#}"));

@@ -131,14 +131,13 @@ async fn client(addr: SocketAddr, c: u64, requests: u64) -> Client {
     let mut conn: Option<(Conn, u64)> = None;
     for i in 0..requests {
         let result = async {
-            let (open, used) = match conn.take() {
+            let (mut open, used) = match conn.take() {
                 Some(held) => held,
                 None => {
                     client.connections += 1;
                     (tokio::time::timeout(STEP, Conn::open(addr)).await??, 0)
                 }
             };
-            let mut open = open;
             let body = tokio::time::timeout(STEP, open.get()).await??;
             if body != GREETING {
                 anyhow::bail!(
