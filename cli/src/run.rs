@@ -48,7 +48,12 @@ fn compile(args: &CompileArgs) -> ExitCode {
         }
     };
     let Some(before) = moat.cache_use() else {
-        eprintln!("moat: error: no cache directory: set --cache-dir, or HOME or XDG_CACHE_HOME");
+        match moat.cache_refused() {
+            Some(refused) => eprintln!("moat: error: the cache directory is not used: {refused}"),
+            None => eprintln!(
+                "moat: error: no cache directory: set --cache-dir, or HOME or XDG_CACHE_HOME"
+            ),
+        }
         return ExitCode::from(2);
     };
     let mut misses = before.misses;
@@ -328,6 +333,11 @@ fn prepare(args: &RunArgs) -> anyhow::Result<Prepared> {
             destination,
             audit::Context::new(guest),
             moat_host::settings::audited(&settings),
+            settings
+                .bounds
+                .max_audit_size
+                .unwrap_or(audit::DEFAULT_MAX_AUDIT_SIZE),
+            moat_host::settings::Spelling::Flags,
         )?;
         options = options.audit(audit);
     }
@@ -348,6 +358,21 @@ fn prepare(args: &RunArgs) -> anyhow::Result<Prepared> {
         }
         options = options.env(key, value);
     }
+    let cache = match (&args.cache_dir, args.no_cache) {
+        (_, true) => CacheDir::Off,
+        (Some(dir), false) => {
+            let dir = std::path::absolute(dir)
+                .with_context(|| format!("--cache-dir {}", dir.display()))?;
+            CacheDir::At(dir)
+        }
+        (None, false) => CacheDir::Default,
+    };
+    // No guest may be given the cache's directory (nor the default one,
+    // which the host keeps apart always).
+    let apart: Vec<std::path::PathBuf> = match &cache {
+        CacheDir::At(dir) => vec![dir.clone()],
+        _ => Vec::new(),
+    };
     for dir in &args.dir {
         let preopen = Preopen::parse(dir).with_context(|| format!("--dir {dir}"))?;
         if !preopen.host.is_dir() {
@@ -355,7 +380,7 @@ fn prepare(args: &RunArgs) -> anyhow::Result<Prepared> {
         }
         // Judged again when the run opens it; here it fails as a bad
         // command line, before the component is compiled.
-        if let Err(source) = moat_host::preopen::check(&preopen.host) {
+        if let Err(source) = moat_host::preopen::check_against(&preopen.host, &apart) {
             let refused = MoatError::PreopenRefused {
                 host: preopen.host,
                 guest: preopen.guest,
@@ -376,15 +401,6 @@ fn prepare(args: &RunArgs) -> anyhow::Result<Prepared> {
         }
         options = options.tls_trust(trust);
     }
-    let cache = match (&args.cache_dir, args.no_cache) {
-        (_, true) => CacheDir::Off,
-        (Some(dir), false) => {
-            let dir = std::path::absolute(dir)
-                .with_context(|| format!("--cache-dir {}", dir.display()))?;
-            CacheDir::At(dir)
-        }
-        (None, false) => CacheDir::Default,
-    };
     let config = MoatConfig {
         cache,
         ..MoatConfig::default()

@@ -290,6 +290,11 @@ impl<T: MoatView> HttpView for T {
         let MoatCtxView { ctx, .. } = MoatView::moat(self);
         &mut ctx.http
     }
+
+    fn http_parts(&mut self) -> (&mut HttpState, &mut ResourceTable) {
+        let MoatCtxView { ctx, table } = MoatView::moat(self);
+        (&mut ctx.http, table)
+    }
 }
 
 /// Adds WASI 0.2 and 0.3, with wasi:sockets and name lookups under the

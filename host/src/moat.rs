@@ -7,11 +7,12 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use wasmtime::component::{Component, Linker, ResourceTable};
-use wasmtime::{Cache, CacheConfig, Store};
+use wasmtime::{Engine, Store};
 use wasmtime_wasi::p2::pipe::MemoryInputPipe;
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use crate::bounds::{Alarm, DEFAULT_MAX_MEMORY, TimeLimitReached, deadline_callback};
+use crate::cache::{CacheRefused, CodeCache};
 use crate::engines::{self, Linked, Support};
 use crate::error::MoatError;
 use crate::kit::{self, MoatCtx, MoatCtxView, MoatView};
@@ -38,8 +39,7 @@ fn handler_among(exports: &[String]) -> Option<String> {
 pub struct CacheUse {
     /// Where compiled code is kept.
     pub directory: std::path::PathBuf,
-    /// Compiled code found there (a component counts once per core module
-    /// and once for the component itself).
+    /// Components whose compiled code was found there.
     pub hits: usize,
     /// Code compiled and then written there.
     pub misses: usize,
@@ -120,10 +120,16 @@ pub struct Moat {
     /// made when the first one is loaded; `None` if it could not be made
     /// (they then get the concurrent engine).
     plain: OnceLock<Option<Linked>>,
-    /// What both engines are made from: the compiled-code cache.
+    /// What both engines are made from.
     base: wasmtime::Config,
-    /// That cache, if on: its directory and its counts of hits and misses.
-    cache: Option<Cache>,
+    /// The compiled-code cache, if on and its directory passed
+    /// ([`crate::cache`]).
+    cache: Option<CodeCache>,
+    /// Why the cache asked for is not used, if it is not.
+    cache_refused: Option<CacheRefused>,
+    /// The cache directory asked for (used or not), which no guest of
+    /// this `Moat`'s may be given.
+    apart: Vec<std::path::PathBuf>,
     pool: Option<InstancePool>,
     linger: Duration,
     // Dropped last: stops the thread that advances the epoch.
@@ -131,25 +137,31 @@ pub struct Moat {
 }
 
 impl Moat {
-    /// Sets up the engine, the compiled-code cache and the linker.
+    /// Sets up the engine, the compiled-code cache and the linker. A
+    /// cache directory that is not this user's alone is not used (one
+    /// warning says why, and [`Moat::cache_refused`] tells it): every load
+    /// compiles.
     ///
     /// # Errors
     /// [`MoatError::Engine`] if wasmtime refuses the configuration.
     pub fn new(config: &MoatConfig) -> Result<Moat, MoatError> {
-        let mut base = wasmtime::Config::new();
-        let mut kept = None;
+        let base = wasmtime::Config::new();
+        let (mut cache, mut cache_refused, mut apart) = (None, None, Vec::new());
         if let Some(dir) = config.cache.resolve() {
-            let mut cache = CacheConfig::new();
-            cache.with_directory(dir);
-            match Cache::new(cache) {
-                Ok(cache) => {
-                    base.cache(Some(cache.clone()));
-                    kept = Some(cache);
+            match CodeCache::open(&dir) {
+                Ok(opened) => {
+                    apart.push(opened.directory().to_owned());
+                    cache = Some(opened);
                 }
-                Err(e) => {
-                    tracing::warn!("compiled-code cache disabled: {e:#}");
+                Err(refused) => {
+                    tracing::warn!(
+                        "the compiled-code cache {} is not used: {refused}; every load compiles",
+                        dir.display()
+                    );
+                    cache_refused = Some(refused);
                 }
             }
+            apart.push(dir);
         }
         let concurrent =
             Linked::concurrent(&base, config.instance_pool).map_err(MoatError::Engine)?;
@@ -162,7 +174,9 @@ impl Moat {
             concurrent,
             plain: OnceLock::new(),
             base,
-            cache: kept,
+            cache,
+            cache_refused,
+            apart,
             pool: config.instance_pool,
             linger: config.linger,
             ticker,
@@ -193,7 +207,7 @@ impl Moat {
         if engines::is_plain_proxy(bytes)
             && let Some(plain) = self.plain()
         {
-            match Component::from_binary(&plain.engine, bytes) {
+            match self.compile(&plain.engine, bytes) {
                 Ok(component) => match plain.linker.instantiate_pre(&component) {
                     Ok(_) => {
                         return Ok(Guest {
@@ -213,8 +227,9 @@ impl Moat {
             }
         }
         let engine = &self.concurrent.engine;
-        let component =
-            Component::from_binary(engine, bytes).map_err(|source| MoatError::Compile {
+        let component = self
+            .compile(engine, bytes)
+            .map_err(|source| MoatError::Compile {
                 path: name.to_owned(),
                 source,
             })?;
@@ -242,10 +257,30 @@ impl Moat {
     pub fn cache_use(&self) -> Option<CacheUse> {
         let cache = self.cache.as_ref()?;
         Some(CacheUse {
-            directory: cache.directory().clone(),
-            hits: cache.cache_hits(),
-            misses: cache.cache_misses(),
+            directory: cache.directory().to_owned(),
+            hits: cache.hits(),
+            misses: cache.misses(),
         })
+    }
+
+    /// Why the cache directory asked for is not used (another user owns
+    /// it or may write it; its key is not private), if it is not.
+    pub fn cache_refused(&self) -> Option<&CacheRefused> {
+        self.cache_refused.as_ref()
+    }
+
+    /// `bytes` compiled for `engine`, through the cache when it is on.
+    fn compile(&self, engine: &Engine, bytes: &[u8]) -> wasmtime::Result<Component> {
+        match &self.cache {
+            Some(cache) => cache.component(engine, bytes),
+            None => Component::from_binary(engine, bytes),
+        }
+    }
+
+    /// The cache directories no guest may be given (see
+    /// [`crate::preopen::check_against`]).
+    pub(crate) fn apart(&self) -> &[std::path::PathBuf] {
+        &self.apart
     }
 
     /// The plain engine, made on first use.
@@ -316,7 +351,10 @@ pub(crate) fn notices(options: &RunOptions) -> Notices {
 /// The guest's WASI context as `options` describe it: arguments,
 /// environment, stdio and directories (its sockets are set up by
 /// [`kit::MoatCtxBuilder::build`]).
-pub(crate) fn wasi_ctx(options: &RunOptions) -> Result<WasiCtxBuilder, MoatError> {
+pub(crate) fn wasi_ctx(
+    options: &RunOptions,
+    apart: &[std::path::PathBuf],
+) -> Result<WasiCtxBuilder, MoatError> {
     let mut wasi = WasiCtxBuilder::new();
     wasi.args(&options.args);
     wasi.envs(&options.env);
@@ -342,10 +380,12 @@ pub(crate) fn wasi_ctx(options: &RunOptions) -> Result<WasiCtxBuilder, MoatError
         Output::Discard => wasi.stderr(std::io::empty()),
     };
     for dir in &options.dirs {
-        let checked = preopen::check(&dir.host).map_err(|source| MoatError::PreopenRefused {
-            host: dir.host.clone(),
-            guest: dir.guest.clone(),
-            source,
+        let checked = preopen::check_against(&dir.host, apart).map_err(|source| {
+            MoatError::PreopenRefused {
+                host: dir.host.clone(),
+                guest: dir.guest.clone(),
+                source,
+            }
         })?;
         let perms = if dir.writable {
             FsPerms::ReadWrite
@@ -403,7 +443,7 @@ impl Moat {
             builder = builder.tls_trust(trust);
         }
         let Linked { engine, linker } = self.linked(guest)?;
-        let mut wasi = wasi_ctx(&options)?;
+        let mut wasi = wasi_ctx(&options, self.apart())?;
         let moat = builder.build(&self.ticker, &mut wasi);
         let finish = moat.finish();
         let mut store = Store::new(

@@ -16,6 +16,15 @@
 //! Directories are read-only unless given as writable ([`Preopen`]): a guest
 //! that only reads its configuration or certificates cannot change them.
 //!
+//! Nor may a guest's directory be, contain or lie inside a compiled-code
+//! cache ([`crate::cache`]): an entry there is native code that a later run
+//! of this user's executes, and its key is what makes an entry authentic.
+//! The run's own cache directory and the default one
+//! (`$XDG_CACHE_HOME/moat` or `~/.cache/moat`, which a later `moat run`
+//! uses) are both kept out, judged by path and by the directories'
+//! identity (a bind mount of the cache elsewhere is the cache), whether or
+//! not the cache exists yet.
+//!
 //! Not judged here: device nodes inside an ordinary filesystem (only root
 //! can make them, and a container's device cgroup refuses them), and mounts
 //! made under a directory after the guest started.
@@ -197,6 +206,19 @@ pub enum PreopenError {
         /// Whether it is mounted below the directory (rather than being it).
         inside: bool,
     },
+    /// The directory is, contains or lies inside a compiled-code cache.
+    #[error(
+        "it {relation} moat's compiled-code cache {}: a guest that can reach it could plant \
+         native code that a later run executes; give the guest a directory apart from it \
+         (or keep the cache elsewhere with --cache-dir)",
+        .cache.display()
+    )]
+    CodeCache {
+        /// The cache directory.
+        cache: PathBuf,
+        /// How the two meet.
+        relation: Overlap,
+    },
     /// The directory could not be found or examined.
     #[error("cannot examine it: {0}")]
     Inspect(#[source] io::Error),
@@ -216,14 +238,126 @@ fn explain(fstype: &str) -> &'static str {
     }
 }
 
-/// Checks that `dir` may be given to a guest: it exists, and neither it
-/// nor anything mounted below it is one of [`PSEUDO_FILESYSTEMS`]. Returns
-/// the directory's canonical path, the one to open (so that what was
-/// judged is what the guest gets).
+/// How a guest's directory meets a cache directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Overlap {
+    /// It is the cache directory.
+    Is,
+    /// The cache directory is inside it.
+    Contains,
+    /// It is inside the cache directory.
+    LiesInside,
+}
+
+impl fmt::Display for Overlap {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Overlap::Is => "is",
+            Overlap::Contains => "contains",
+            Overlap::LiesInside => "lies inside",
+        })
+    }
+}
+
+/// Checks that `dir` may be given to a guest: it exists, neither it nor
+/// anything mounted below it is one of [`PSEUDO_FILESYSTEMS`], and it
+/// keeps apart from the default compiled-code cache. Returns the
+/// directory's canonical path, the one to open (so that what was judged is
+/// what the guest gets). An embedder that gives its guests directories of
+/// its own judges them with this.
 ///
 /// # Errors
 /// [`PreopenError`].
 pub fn check(dir: &Path) -> Result<PathBuf, PreopenError> {
+    check_against(dir, &[])
+}
+
+/// As [`check`], keeping `dir` apart from each of `caches` too (the
+/// default cache is always kept out).
+///
+/// # Errors
+/// [`PreopenError`].
+pub fn check_against(dir: &Path, caches: &[PathBuf]) -> Result<PathBuf, PreopenError> {
+    let dir = check_filesystems(dir)?;
+    let default = crate::options::CacheDir::Default.resolve();
+    for cache in caches.iter().chain(default.iter()) {
+        if let Some(relation) = overlap(&dir, cache) {
+            return Err(PreopenError::CodeCache {
+                cache: cache.clone(),
+                relation,
+            });
+        }
+    }
+    Ok(dir)
+}
+
+/// How `dir` (canonical) meets `cache` (which may not exist yet): by their
+/// paths, the cache's resolved through its nearest existing directory,
+/// and by the identity (device and inode) of each existing directory on
+/// either path, so that a bind mount of the cache, or of a directory
+/// above it, is seen for what it is.
+fn overlap(dir: &Path, cache: &Path) -> Option<Overlap> {
+    use std::os::unix::fs::MetadataExt;
+    let cache = resolved(cache);
+    if dir == cache {
+        return Some(Overlap::Is);
+    }
+    if dir.starts_with(&cache) {
+        return Some(Overlap::LiesInside);
+    }
+    if cache.starts_with(dir) {
+        return Some(Overlap::Contains);
+    }
+    let identity = |path: &Path| {
+        std::fs::metadata(path)
+            .ok()
+            .map(|meta| (meta.dev(), meta.ino()))
+    };
+    let dir_id = identity(dir)?;
+    if let Some(cache_id) = identity(&cache) {
+        if dir_id == cache_id {
+            return Some(Overlap::Is);
+        }
+        if dir
+            .ancestors()
+            .skip(1)
+            .any(|up| identity(up) == Some(cache_id))
+        {
+            return Some(Overlap::LiesInside);
+        }
+    }
+    cache
+        .ancestors()
+        .skip(1)
+        .any(|up| identity(up) == Some(dir_id))
+        .then_some(Overlap::Contains)
+}
+
+/// `path` made absolute, through the canonical form of its nearest
+/// existing ancestor (symbolic links there resolved), the rest as written.
+fn resolved(path: &Path) -> PathBuf {
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_owned());
+    let mut existing = absolute.as_path();
+    let mut rest = Vec::new();
+    loop {
+        if let Ok(canonical) = std::fs::canonicalize(existing) {
+            return rest
+                .iter()
+                .rev()
+                .fold(canonical, |path, part| path.join(part));
+        }
+        match (existing.parent(), existing.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_owned());
+                existing = parent;
+            }
+            _ => return absolute,
+        }
+    }
+}
+
+/// The filesystem half of [`check`].
+fn check_filesystems(dir: &Path) -> Result<PathBuf, PreopenError> {
     let dir = std::fs::canonicalize(dir).map_err(PreopenError::Inspect)?;
     if !dir.is_dir() {
         return Err(PreopenError::Inspect(io::Error::new(
@@ -440,6 +574,39 @@ mod tests {
             check(Path::new("/no/such/dir")),
             Err(PreopenError::Inspect(_))
         ));
+    }
+
+    #[test]
+    fn a_directory_that_meets_a_cache_is_refused_whether_or_not_the_cache_exists() {
+        let base = std::env::temp_dir().join(format!("moat-preopen-test-{}", std::process::id()));
+        let home = base.join("home");
+        let cache = home.join(".cache/moat");
+        std::fs::create_dir_all(home.join("work")).unwrap();
+        let caches = [cache.clone()];
+        let relation = |dir: &Path| match check_against(dir, &caches) {
+            Err(PreopenError::CodeCache { relation, .. }) => Some(relation),
+            Ok(_) => None,
+            Err(other) => panic!("{}: {other}", dir.display()),
+        };
+        assert_eq!(relation(&home), Some(Overlap::Contains), "not made yet");
+        assert_eq!(relation(&home.join("work")), None);
+        std::fs::create_dir_all(cache.join("code")).unwrap();
+        assert_eq!(relation(&home), Some(Overlap::Contains));
+        assert_eq!(relation(&home.join(".cache")), Some(Overlap::Contains));
+        assert_eq!(relation(&cache), Some(Overlap::Is));
+        assert_eq!(relation(&cache.join("code")), Some(Overlap::LiesInside));
+        // A symbolic link to the cache is the cache.
+        std::os::unix::fs::symlink(&cache, base.join("link")).unwrap();
+        assert_eq!(relation(&base.join("link")), Some(Overlap::Is));
+        let e = check_against(&home, &caches).unwrap_err().to_string();
+        assert!(
+            e.starts_with(&format!(
+                "it contains moat's compiled-code cache {}",
+                cache.display()
+            )),
+            "{e}"
+        );
+        std::fs::remove_dir_all(&base).unwrap();
     }
 
     #[test]

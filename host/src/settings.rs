@@ -53,6 +53,15 @@ pub fn limits(bounds: &Bounds) -> Limits {
             .max_http_body_size
             .unwrap_or(defaults.max_http_body_size),
         max_instances: bounds.max_instances.unwrap_or(defaults.max_instances),
+        http_request_body_timeout: bounds
+            .http_request_body_timeout
+            .unwrap_or(defaults.http_request_body_timeout),
+        http_response_send_timeout: bounds
+            .http_response_send_timeout
+            .unwrap_or(defaults.http_response_send_timeout),
+        max_instances_per_client: bounds
+            .max_instances_per_client
+            .unwrap_or(defaults.max_instances_per_client),
         ..defaults
     }
 }
@@ -133,7 +142,11 @@ pub fn default_of(setting: Setting) -> Option<String> {
         Setting::HttpHeaderReadTimeout => duration(limits.http_header_read_timeout),
         Setting::MaxHttpBodySize => size(limits.max_http_body_size),
         Setting::MaxInstances => count(Some(limits.max_instances)),
+        Setting::HttpRequestBodyTimeout => duration(limits.http_request_body_timeout),
+        Setting::HttpResponseSendTimeout => duration(limits.http_response_send_timeout),
+        Setting::MaxInstancesPerClient => count(Some(limits.max_instances_per_client)),
         Setting::Audit => None,
+        Setting::MaxAuditSize => size(crate::audit::DEFAULT_MAX_AUDIT_SIZE),
     }
 }
 

@@ -79,8 +79,16 @@ pub enum Setting {
     MaxHttpBodySize,
     /// `moat serve`'s handlers running at once.
     MaxInstances,
+    /// `moat serve`'s longest pause in a request body a handler waits on.
+    HttpRequestBodyTimeout,
+    /// `moat serve`'s longest wait for a client to take more of a response.
+    HttpResponseSendTimeout,
+    /// `moat serve`'s handlers running at once for one client address.
+    MaxInstancesPerClient,
     /// Where the audit trail of every decision goes.
     Audit,
+    /// The audit trail's largest size.
+    MaxAuditSize,
 }
 
 /// What kind of value a setting takes, and so how every source writes it.
@@ -333,6 +341,34 @@ const ROWS: [Row; Setting::ALL.len()] = [
                --max-memory (more requests wait for one, within --timeout)",
     },
     Row {
+        key: "http-request-body-timeout",
+        flag: "--http-request-body-timeout",
+        variable: "MOAT_HTTP_REQUEST_BODY_TIMEOUT",
+        option: "Limits::http_request_body_timeout",
+        kind: Kind::Duration,
+        help: "moat serve: longest a client may pause in a request body while its handler \
+               waits for more (then 408, or the response cut off)",
+    },
+    Row {
+        key: "http-response-send-timeout",
+        flag: "--http-response-send-timeout",
+        variable: "MOAT_HTTP_RESPONSE_SEND_TIMEOUT",
+        option: "Limits::http_response_send_timeout",
+        kind: Kind::Duration,
+        help: "moat serve: longest a response may wait for its client to take more of it \
+               (then it is cut off and its handler stopped)",
+    },
+    Row {
+        key: "max-instances-per-client",
+        flag: "--max-instances-per-client",
+        variable: "MOAT_MAX_INSTANCES_PER_CLIENT",
+        option: "Limits::max_instances_per_client",
+        kind: Kind::Count,
+        help: "moat serve: most handler instances one client address (an IPv6 /64) holds \
+               at once (more of its requests wait, within --timeout, then 429); behind a \
+               proxy every client is the proxy's address",
+    },
+    Row {
         key: "audit",
         flag: "--audit",
         variable: "MOAT_AUDIT",
@@ -341,11 +377,21 @@ const ROWS: [Row; Setting::ALL.len()] = [
         help: "Write a JSON Lines record of every network decision, allowed and denied, \
                with the rule that decided it, to FILE (appended; - for standard error)",
     },
+    Row {
+        key: "max-audit-size",
+        flag: "--max-audit-size",
+        variable: "MOAT_MAX_AUDIT_SIZE",
+        option: "RunOptions::max_audit_size",
+        kind: Kind::Size,
+        help: "Most the audit trail may write for one run (repeated denials are counted, not \
+               copied); past it the run's network is refused, as when the trail cannot be \
+               written",
+    },
 ];
 
 impl Setting {
     /// Every setting, in the order `moat run --help` lists their flags.
-    pub const ALL: [Setting; 24] = [
+    pub const ALL: [Setting; 28] = [
         Setting::AllowNet,
         Setting::AllowListen,
         Setting::DenyNet,
@@ -369,7 +415,11 @@ impl Setting {
         Setting::HttpHeaderReadTimeout,
         Setting::MaxHttpBodySize,
         Setting::MaxInstances,
+        Setting::HttpRequestBodyTimeout,
+        Setting::HttpResponseSendTimeout,
+        Setting::MaxInstancesPerClient,
         Setting::Audit,
+        Setting::MaxAuditSize,
     ];
 
     const fn row(self) -> &'static Row {

@@ -348,6 +348,11 @@ impl MoatSandbox {
                 destination,
                 context,
                 moat_host::settings::audited(&settings),
+                settings
+                    .bounds
+                    .max_audit_size
+                    .unwrap_or(audit::DEFAULT_MAX_AUDIT_SIZE),
+                moat_host::settings::Spelling::Environment,
             )
             .map_err(StartError::Audit)?;
             options = options.audit(trail);

@@ -322,7 +322,7 @@ fn jq_selects_a_runs_denials_and_what_a_denied_name_resolved_to() {
 }
 
 #[test]
-fn an_http_request_is_recorded_and_its_new_connection_too() {
+fn an_http_request_is_recorded_and_its_new_connection_too_and_an_unjudged_one_as_written() {
     let server = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = server.local_addr().unwrap().port().to_string();
     let answer = std::thread::spawn(move || {
@@ -346,9 +346,26 @@ fn an_http_request_is_recorded_and_its_new_connection_too() {
         &[guests::HTTP_PROBE, "fetch", "http://example.invalid/"],
     );
     assert_ne!(out.status.code(), Some(0));
+    // Authorities that name no host moat judges: recorded as written.
+    for written in ["127.1", "u@127.0.0.1"] {
+        let out = moat_run(&path, &[guests::HTTP_PROBE, "authority", written]);
+        assert_eq!(
+            text(&out.stdout),
+            "error: ErrorCode::HttpRequestUriInvalid\n",
+            "{}",
+            text(&out.stderr)
+        );
+    }
     let records = records(&path);
     let requests = decisions(&records, "http-request");
-    assert_eq!(requests.len(), 2, "{requests:#?}");
+    assert_eq!(requests.len(), 4, "{requests:#?}");
+    for (request, written) in requests[2..].iter().zip(["127.1", "u@127.0.0.1"]) {
+        assert_eq!(request["decision"], "denied");
+        assert_eq!(request["host"], Value::Null);
+        assert_eq!(request["port"], Value::Null);
+        assert_eq!(request["written"], written);
+        assert_eq!(request["reason"]["kind"], "invalid");
+    }
     assert_eq!(requests[0]["decision"], "allowed");
     assert_eq!(requests[0]["rule"]["entry"], format!("127.0.0.1:{port}"));
     assert_eq!(requests[1]["decision"], "denied");
@@ -409,12 +426,16 @@ fn a_hostile_guests_flood_is_all_on_the_trail_and_the_host_stays_small() {
         many < few + FLOOD_MEMORY,
         "the host's peak went from {few} to {many} bytes"
     );
-    let trail_text = std::fs::read_to_string(&path).unwrap();
-    let denials = trail_text
-        .lines()
-        .filter(|l| l.contains(r#""operation":"connect""#) && l.contains(r#""decision":"denied""#))
-        .count();
-    assert_eq!(denials as u64, CONNECTS, "every denial is on the trail");
+    // The same denial again and again: its first record, then counts per
+    // second, which add up to every one of them.
+    let connects = records(&path);
+    assert_eq!(decisions(&connects, "connect").len(), 1);
+    assert_eq!(
+        denied_after_the_first(&connects, "connect"),
+        CONNECTS - 1,
+        "every denial is on the trail"
+    );
+    assert!(connects.len() < 1000, "{} records", connects.len());
 
     // A UDP flood to one granted place: its first send, then counts.
     let peer = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -442,6 +463,95 @@ fn a_hostile_guests_flood_is_all_on_the_trail_and_the_host_stays_small() {
         "every send after the first is counted"
     );
     assert!(records.len() < 1000, "{} records", records.len());
+}
+
+/// The denials a trail counts after each one's first record, for
+/// `operation`.
+fn denied_after_the_first(records: &[Value], operation: &str) -> u64 {
+    records
+        .iter()
+        .filter(|r| r["kind"] == "denial-counts" && r["operation"] == operation)
+        .map(|r| {
+            assert_eq!(r["decision"], "denied", "{r}");
+            r["count"].as_u64().unwrap()
+        })
+        .sum()
+}
+
+/// 50,000 denied HTTP requests (no grant at all): the trail holds their
+/// first record and counts that add up to the rest, in kilobytes, not the
+/// 24 MB a record each took.
+#[test]
+fn a_flood_of_denied_requests_is_counted_in_kilobytes() {
+    const REQUESTS: u64 = 50_000;
+    let path = trail("flood-http");
+    let out = moat_run(
+        &path,
+        &[
+            guests::HTTP_PROBE,
+            "flood",
+            &REQUESTS.to_string(),
+            "http://10.9.9.9:9/",
+        ],
+    );
+    assert_eq!(
+        text(&out.stdout),
+        format!("ok 0\nerr ErrorCode::HttpRequestDenied x{REQUESTS}\n"),
+        "{}",
+        text(&out.stderr)
+    );
+    let size = std::fs::metadata(&path).unwrap().len();
+    let records = records(&path);
+    assert_eq!(decisions(&records, "http-request").len(), 1);
+    assert_eq!(
+        denied_after_the_first(&records, "http-request"),
+        REQUESTS - 1
+    );
+    assert!(size < 64 << 10, "the trail took {size} bytes");
+}
+
+/// A trail that reaches --max-audit-size refuses the run's network from
+/// then on, as a trail that cannot be written does: its last records say
+/// so, and nothing past them is recorded or allowed.
+#[test]
+fn a_trail_at_its_size_cap_refuses_the_runs_network() {
+    let path = trail("full");
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port().to_string();
+    // Distinct denials (each port its own), each a whole record of a few
+    // hundred bytes: 64 KiB is full after a few hundred; then a granted
+    // connect finds the trail full.
+    let out = moat_run(
+        &path,
+        &[
+            "--max-audit-size=64KiB",
+            &format!("--allow-net=127.0.0.1:{port}"),
+            guests::HOSTILE,
+            "fill-trail",
+            "2000",
+            "10.9.9.9",
+            "127.0.0.1",
+            &port,
+        ],
+    );
+    let said = text(&out.stdout);
+    assert!(
+        said.starts_with("refused 2000\ntrail refused: ") && said.contains("--max-audit-size"),
+        "{said}{}",
+        text(&out.stderr)
+    );
+    let records = records(&path);
+    let last = records.last().unwrap();
+    assert_eq!(last["kind"], "trail-full", "{last}");
+    assert!(
+        last["message"]
+            .as_str()
+            .unwrap()
+            .contains("--max-audit-size"),
+        "{last}"
+    );
+    let size = std::fs::metadata(&path).unwrap().len();
+    assert!(size < (64 << 10) + (8 << 10), "the trail took {size} bytes");
 }
 
 #[test]

@@ -515,7 +515,9 @@ fn a_cache_that_cannot_be_written_costs_the_cache_not_the_run() {
     let err = hello(format!("{}/cache", file.display()));
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(
-        err.contains("compiled-code cache disabled") && err.contains("a-file/cache"),
+        err.contains("compiled-code cache")
+            && err.contains("is not used")
+            && err.contains("a-file/cache"),
         "{err}"
     );
 
@@ -525,18 +527,214 @@ fn a_cache_that_cannot_be_written_costs_the_cache_not_the_run() {
         return;
     }
     let full = scratch.join("full");
-    let _mounted = match crate::files::mount(&["-t", "tmpfs", "-o", "size=64k", "tmpfs"], &full) {
-        Ok(mounted) => mounted,
-        Err(why) => {
-            crate::files::skip_without_mount(TEST, Some(why));
-            return;
-        }
-    };
+    let _mounted =
+        match crate::files::mount(&["-t", "tmpfs", "-o", "size=64k,mode=0700", "tmpfs"], &full) {
+            Ok(mounted) => mounted,
+            Err(why) => {
+                crate::files::skip_without_mount(TEST, Some(why));
+                return;
+            }
+        };
     let err = hello(full.display().to_string());
     assert!(
         !err.is_empty() && err.lines().all(|l| l.contains("No space left on device")),
         "{err}"
     );
+}
+
+/// The compiled code of `component` in the cache at `dir`: compiled
+/// there by `moat compile` (the one file that appears).
+fn cache_entry(dir: &std::path::Path, component: &str) -> PathBuf {
+    let before: Vec<PathBuf> = walk(&dir.join("code"));
+    let out = Command::new(MOAT)
+        .arg("compile")
+        .arg(format!("--cache-dir={}", dir.display()))
+        .arg(component)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let made: Vec<PathBuf> = walk(&dir.join("code"))
+        .into_iter()
+        .filter(|f| !before.contains(f))
+        .collect();
+    assert_eq!(made.len(), 1, "{made:?}");
+    made.into_iter().next().unwrap()
+}
+
+/// A compiled-code entry is native code the next run executes. One
+/// prepared elsewhere (another user's moat, another cache, another key)
+/// and put in place of the entry of the component about to run is never
+/// executed: it fails its authentication, the component is compiled
+/// afresh, and one warning says so.
+#[test]
+fn a_planted_cache_entry_is_never_run() {
+    let scratch = crate::files::Scratch::new("planted-entry");
+    let theirs = scratch.join("theirs");
+    let mine = scratch.join("mine");
+    // The planted code: a whole, valid entry, for the guest that says
+    // hello, from a cache of its own.
+    let planted = cache_entry(&theirs, guests::HELLO);
+    let target = cache_entry(&mine, guests::PROBE);
+    std::fs::copy(&planted, &target).unwrap();
+    let out = Command::new(MOAT)
+        .args([
+            "run",
+            &format!("--cache-dir={}", mine.display()),
+            guests::PROBE,
+            "env",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).starts_with(
+            "args: []
+"
+        ),
+        "the planted code ran: {}",
+        text(&out.stdout)
+    );
+    let err = text(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("was not written by this user's moat") && err.contains("compiling afresh"),
+        "{err}"
+    );
+    // Replaced by its own code: the next run says nothing.
+    let out = Command::new(MOAT)
+        .args([
+            "run",
+            &format!("--cache-dir={}", mine.display()),
+            guests::PROBE,
+            "env",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(text(&out.stderr), "");
+}
+
+/// A cache directory that other users may write (a shared one, mode 0777
+/// or 1777) is not used at all, whatever it holds: the run compiles, says
+/// why once, and neither reads nor writes there; `moat compile` refuses
+/// it.
+#[test]
+fn a_cache_directory_others_may_write_is_not_used() {
+    use std::os::unix::fs::PermissionsExt;
+    let scratch = crate::files::Scratch::new("shared-cache");
+    let shared = scratch.join("shared");
+    // A whole, valid entry for PROBE's name, planted there by another
+    // user (uid 65534) in a directory anyone may write.
+    let planted = cache_entry(&shared, guests::HELLO);
+    let target = cache_entry(&scratch.join("probe-name"), guests::PROBE);
+    let name = target.file_name().unwrap();
+    std::fs::copy(&planted, shared.join("code").join(name)).unwrap();
+    for dir in [shared.clone(), shared.join("code")] {
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    }
+    let _ = std::os::unix::fs::chown(shared.join("code").join(name), Some(65534), Some(65534));
+    let before = walk(&shared);
+    let out = Command::new(MOAT)
+        .args([
+            "run",
+            &format!("--cache-dir={}", shared.display()),
+            guests::PROBE,
+            "env",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).starts_with(
+            "args: []
+"
+        ),
+        "{}",
+        text(&out.stdout)
+    );
+    let err = text(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "the compiled-code cache {} is not used",
+            shared.display()
+        )) && err.contains("may be written by other users (mode 1777)"),
+        "{err}"
+    );
+    assert_eq!(walk(&shared), before, "nothing written there");
+    let compile = Command::new(MOAT)
+        .arg("compile")
+        .arg(format!("--cache-dir={}", shared.display()))
+        .arg(guests::HELLO)
+        .output()
+        .unwrap();
+    assert_eq!(compile.status.code(), Some(2));
+    assert!(
+        text(&compile.stderr).contains("the cache directory is not used"),
+        "{}",
+        text(&compile.stderr)
+    );
+}
+
+/// A guest given a directory that holds the compiled-code cache (the
+/// default one under $HOME, or the run's own) could plant native code
+/// there for a later run: the run is refused before the guest starts, and
+/// the error names the cache.
+#[test]
+fn a_directory_that_holds_the_cache_is_not_given_to_a_guest() {
+    let scratch = crate::files::Scratch::new("cache-preopen");
+    let home = scratch.join("home");
+    std::fs::create_dir_all(home.join("work")).unwrap();
+    // The default cache, $HOME/.cache/moat, whether or not it exists yet.
+    let out = Command::new(MOAT)
+        .env("HOME", &home)
+        .env_remove("XDG_CACHE_HOME")
+        .args([
+            "run",
+            &format!("--dir={}::/home:rw", home.display()),
+            guests::FS_PROBE,
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains(&format!(
+            "it contains moat's compiled-code cache {}/.cache/moat",
+            home.display()
+        )),
+        "{}",
+        text(&out.stderr)
+    );
+    // The run's own cache, given read-only, and a directory inside it.
+    let cache = scratch.join("cache");
+    for dir in [cache.clone(), cache.join("code")] {
+        std::fs::create_dir_all(&dir).unwrap();
+        let out = Command::new(MOAT)
+            .env("HOME", &home)
+            .args([
+                "run",
+                &format!("--cache-dir={}", cache.display()),
+                &format!("--dir={}::/c", dir.display()),
+                guests::FS_PROBE,
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+        assert!(
+            text(&out.stderr).contains("moat's compiled-code cache"),
+            "{}",
+            text(&out.stderr)
+        );
+    }
+    // A directory beside it is fine.
+    let out = Command::new(MOAT)
+        .env("HOME", &home)
+        .args([
+            "run",
+            &format!("--dir={}::/w", home.join("work").display()),
+            guests::HELLO,
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
 }
 
 fn walk(dir: &PathBuf) -> Vec<PathBuf> {

@@ -395,15 +395,83 @@ async fn authorities_are_judged_as_written_in_every_spelling() {
         "{}",
         done.stderr
     );
-    // User information is not part of the host.
+    assert_eq!(up.connections(), 1);
+}
+
+/// The Host header (HTTP/1.1) and `:authority` (HTTP/2) a server reads are
+/// the host and port judged, never the guest's other text: an authority
+/// with user information (`evil.example@127.0.0.1`, which a front proxy
+/// may read as the host `evil.example`) is refused before anything is
+/// sent, and recorded as written.
+#[tokio::test]
+async fn the_host_a_server_reads_is_the_one_judged_and_user_information_is_refused() {
+    let up = Upstream::start(Reply::Body("reached\n")).await;
+    let names = Names::new(&[]);
+    let port = up.port;
     let done = probe(
         grant(&format!("127.0.0.1:{port}")),
         &names,
-        &["authority", &format!("evil.test@127.0.0.1:{port}")],
+        &["authority", &format!("127.0.0.1:{port}")],
     )
     .await;
     assert_eq!(done.stdout, "status: 200\nreached\n", "{}", done.stderr);
-    assert_eq!(up.connections(), 2);
+    assert_eq!(
+        up.requests(),
+        [format!("GET / HTTP/1.1 host=127.0.0.1:{port}")]
+    );
+    for userinfo in [
+        format!("evil.example@127.0.0.1:{port}"),
+        format!("u:p@127.0.0.1:{port}"),
+        format!("@127.0.0.1:{port}"),
+    ] {
+        let done = probe(
+            grant(&format!("127.0.0.1:{port}")),
+            &names,
+            &["authority", &userinfo],
+        )
+        .await;
+        assert_eq!(
+            done.stdout, "error: ErrorCode::HttpRequestUriInvalid\n",
+            "{userinfo}: {}",
+            done.stderr
+        );
+        assert!(done.stderr.contains("user information"), "{}", done.stderr);
+    }
+    assert_eq!(up.connections(), 1, "nothing more was sent");
+
+    // Over HTTP/2: the `:authority` is the host and port judged, in the
+    // case the guest wrote; with user information, refused.
+    let ca = Ca::new("moat authority CA");
+    let (h2_port, _, requests) = h2_upstream(&ca).await;
+    let names = Names::new(&[("h2.test", "127.0.0.1")]);
+    let trust = TlsTrust::webpki().with_pem(ca.pem().as_bytes()).unwrap();
+    let options = || {
+        RunOptions::new(grant("h2.test"))
+            .resolver(Arc::clone(&names) as Arc<dyn Resolver>)
+            .tls_trust(trust.clone())
+    };
+    let done = run_with(
+        guests::HTTP_PROBE,
+        options(),
+        &["authority", &format!("h2.test:{h2_port}"), "https"],
+    )
+    .await;
+    assert_eq!(done.stdout, "status: 200\nover h2\n", "{}", done.stderr);
+    let done = run_with(
+        guests::HTTP_PROBE,
+        options(),
+        &[
+            "authority",
+            &format!("evil.example@h2.test:{h2_port}"),
+            "https",
+        ],
+    )
+    .await;
+    assert_eq!(done.stdout, "error: ErrorCode::HttpRequestUriInvalid\n");
+    assert_eq!(
+        requests.lock().unwrap().clone(),
+        [format!("HTTP/2.0 h2.test:{h2_port} /")]
+    );
 }
 
 #[tokio::test]
@@ -821,11 +889,16 @@ type Seen = Arc<Mutex<Vec<String>>>;
 /// answering `over h2`; its port, its connection count and what each
 /// request was (`HTTP/2.0 AUTHORITY PATH`).
 async fn h2_upstream(ca: &Ca) -> (u16, Arc<AtomicUsize>, Seen) {
+    h2_upstream_for(ca, &["h2.test"]).await
+}
+
+/// As [`h2_upstream`], its certificate naming each of `names`.
+async fn h2_upstream_for(ca: &Ca, names: &[&str]) -> (u16, Arc<AtomicUsize>, Seen) {
     use http_body_util::Full;
     use hyper::server::conn::http2;
     use hyper_util::rt::{TokioExecutor, TokioIo};
 
-    let acceptor = ca.leaf(&["h2.test"]).acceptor(&["h2"]);
+    let acceptor = ca.leaf(names).acceptor(&["h2"]);
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     let connections = Arc::new(AtomicUsize::new(0));
@@ -881,9 +954,9 @@ async fn an_http2_request_pays_its_stream_from_the_runs_host_memory() {
             .limits(limits(|l| l.max_host_memory = Some(budget)))
     };
     let url = format!("https://h2.test:{port}/");
-    // The connection (128 KiB) and the TLS configuration fit; a 64 KiB
-    // stream does not.
-    let done = run_with(guests::HTTP_PROBE, run(180 << 10), &["fetch", &url]).await;
+    // The connection (128 KiB, and 512 KiB for its window) and the TLS
+    // configuration fit; a 64 KiB stream does not.
+    let done = run_with(guests::HTTP_PROBE, run(690 << 10), &["fetch", &url]).await;
     assert_eq!(
         done.stdout, "error: ErrorCode::ConnectionLimitReached\n",
         "{}",
@@ -896,7 +969,7 @@ async fn an_http2_request_pays_its_stream_from_the_runs_host_memory() {
         done.stderr
     );
     assert!(requests.lock().unwrap().is_empty());
-    let done = run_with(guests::HTTP_PROBE, run(400 << 10), &["fetch", &url]).await;
+    let done = run_with(guests::HTTP_PROBE, run(900 << 10), &["fetch", &url]).await;
     assert_eq!(done.stdout, "status: 200\nover h2\n", "{}", done.stderr);
 }
 
@@ -1072,4 +1145,129 @@ async fn an_upload_whose_guest_trapped_is_cut_off_never_ended_as_whole() {
             upload.bytes.len()
         );
     }
+}
+
+/// A resolver whose answers alternate: the first lookup of a name gets
+/// `first`, the next `second`, and so on (a DNS server rebinding the name
+/// between two lookups).
+struct Rebinding {
+    answers: [std::net::IpAddr; 2],
+    asked: AtomicUsize,
+}
+
+impl Resolver for Rebinding {
+    fn lookup<'a>(&'a self, _name: &'a str) -> moat_host::net::Lookup<'a> {
+        let turn = self.asked.fetch_add(1, Ordering::SeqCst);
+        let answer = self.answers[turn % 2];
+        Box::pin(async move { Ok(vec![answer]) })
+    }
+}
+
+/// A name that resolves to an allowed address for one lookup and to a
+/// denied one for the next (DNS rebinding): each connection is judged on
+/// the addresses of the one lookup it is made from, so the second
+/// connection is refused, and no connection ever reaches the denied
+/// address; nothing is looked up twice between a check and a connect.
+#[tokio::test]
+async fn a_name_rebound_between_requests_never_reaches_a_denied_address() {
+    let up = Upstream::start(Reply::ThenClose("first\n")).await;
+    let port = up.port;
+    // The denied address, on the same port: it must see no connection.
+    let denied = TcpListener::bind(("127.0.0.2", port)).await.unwrap();
+    let reached = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&reached);
+    tokio::spawn(async move {
+        while denied.accept().await.is_ok() {
+            counted.fetch_add(1, Ordering::SeqCst);
+        }
+    });
+    let resolver = Arc::new(Rebinding {
+        answers: ["127.0.0.1".parse().unwrap(), "127.0.0.2".parse().unwrap()],
+        asked: AtomicUsize::new(0),
+    });
+    let policy = grant(&format!("rebind.test:{port}"))
+        .deny_connect("127.0.0.2")
+        .unwrap();
+    let url = format!("http://rebind.test:{port}/");
+    let done = run_with(
+        guests::HTTP_PROBE,
+        RunOptions::new(policy).resolver(Arc::clone(&resolver) as Arc<dyn Resolver>),
+        &["fetch-all", &url, &url],
+    )
+    .await;
+    assert_eq!(
+        done.stdout,
+        format!("{url}: status: 200\n{url}: error: ErrorCode::DestinationIpProhibited\n"),
+        "{}",
+        done.stderr
+    );
+    assert_eq!(up.connections(), 1);
+    assert_eq!(
+        reached.load(Ordering::SeqCst),
+        0,
+        "a connection reached the denied address"
+    );
+    assert_eq!(
+        resolver.asked.load(Ordering::SeqCst),
+        2,
+        "one lookup per connection"
+    );
+}
+
+/// HTTP/2 connections are not shared across hosts (no coalescing): two
+/// names of one server, with one certificate for both and one address,
+/// are two destinations, each judged and each with a connection of its
+/// own; a request to the one not granted is refused even while a
+/// connection to the granted one is open.
+#[tokio::test]
+async fn an_http2_connection_is_not_shared_with_another_host_of_the_same_server() {
+    let ca = Ca::new("moat coalescing CA");
+    let (port, connections, requests) = h2_upstream_for(&ca, &["a.test", "b.test"]).await;
+    let names = Names::new(&[("a.test", "127.0.0.1"), ("b.test", "127.0.0.1")]);
+    let trust = TlsTrust::webpki().with_pem(ca.pem().as_bytes()).unwrap();
+    let run = |grants: &str| {
+        RunOptions::new(grant(grants))
+            .resolver(Arc::clone(&names) as Arc<dyn Resolver>)
+            .tls_trust(trust.clone())
+    };
+    let (a, b) = (
+        format!("https://a.test:{port}/"),
+        format!("https://b.test:{port}/"),
+    );
+    let done = run_with(
+        guests::HTTP_PROBE,
+        run("a.test"),
+        &["fetch-all", &a, &b, &a],
+    )
+    .await;
+    assert_eq!(
+        done.stdout,
+        format!("{a}: status: 200\n{b}: error: ErrorCode::HttpRequestDenied\n{a}: status: 200\n"),
+        "{}",
+        done.stderr
+    );
+    assert_eq!(connections.load(Ordering::SeqCst), 1);
+    let done = run_with(
+        guests::HTTP_PROBE,
+        run("a.test,b.test"),
+        &["fetch-all", &a, &b],
+    )
+    .await;
+    assert_eq!(
+        done.stdout,
+        format!("{a}: status: 200\n{b}: status: 200\n"),
+        "{}",
+        done.stderr
+    );
+    assert_eq!(connections.load(Ordering::SeqCst), 3, "a connection each");
+    let seen = requests.lock().unwrap().clone();
+    assert_eq!(
+        seen,
+        [
+            format!("HTTP/2.0 a.test:{port} /"),
+            format!("HTTP/2.0 a.test:{port} /"),
+            format!("HTTP/2.0 a.test:{port} /"),
+            format!("HTTP/2.0 b.test:{port} /"),
+        ]
+    );
 }

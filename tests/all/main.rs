@@ -20,6 +20,7 @@ mod foreign;
 mod hostile;
 mod http;
 mod hyper;
+mod inventory;
 mod kit;
 mod lan;
 mod outside;

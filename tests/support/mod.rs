@@ -213,6 +213,24 @@ pub fn rss() -> u64 {
         .expect("VmRSS")
 }
 
+/// This process's peak resident memory since [`reset_peak_rss`] (or its
+/// start), in bytes.
+pub fn peak_rss() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map(|kib| kib * 1024)
+        .expect("VmHWM")
+}
+
+/// Starts this process's peak resident memory over from what it holds
+/// now (Linux's `clear_refs`, value 5).
+pub fn reset_peak_rss() {
+    std::fs::write("/proc/self/clear_refs", "5").expect("/proc/self/clear_refs");
+}
+
 /// The number of sockets this process has open.
 pub fn open_sockets() -> usize {
     std::fs::read_dir("/proc/self/fd")
@@ -337,4 +355,37 @@ impl moat_host::net::Resolver for Names {
         let answer = self.answers.get(name).cloned();
         Box::pin(async move { answer.ok_or_else(|| std::io::ErrorKind::NotFound.into()) })
     }
+}
+
+/// An HTTPS server for `h2.test` (its certificate from `ca`) that speaks
+/// HTTP/2 only and answers every request with `bytes` bytes; its port.
+pub async fn h2_server(ca: &certs::Ca, bytes: usize) -> u16 {
+    use http_body_util::Full;
+    use hyper::server::conn::http2;
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+
+    let acceptor = ca.leaf(&["h2.test"]).acceptor(&["h2"]);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let body = bytes::Bytes::from(vec![b'x'; bytes]);
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let (acceptor, body) = (acceptor.clone(), body.clone());
+            tokio::spawn(async move {
+                let Ok(tls) = acceptor.accept(stream).await else {
+                    return;
+                };
+                let service = hyper::service::service_fn(move |_: hyper::Request<_>| {
+                    let body = body.clone();
+                    async move {
+                        Ok::<_, std::convert::Infallible>(hyper::Response::new(Full::new(body)))
+                    }
+                });
+                let _ = http2::Builder::new(TokioExecutor::new())
+                    .serve_connection(TokioIo::new(tls), service)
+                    .await;
+            });
+        }
+    });
+    port
 }

@@ -1,11 +1,17 @@
 //! The boundary guest (tests/guests/boundary) fed random byte strings: each
-//! a sequence of moat:net and wasi:sockets calls (connects, listens, binds,
-//! sends, receives, TLS upgrades, options, drops, cancelled futures,
-//! aborted tasks, exits and traps midway) with hosts in every spelling.
-//! The grant is small: connect to a sink, a blackhole and a UDP sink on
-//! 127.0.0.1, listen on 127.0.0.1. After each sequence:
+//! a sequence of moat:net, wasi:sockets and wasi:http calls (connects,
+//! listens, binds, sends, receives, TLS upgrades, options, drops,
+//! cancelled futures, aborted tasks, fields filled, request bodies filled
+//! and never sent, requests sent and responses left unread, exits and
+//! traps midway) with hosts in every spelling. The grant is small:
+//! connect to a sink, a blackhole and a UDP sink on 127.0.0.1, listen on
+//! 127.0.0.1; the run's host memory is 4 MiB. After each sequence:
 //! - the host did not panic (the run ended as a guest's run ends: an exit,
 //!   a trap, or the run's time limit);
+//! - the host's resident memory at its peak during the run grew by no
+//!   more than the run's host memory, the guest's own memory and a fixed
+//!   allowance (the memory oracle: a surface whose holdings are not paid
+//!   from the budget shows here);
 //! - nothing reached the canary (a TCP listener and a UDP socket no grant
 //!   names);
 //! - every byte the guest was told it sent to the sink arrived, in order,
@@ -56,6 +62,22 @@ const RUN_TIME_LIMIT: Duration = Duration::from_secs(1);
 /// number here that grows with the sequences is a leak; a few are the
 /// test's own (sink connections still closing).
 const DESCRIPTOR_SLACK: usize = 8;
+
+/// The run's host memory in these sequences: small, so that what a
+/// sequence can make the host hold unpaid stands out.
+const BUDGET: u64 = 4 << 20;
+
+/// The guest's own linear memory in these sequences (its largest buffer is
+/// a MiB).
+const GUEST_MEMORY: u64 = 16 << 20;
+
+/// What a run may grow the host by beyond [`BUDGET`] and [`GUEST_MEMORY`]
+/// (the memory oracle): the instance's tables and stacks, the resource
+/// table's slots, the sink's and the runtime's buffers for the run's
+/// connections, the allocator's slack. Seed 27's 250 sequences peaked at
+/// 2 to 12 MiB in all; on c7dcc2e's code, unsent bodies and filled fields
+/// took single sequences past 100 MiB.
+const ALLOWANCE: u64 = 16 << 20;
 
 /// Resident memory the second half of the sequences may add over the
 /// first half's: allocator caches and the compiled guest's pages settle in
@@ -205,6 +227,7 @@ fn random_call_sequences_leave_the_host_up_the_canary_untouched_and_every_sent_b
 
         let mut endings: HashMap<&'static str, usize> = HashMap::new();
         let mut delivered_checks = 0usize;
+        let mut peak_growth = 0u64;
         let mut descriptors_before = 0;
         let mut rss_half = 0;
         for n in 0..sequences {
@@ -221,9 +244,28 @@ fn random_call_sequences_leave_the_host_up_the_canary_untouched_and_every_sent_b
                 .args(ports.iter().cloned())
                 .resolver(Arc::new(NoAnswers))
                 .timeout(RUN_TIME_LIMIT)
+                .max_memory(GUEST_MEMORY)
+                .limits(moat_host::net::Limits {
+                    max_host_memory: Some(BUDGET as usize),
+                    ..moat_host::net::Limits::default()
+                })
                 .stdin(moat_host::Input::Bytes(bytes.clone()));
             let run_started = std::time::Instant::now();
+            let rss_before = support::rss();
+            support::reset_peak_rss();
             let done = start_with(guests::BOUNDARY, options).finish().await;
+            let grown = support::peak_rss().saturating_sub(rss_before);
+            peak_growth = peak_growth.max(grown);
+            assert!(
+                grown <= BUDGET + GUEST_MEMORY + ALLOWANCE,
+                "{context}\nthe host grew by {} KiB at its peak (budget {} KiB, guest {} KiB, \
+                 allowance {} KiB); the guest's last steps: {:?}",
+                grown >> 10,
+                BUDGET >> 10,
+                GUEST_MEMORY >> 10,
+                ALLOWANCE >> 10,
+                done.stderr.lines().rev().take(8).collect::<Vec<_>>()
+            );
             if std::env::var_os("MOAT_BOUNDARY_VERBOSE").is_some() {
                 let last: Vec<&str> = done.stderr.lines().rev().take(4).collect();
                 eprintln!(
@@ -300,7 +342,9 @@ fn random_call_sequences_leave_the_host_up_the_canary_untouched_and_every_sent_b
         eprintln!(
             "boundary: {sequences} sequences (seed {seed}): {endings:?}; \
              {delivered_checks} sink connections checked byte for byte; \
+             the largest growth of a run {} KiB; \
              RSS {} -> {} KiB; descriptors {descriptors_before} -> {}; {:.1} s",
+            peak_growth >> 10,
             rss_half >> 10,
             rss_end >> 10,
             open_descriptors(),

@@ -124,5 +124,36 @@ fn a_quarter_gib_body_streams_through_without_the_host_holding_it() {
             grown < GROWTH_BOUND,
             "a {BODY}-byte upload grew the host by {grown} bytes"
         );
+
+        // Up through wasi:http 0.3: the guest writes its body to a stream
+        // the host reads 64 KiB at a time while it sends.
+        let (port, served) = server().await;
+        let before = rss();
+        let options = RunOptions::new(
+            Policy::new()
+                .allow_connect(&format!("127.0.0.1:{port}"))
+                .unwrap(),
+        )
+        .arg(guests::HTTP_P3)
+        .args([
+            "post",
+            &format!("http://127.0.0.1:{port}/up"),
+            &BODY.to_string(),
+        ])
+        .stdin(Input::Empty);
+        let done = start_with(guests::HTTP_P3, options).finish().await;
+        assert!(
+            done.stdout
+                .starts_with(&format!("sent {BODY}\nstatus: 200\n")),
+            "{}{}",
+            done.stdout,
+            done.stderr
+        );
+        assert!(within("the server", served).await.unwrap() > BODY);
+        let grown = rss().saturating_sub(before);
+        assert!(
+            grown < GROWTH_BOUND,
+            "a {BODY}-byte wasi:http 0.3 upload grew the host by {grown} bytes"
+        );
     });
 }

@@ -1,7 +1,7 @@
 //! The tests that measure or change the whole process: the heap its
 //! allocator counts ([`tls_memory`]), its resident memory and open sockets
 //! ([`held`], [`cleanup`], [`hostile_stock`], [`hostile_udp`],
-//! [`http_memory`]), its
+//! [`http_memory`], [`http_held`]), its
 //! descriptor limit ([`accept_errors`]); the boundary guest's random call
 //! sequences ([`boundary`]). They run one at a
 //! time ([`in_turn`]), in a binary of their own, so that nothing else in
@@ -18,6 +18,7 @@ mod cleanup;
 mod held;
 mod hostile_stock;
 mod hostile_udp;
+mod http_held;
 mod http_memory;
 mod tls_memory;
 

@@ -20,21 +20,33 @@
 //! guest can repeat a million times a second to one place: the first send
 //! to a destination (allowed or denied) is a whole record, and the sends
 //! after it are counts per destination per second ([`Body::UdpSendCounts`]).
+//! A denial repeated exactly (the same operation, destination, port and
+//! message: a guest retrying a refused call in a loop) is counted the same
+//! way after its first record ([`Body::DenialCounts`]). Counts are written
+//! out once a second while any is pending, when more are kept than the
+//! caps allow, and at the end of the run: none is lost.
+//!
+//! **The disk is bounded too.** A trail takes at most `--max-audit-size`
+//! ([`DEFAULT_MAX_AUDIT_SIZE`]); past it, as for a sink that fails, every
+//! audited operation is refused ([`AuditError::Full`]), after a last
+//! `trail-full` record and the counts still pending.
 //!
 //! With no trail ([`Audit::off`], the default) every call here returns at
 //! once and nothing is built.
 
+mod denials;
 mod record;
 mod trail;
 mod udp;
 
+pub use denials::MAX_COUNTED_DENIALS;
 pub use record::{
     AuditRecord, Body, Context, Event, GuestIdentity, Operation, Outcome, Reason, Refusal,
     SCHEMA_VERSION, SettingRecord,
 };
 pub use trail::{
-    AUDIT_BATCH, AUDIT_BATCH_WAIT, Audit, AuditError, AuditSink, JsonLines, MAX_AUDIT_QUEUE,
-    MAX_AUDIT_QUEUE_BYTES,
+    AUDIT_BATCH, AUDIT_BATCH_WAIT, Audit, AuditError, AuditSink, DEFAULT_MAX_AUDIT_SIZE, JsonLines,
+    MAX_AUDIT_QUEUE, MAX_AUDIT_QUEUE_BYTES,
 };
 pub use udp::MAX_COUNTED_UDP_DESTINATIONS;
 

@@ -184,8 +184,13 @@ pub struct Event {
     /// What the guest asked for.
     pub operation: Operation,
     /// The host as the guest wrote it (normalised: IPv6 in brackets, a
-    /// name in lower case).
+    /// name in lower case); empty for a call refused before it had a host
+    /// moat could judge (see `written`).
     pub host: String,
+    /// For a call refused before it had a host moat could judge: the
+    /// destination as the guest wrote it (an HTTP request's authority:
+    /// `127.1`, `host:99999`, empty); `None` otherwise.
+    pub written: Option<String>,
     /// The port; `None` for a lookup.
     pub port: Option<u16>,
     /// Every address the name resolved to (empty for an IP literal or a
@@ -211,6 +216,30 @@ impl Event {
         Event {
             operation,
             host: host.to_string(),
+            written: None,
+            port,
+            resolved: Vec::new(),
+            refused: Vec::new(),
+            address: None,
+            outcome,
+            error: None,
+            own_listener: false,
+        }
+    }
+
+    /// An event for `operation` on a destination that is not a host moat
+    /// can judge, as `written` (an HTTP request's authority: empty, `127.1`,
+    /// a port that is not one).
+    pub fn written(
+        operation: Operation,
+        written: &str,
+        port: Option<u16>,
+        outcome: Outcome,
+    ) -> Event {
+        Event {
+            operation,
+            host: String::new(),
+            written: Some(written.to_owned()),
             port,
             resolved: Vec::new(),
             refused: Vec::new(),
@@ -240,6 +269,10 @@ pub struct SettingRecord {
 
 /// What a record says.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "nearly every record is a decision: boxing it would add an allocation to each"
+)]
 pub enum Body {
     /// The run's settings, the first record of every run.
     Settings(Vec<SettingRecord>),
@@ -259,6 +292,25 @@ pub enum Body {
         /// Sends in that second.
         count: u64,
     },
+    /// A denial repeated within one second after its first (which has a
+    /// [`Body::Decision`] of its own): the first's record, and how many
+    /// more there were.
+    DenialCounts {
+        /// The first denial of this kind, as recorded.
+        first: Box<Event>,
+        /// The second counted (its start).
+        second: SystemTime,
+        /// Denials in that second like the first.
+        count: u64,
+    },
+    /// The trail reached its size cap: nothing more is recorded, so the
+    /// run's network is refused from here on.
+    Full {
+        /// The cap, in bytes.
+        limit: u64,
+        /// The setting that raises it, as the run writes it.
+        setting: &'static str,
+    },
 }
 
 impl Body {
@@ -270,24 +322,31 @@ impl Body {
             Body::Settings(settings) => {
                 FIXED + settings.iter().map(|s| 96 + s.value.len()).sum::<usize>()
             }
-            Body::Decision(event) => {
-                FIXED
-                    + event.host.len()
-                    + event.resolved.len() * size_of::<IpAddr>()
-                    + event
-                        .refused
-                        .iter()
-                        .map(|r| 96 + r.rule.entry.len())
-                        .sum::<usize>()
-                    + match &event.outcome {
-                        Outcome::Denied { message, .. } => 128 + message.len(),
-                        Outcome::Allowed { .. } => 0,
-                    }
-                    + event.error.as_ref().map_or(0, String::len)
-            }
+            Body::Decision(event) => event_size(event),
             Body::UdpSendCounts { host, .. } => FIXED + host.len(),
+            Body::DenialCounts { first, .. } => FIXED + event_size(first),
+            Body::Full { .. } => FIXED,
         }
     }
+}
+
+/// About how many bytes a decision record holds (see [`Body::size`]).
+fn event_size(event: &Event) -> usize {
+    const FIXED: usize = 256;
+    FIXED
+        + event.host.len()
+        + event.written.as_ref().map_or(0, String::len)
+        + event.resolved.len() * size_of::<IpAddr>()
+        + event
+            .refused
+            .iter()
+            .map(|r| 96 + r.rule.entry.len())
+            .sum::<usize>()
+        + match &event.outcome {
+            Outcome::Denied { message, .. } => 128 + message.len(),
+            Outcome::Allowed { .. } => 0,
+        }
+        + event.error.as_ref().map_or(0, String::len)
 }
 
 /// One record of the trail.
@@ -389,6 +448,27 @@ impl AuditRecord {
                 record.insert("second".into(), json!(rfc3339(*second)));
                 record.insert("count".into(), json!(count));
             }
+            Body::DenialCounts {
+                first,
+                second,
+                count,
+            } => {
+                record.insert("kind".into(), json!("denial-counts"));
+                decision_json(&mut record, first);
+                record.insert("second".into(), json!(rfc3339(*second)));
+                record.insert("count".into(), json!(count));
+            }
+            Body::Full { limit, setting } => {
+                record.insert("kind".into(), json!("trail-full"));
+                record.insert("limit".into(), json!(limit));
+                record.insert(
+                    "message".into(),
+                    json!(format!(
+                        "the audit trail reached its size cap of {limit} bytes: no network \
+                         operation is allowed past it (raise it with {setting})"
+                    )),
+                );
+            }
         }
         Value::Object(record)
     }
@@ -396,7 +476,13 @@ impl AuditRecord {
 
 fn decision_json(record: &mut Map<String, Value>, event: &Event) {
     record.insert("operation".into(), json!(event.operation.as_str()));
-    record.insert("host".into(), json!(event.host));
+    match &event.written {
+        None => record.insert("host".into(), json!(event.host)),
+        Some(written) => {
+            record.insert("written".into(), json!(written));
+            record.insert("host".into(), Value::Null)
+        }
+    };
     record.insert("port".into(), json!(event.port));
     record.insert(
         "resolved".into(),

@@ -4,14 +4,17 @@
 use std::collections::VecDeque;
 use std::fs::OpenOptions;
 use std::io::{self, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
 use super::Destination;
+use super::denials::DenialCounts;
 use super::record::{AuditRecord, Body, Context, Event, SettingRecord};
 use super::udp::UdpCounts;
 use crate::policy::Host;
+use crate::setting::{Setting, Spelling};
 
 /// Most records waiting for the sink; the writer holds at most as many
 /// more, the batch it is writing. A record is a few hundred bytes, so 1024
@@ -39,6 +42,16 @@ pub const AUDIT_BATCH_WAIT: Duration = Duration::from_millis(1);
 /// batch is bounded the same way, so the trail holds 8 MiB at most.
 pub const MAX_AUDIT_QUEUE_BYTES: usize = 4 << 20;
 
+/// The most a run's trail writes unless the run sets another
+/// (`--max-audit-size`): 1 GiB. Repeated denials and UDP sends are counted,
+/// not copied, so a guest that floods one refused destination writes a
+/// record a second; 1 GiB is then millions of distinct decisions, more
+/// than any run makes, and far less than a disk. Past it the trail takes
+/// nothing more and the run's network is refused, as for a trail that
+/// cannot be written. (The records that close it, the cap's own and the
+/// counts still pending, go after it: at most a few MiB more.)
+pub const DEFAULT_MAX_AUDIT_SIZE: u64 = 1 << 30;
+
 /// Where records go, one at a time, in order, on the trail's own thread.
 /// Implement it to send the trail to a log pipeline; [`JsonLines`] writes
 /// the documented form.
@@ -56,6 +69,12 @@ pub trait AuditSink: Send + 'static {
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
     }
+
+    /// The bytes written so far, if the sink knows; the trail's size cap
+    /// is judged on them (else on its own estimate of each record).
+    fn bytes_written(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// A sink that writes each record as one line of JSON.
@@ -65,6 +84,7 @@ pub struct JsonLines<W: Write + Send + 'static> {
     /// a stream others write to as well (stderr, a container's log).
     whole_lines: bool,
     line: Vec<u8>,
+    written: u64,
 }
 
 impl<W: Write + Send + 'static> JsonLines<W> {
@@ -74,6 +94,7 @@ impl<W: Write + Send + 'static> JsonLines<W> {
             out: io::BufWriter::new(out),
             whole_lines: false,
             line: Vec::new(),
+            written: 0,
         }
     }
 
@@ -84,6 +105,7 @@ impl<W: Write + Send + 'static> JsonLines<W> {
             out: io::BufWriter::with_capacity(0, out),
             whole_lines: true,
             line: Vec::new(),
+            written: 0,
         }
     }
 }
@@ -94,14 +116,20 @@ impl<W: Write + Send + 'static> AuditSink for JsonLines<W> {
         serde_json::to_writer(&mut self.line, &record.to_json())?;
         self.line.push(b'\n');
         if self.whole_lines {
-            self.out.get_mut().write_all(&self.line)
+            self.out.get_mut().write_all(&self.line)?;
         } else {
-            self.out.write_all(&self.line)
+            self.out.write_all(&self.line)?;
         }
+        self.written += self.line.len() as u64;
+        Ok(())
     }
 
     fn flush(&mut self) -> io::Result<()> {
         self.out.flush()
+    }
+
+    fn bytes_written(&self) -> Option<u64> {
+        Some(self.written)
     }
 }
 
@@ -120,6 +148,18 @@ pub enum AuditError {
     /// allowed.
     #[error("the audit trail cannot be written ({0}): no network operation is allowed without it")]
     Failed(String),
+    /// The trail reached its size cap; nothing more is recorded, so
+    /// nothing more is allowed.
+    #[error(
+        "the audit trail reached its size cap of {limit} bytes: no network operation is allowed \
+         past it (raise it with {setting})"
+    )]
+    Full {
+        /// The cap, in bytes.
+        limit: u64,
+        /// The setting that raises it, as the run writes it.
+        setting: &'static str,
+    },
 }
 
 /// The records waiting, and the writer's state.
@@ -133,6 +173,12 @@ struct Queue {
     closed: bool,
     /// Records handed to the sink and done (for [`Audit::written`]).
     written: u64,
+    /// The bytes the sink wrote, as it last said (or as estimated), and
+    /// the estimated bytes of the batch it is writing.
+    sink_bytes: u64,
+    in_batch: usize,
+    /// Set once the size cap was reached.
+    full: Option<AuditError>,
 }
 
 struct Shared {
@@ -143,6 +189,13 @@ struct Shared {
     /// Signalled when records are put on the queue, or it is closed.
     work: Condvar,
     udp: Mutex<UdpCounts>,
+    denials: Mutex<DenialCounts>,
+    /// Set when a send or a denial was counted rather than queued: the
+    /// writer then writes out counts once a second ([`COUNT_SWEEP`]).
+    counted: AtomicBool,
+    /// The size cap and the setting that raises it.
+    max_bytes: u64,
+    cap_setting: &'static str,
 }
 
 impl Shared {
@@ -150,10 +203,95 @@ impl Shared {
         self.queue.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Queues `body`, waiting while the queue is full.
+    /// The trail's refusal, once it failed or filled.
+    fn refusing(&self) -> Result<(), AuditError> {
+        let queue = self.lock();
+        if let Some(full) = &queue.full {
+            return Err(full.clone());
+        }
+        match &queue.failed {
+            Some(reason) => Err(AuditError::Failed(reason.clone())),
+            None => Ok(()),
+        }
+    }
+
+    /// Every count not yet written out (UDP sends and denials).
+    fn pending_counts(&self) -> Vec<Body> {
+        let mut counts = self
+            .udp
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .drain_all();
+        counts.extend(
+            self.denials
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .drain_all(),
+        );
+        counts
+    }
+
+    /// The counts of past seconds, and whether any count is still
+    /// pending (so the writer looks again a second later).
+    fn due_counts(&self, now: SystemTime) -> (Vec<Body>, bool) {
+        let mut udp = self.udp.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut due = udp.sweep(now);
+        let mut pending = udp.pending();
+        drop(udp);
+        let mut denials = self.denials.lock().unwrap_or_else(PoisonError::into_inner);
+        due.extend(denials.sweep(now));
+        pending |= denials.pending();
+        (due, pending)
+    }
+
+    /// Queues `bodies` past the queue's bounds and the cap: records of
+    /// decisions already made, which may not be lost (the cap's own, the
+    /// counts at the run's end or when the trail fills, the counts the
+    /// writer sweeps once a second).
+    fn append(&self, bodies: Vec<Body>) {
+        if bodies.is_empty() {
+            return;
+        }
+        let mut queue = self.lock();
+        let time = SystemTime::now();
+        for body in bodies {
+            queue.bytes += body.size();
+            queue.records.push_back(AuditRecord {
+                time,
+                context: Arc::clone(&self.context),
+                body,
+            });
+        }
+        drop(queue);
+        self.work.notify_one();
+    }
+
+    /// Queues `body`, waiting while the queue is full; refused once the
+    /// trail reached its size cap (the cap's own record and the counts
+    /// pending then are queued past it).
     fn push(&self, body: Body) -> Result<(), AuditError> {
         let size = body.size();
         let mut queue = self.lock();
+        if let Some(full) = &queue.full {
+            return Err(full.clone());
+        }
+        let due = queue.sink_bytes + (queue.in_batch + queue.bytes + size) as u64;
+        if due > self.max_bytes {
+            let full = AuditError::Full {
+                limit: self.max_bytes,
+                setting: self.cap_setting,
+            };
+            tracing::debug!(target: "moat::audit", limit = self.max_bytes, "the audit trail is full; the run's network is refused");
+            queue.full = Some(full.clone());
+            drop(queue);
+            let mut closing = vec![Body::Full {
+                limit: self.max_bytes,
+                setting: self.cap_setting,
+            }];
+            closing.extend(self.pending_counts());
+            self.append(closing);
+            return Err(full);
+        }
         while (queue.records.len() >= MAX_AUDIT_QUEUE
             || (queue.bytes + size > MAX_AUDIT_QUEUE_BYTES && !queue.records.is_empty()))
             && queue.failed.is_none()
@@ -198,15 +336,10 @@ impl Trail {
     /// Flushes the UDP counts, lets the writer drain the queue and waits
     /// for it.
     fn finish(&self) {
-        let counts = self
-            .shared
-            .udp
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .drain_all();
-        for body in counts {
-            // A failed sink has refused everything since; nothing to do.
-            let _ = self.shared.push(body);
+        let counts = self.shared.pending_counts();
+        // A failed sink has refused everything since: nothing is written.
+        if self.shared.lock().failed.is_none() {
+            self.shared.append(counts);
         }
         self.shared.lock().closed = true;
         self.shared.work.notify_all();
@@ -230,15 +363,43 @@ impl Drop for Trail {
     }
 }
 
+/// How often the writer writes out counts while any is pending and no
+/// record comes: once a second, so that a count waits about as long as a
+/// second's worth of decisions would (and a process killed outright loses
+/// at most that).
+const COUNT_SWEEP: Duration = Duration::from_secs(1);
+
 fn drain(shared: &Shared, mut sink: Box<dyn AuditSink>) {
+    let mut sweeping = false;
     loop {
+        if sweeping || shared.counted.swap(false, Ordering::AcqRel) {
+            // Counts of past seconds, written even when nothing else
+            // comes; looked at again a second later while any is pending.
+            let (due, pending) = shared.due_counts(SystemTime::now());
+            sweeping = pending;
+            shared.append(due);
+        }
         let batch = {
             let mut queue = shared.lock();
-            while queue.records.is_empty() && !queue.closed {
-                queue = shared
-                    .work
-                    .wait(queue)
-                    .unwrap_or_else(PoisonError::into_inner);
+            let mut swept = false;
+            while queue.records.is_empty() && !queue.closed && !swept {
+                if sweeping || shared.counted.load(Ordering::Acquire) {
+                    let (next, waited) = shared
+                        .work
+                        .wait_timeout(queue, COUNT_SWEEP)
+                        .unwrap_or_else(PoisonError::into_inner);
+                    queue = next;
+                    swept = waited.timed_out();
+                    sweeping = true;
+                } else {
+                    queue = shared
+                        .work
+                        .wait(queue)
+                        .unwrap_or_else(PoisonError::into_inner);
+                }
+            }
+            if queue.records.is_empty() && !queue.closed {
+                continue;
             }
             // A batch, or what came within the wait.
             let deadline = Instant::now() + AUDIT_BATCH_WAIT;
@@ -255,6 +416,7 @@ fn drain(shared: &Shared, mut sink: Box<dyn AuditSink>) {
             if queue.records.is_empty() {
                 break;
             }
+            queue.in_batch = queue.bytes;
             queue.bytes = 0;
             std::mem::take(&mut queue.records)
         };
@@ -271,6 +433,10 @@ fn drain(shared: &Shared, mut sink: Box<dyn AuditSink>) {
         .unwrap_or_else(|_| Err(io::Error::other("the audit sink panicked")));
         let mut queue = shared.lock();
         queue.written += count;
+        queue.sink_bytes = sink
+            .bytes_written()
+            .unwrap_or(queue.sink_bytes + queue.in_batch as u64);
+        queue.in_batch = 0;
         if let Err(e) = result {
             tracing::error!(target: "moat::audit", error = %e, "the audit trail cannot be written; the run's network is stopped");
             queue.failed = Some(e.to_string());
@@ -317,6 +483,28 @@ impl Audit {
         context: Context,
         settings: Vec<SettingRecord>,
     ) -> Result<Audit, AuditError> {
+        Audit::start_capped(
+            sink,
+            context,
+            settings,
+            DEFAULT_MAX_AUDIT_SIZE,
+            Spelling::Embedding,
+        )
+    }
+
+    /// As [`start`](Self::start), the trail taking at most `max_bytes`
+    /// (as the sink counts them, or as estimated); its refusal names the
+    /// setting as `spelling` writes it.
+    ///
+    /// # Errors
+    /// As [`start`](Self::start).
+    pub fn start_capped(
+        sink: Box<dyn AuditSink>,
+        context: Context,
+        settings: Vec<SettingRecord>,
+        max_bytes: u64,
+        spelling: Spelling,
+    ) -> Result<Audit, AuditError> {
         let shared = Arc::new(Shared {
             context: Arc::new(context),
             queue: Mutex::new(Queue {
@@ -325,10 +513,17 @@ impl Audit {
                 failed: None,
                 closed: false,
                 written: 0,
+                sink_bytes: 0,
+                in_batch: 0,
+                full: None,
             }),
             space: Condvar::new(),
             work: Condvar::new(),
             udp: Mutex::new(UdpCounts::default()),
+            denials: Mutex::new(DenialCounts::default()),
+            counted: AtomicBool::new(false),
+            max_bytes,
+            cap_setting: Setting::MaxAuditSize.named(spelling),
         });
         let for_writer = Arc::clone(&shared);
         let writer = std::thread::Builder::new()
@@ -344,7 +539,8 @@ impl Audit {
         })
     }
 
-    /// A trail to `destination` as JSON Lines (a file is appended to).
+    /// A trail to `destination` as JSON Lines (a file is appended to), of
+    /// at most `max_bytes` (see [`start_capped`](Self::start_capped)).
     ///
     /// # Errors
     /// [`AuditError::Open`] if the file cannot be opened for appending.
@@ -352,6 +548,8 @@ impl Audit {
         destination: &Destination,
         context: Context,
         settings: Vec<SettingRecord>,
+        max_bytes: u64,
+        spelling: Spelling,
     ) -> Result<Audit, AuditError> {
         let sink: Box<dyn AuditSink> = match destination {
             Destination::Stderr => Box::new(JsonLines::shared(io::stderr())),
@@ -367,7 +565,7 @@ impl Audit {
                 Box::new(JsonLines::new(file))
             }
         };
-        Audit::start(sink, context, settings)
+        Audit::start_capped(sink, context, settings, max_bytes, spelling)
     }
 
     /// Whether there is a trail.
@@ -377,16 +575,39 @@ impl Audit {
     }
 
     /// Records `event` (built only if there is a trail), waiting while
-    /// the queue is full.
+    /// the queue is full. A denial exactly like an earlier one of the run
+    /// (the same operation, destination, port and message) is counted
+    /// instead, and its counts written once a second
+    /// ([`Body::DenialCounts`]).
     ///
     /// # Errors
-    /// [`AuditError::Failed`] once the sink failed: the caller refuses
-    /// the operation.
+    /// [`AuditError::Failed`] once the sink failed, [`AuditError::Full`]
+    /// once the trail reached its size cap: the caller refuses the
+    /// operation.
     #[inline]
     pub fn record(&self, event: impl FnOnce() -> Event) -> Result<(), AuditError> {
-        match &self.trail {
-            None => Ok(()),
-            Some(trail) => trail.shared.push(Body::Decision(event())),
+        let Some(trail) = &self.trail else {
+            return Ok(());
+        };
+        let event = event();
+        let shared = &trail.shared;
+        if event.allowed() {
+            return shared.push(Body::Decision(event));
+        }
+        shared.refusing()?;
+        let counted = shared
+            .denials
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .count(&event, SystemTime::now());
+        match counted {
+            None => shared.push(Body::Decision(event)),
+            Some(bodies) => {
+                if !shared.counted.swap(true, Ordering::AcqRel) {
+                    shared.work.notify_one();
+                }
+                bodies.into_iter().try_for_each(|body| shared.push(body))
+            }
         }
     }
 
@@ -417,12 +638,11 @@ impl Audit {
         }
         if first {
             trail.shared.push(Body::Decision(event()))?;
+        } else if !trail.shared.counted.swap(true, Ordering::AcqRel) {
+            trail.shared.work.notify_one();
         }
-        // A failed sink refuses every send, counted or not.
-        match &trail.shared.lock().failed {
-            Some(reason) => Err(AuditError::Failed(reason.clone())),
-            None => Ok(()),
-        }
+        // A failed or full trail refuses every send, counted or not.
+        trail.shared.refusing()
     }
 
     /// Records handed to the sink so far (the first, the settings,
@@ -581,9 +801,11 @@ mod tests {
         };
         let audit = Audit::start(Box::new(sink), Context::new(None), Vec::new()).unwrap();
         writing.recv().unwrap();
-        // A denial of a name with every address of a full answer refused.
-        let large = || {
-            let mut event = denial(0);
+        // A denial of a name with every address of a full answer refused
+        // (each on a port of its own, so that none is counted as another's
+        // repeat).
+        let large = |i: usize| {
+            let mut event = denial(i);
             event.resolved = vec!["10.0.0.1".parse().unwrap(); crate::net::MAX_ANSWER_ADDRESSES];
             event.refused = event
                 .resolved
@@ -598,16 +820,16 @@ mod tests {
                 .collect();
             event
         };
-        let size = Body::Decision(large()).size();
+        let size = Body::Decision(large(0)).size();
         let attempted = Arc::new(AtomicUsize::new(0));
         let pushed = Arc::new(AtomicUsize::new(0));
         let guest = {
             let (audit, attempted, pushed) =
                 (audit.clone(), Arc::clone(&attempted), Arc::clone(&pushed));
             std::thread::spawn(move || {
-                for _ in 0..MAX_AUDIT_QUEUE {
+                for i in 0..MAX_AUDIT_QUEUE {
                     attempted.fetch_add(1, Ordering::SeqCst);
-                    audit.record(large).unwrap();
+                    audit.record(|| large(i)).unwrap();
                     pushed.fetch_add(1, Ordering::SeqCst);
                 }
             })
@@ -642,19 +864,102 @@ mod tests {
     }
 
     #[test]
+    fn a_repeated_denial_is_counted_and_its_counts_written_within_a_second() {
+        let kept = Kept::default();
+        let audit = Audit::start(Box::new(kept.clone()), Context::new(None), Vec::new()).unwrap();
+        for _ in 0..1000 {
+            audit.record(|| denial(7)).unwrap();
+        }
+        // Nothing more is recorded, yet the counts are written out.
+        let counted = || {
+            kept.0
+                .lock()
+                .unwrap()
+                .iter()
+                .map(|record| match &record.body {
+                    Body::DenialCounts { count, first, .. } => {
+                        assert_eq!(first.port, denial(7).port);
+                        *count
+                    }
+                    _ => 0,
+                })
+                .sum::<u64>()
+        };
+        wait_for("the counts to be written", || counted() == 999);
+        let whole = kept
+            .0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|r| matches!(r.body, Body::Decision(_)))
+            .count();
+        assert_eq!(whole, 1, "the first denial, whole");
+        audit.finish();
+        assert_eq!(counted(), 999);
+    }
+
+    /// A writer into a buffer the test keeps a handle on.
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_trail_at_its_cap_refuses_everything_after_its_last_record() {
+        let out = Arc::new(Mutex::new(Vec::new()));
+        let sink = JsonLines::new(Captured(Arc::clone(&out)));
+        let audit = Audit::start_capped(
+            Box::new(sink),
+            Context::new(None),
+            Vec::new(),
+            16 << 10,
+            Spelling::Flags,
+        )
+        .unwrap();
+        let mut recorded = 0;
+        let refused = loop {
+            match audit.record(|| denial(recorded)) {
+                Ok(()) => recorded += 1,
+                Err(e) => break e,
+            }
+            assert!(recorded < 10_000, "never full");
+        };
+        assert!(
+            matches!(
+                refused,
+                AuditError::Full {
+                    limit: 16384,
+                    setting: "--max-audit-size"
+                }
+            ),
+            "{refused}"
+        );
+        assert!(audit.record(|| denial(1)).is_err(), "refused from then on");
+        let host = Host::parse("127.0.0.1").unwrap();
+        assert!(audit.udp_send(&host, 9, true, || denial(3)).is_err());
+        audit.finish();
+        let text = String::from_utf8(out.lock().unwrap().clone()).unwrap();
+        let last: serde_json::Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+        assert_eq!(last["kind"], "trail-full");
+        assert_eq!(
+            text.lines().count(),
+            recorded + 2,
+            "the settings, each, the last"
+        );
+        assert!(text.len() < (16 << 10) + 1024, "{} bytes", text.len());
+    }
+
+    #[test]
     fn json_lines_are_one_object_per_line_with_the_schema_version() {
         let out = Arc::new(Mutex::new(Vec::new()));
-        struct Shared(Arc<Mutex<Vec<u8>>>);
-        impl Write for Shared {
-            fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-                self.0.lock().unwrap().extend_from_slice(buf);
-                Ok(buf.len())
-            }
-            fn flush(&mut self) -> io::Result<()> {
-                Ok(())
-            }
-        }
-        let sink = JsonLines::new(Shared(Arc::clone(&out)));
+        let sink = JsonLines::new(Captured(Arc::clone(&out)));
         let audit = Audit::start(Box::new(sink), Context::new(None), Vec::new()).unwrap();
         audit.record(|| denial(7)).unwrap();
         audit.finish();

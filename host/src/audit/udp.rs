@@ -56,16 +56,7 @@ impl UdpCounts {
         now: SystemTime,
     ) -> (bool, Vec<Body>) {
         let second = second_of(now);
-        let mut out = Vec::new();
-        if second > self.swept {
-            self.swept = second;
-            for ((host, port, allowed), count) in &mut self.counts {
-                if count.second < second && count.count > 0 {
-                    out.push(counts_body(host, *port, *allowed, count));
-                    count.count = 0;
-                }
-            }
-        }
+        let mut out = self.sweep_at(second);
         let key = (host.clone(), port, allowed);
         if let Some(count) = self.counts.get_mut(&key) {
             if count.second < second {
@@ -79,6 +70,30 @@ impl UdpCounts {
         }
         self.counts.insert(key, Count { second, count: 0 });
         (true, out)
+    }
+
+    /// The counts of seconds before `now`'s, written out once a second.
+    pub(super) fn sweep(&mut self, now: SystemTime) -> Vec<Body> {
+        self.sweep_at(second_of(now))
+    }
+
+    fn sweep_at(&mut self, second: u64) -> Vec<Body> {
+        let mut out = Vec::new();
+        if second > self.swept {
+            self.swept = second;
+            for ((host, port, allowed), count) in &mut self.counts {
+                if count.second < second && count.count > 0 {
+                    out.push(counts_body(host, *port, *allowed, count));
+                    count.count = 0;
+                }
+            }
+        }
+        out
+    }
+
+    /// Whether any count is waiting to be written out.
+    pub(super) fn pending(&self) -> bool {
+        self.counts.values().any(|count| count.count > 0)
     }
 
     /// Every count not yet written out; the destinations are forgotten.

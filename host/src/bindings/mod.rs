@@ -33,6 +33,7 @@ macro_rules! moat_net_bindings {
 
 mod convert;
 pub(crate) mod http;
+pub(crate) mod io_error;
 mod listen;
 mod streams;
 mod tcp;

@@ -219,6 +219,7 @@ async fn a_udp_flood_is_its_first_send_and_counts_per_second() {
             Body::UdpSendCounts { allowed, count, .. } => counted[usize::from(*allowed)] += count,
             Body::Decision(event) => whole.push(event.operation),
             Body::Settings(_) => {}
+            other => panic!("{other:?}"),
         }
     }
     assert_eq!(

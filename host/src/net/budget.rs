@@ -111,6 +111,16 @@ impl Charge {
         self.budget.used.fetch_sub(bytes, Ordering::Relaxed);
     }
 
+    /// Bytes paid into this charge.
+    pub(crate) fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Bytes the budget has left.
+    pub(crate) fn room(&self) -> usize {
+        self.budget.max.saturating_sub(self.budget.used())
+    }
+
     /// An empty charge on `budget`, to grow.
     pub(crate) fn empty(budget: &Arc<Budget>) -> Charge {
         Charge {

@@ -180,6 +180,13 @@ pub const MAX_HANDSHAKES: usize = 256;
 /// PEM (about 220 KB). Real chains and keys are a few KiB.
 pub const MAX_PEM_BYTES: usize = 512 << 10;
 
+/// Most bytes a guest may hand over as already read when it upgrades a
+/// connection to TLS (what it read past the plain-text exchange, which
+/// belongs to the TLS stream): 64 KiB, one read of the SDK's. A peer's
+/// first TLS flight is a few KiB; more is not a handshake, and the host
+/// would keep it until the guest reads it.
+pub const MAX_ALREADY_READ: usize = 64 << 10;
+
 /// Most certificates in a guest's certificate chain: a leaf and its
 /// intermediates, rarely more than four; ten leaves room for cross-signed
 /// paths.
@@ -262,6 +269,30 @@ pub const DEFAULT_MAX_HTTP_BODY_SIZE: u64 = 64 << 20;
 /// within its `--timeout`, then gets 503.
 pub const DEFAULT_MAX_INSTANCES: u32 = 16;
 
+/// `moat serve`: the longest pause in a request body while its handler
+/// waits for more: 10 s, as for the head ([`DEFAULT_HTTP_HEADER_READ_TIMEOUT`]).
+/// The clock runs only while the handler waits, so a handler that reads
+/// slowly, or stops reading, never makes its client look slow. Past it the
+/// client gets 408 (or, if the response has started, the response is cut
+/// off) and the handler is stopped, giving its instance back.
+pub const DEFAULT_HTTP_REQUEST_BODY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// `moat serve`: the longest a response may wait for its client to take
+/// more of it (TCP's window, or HTTP/2's, closed): 30 s, half the default
+/// request time, long enough for any client that reads at all. Past it
+/// the response is cut off (the HTTP/1.1 connection closed, the HTTP/2
+/// stream reset) and its handler stopped, giving its instance back.
+pub const DEFAULT_HTTP_RESPONSE_SEND_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// `moat serve`: handler instances one client address (an IPv4 address, an
+/// IPv6 /64) holds at once: 4, a quarter of the default
+/// [`DEFAULT_MAX_INSTANCES`], so that one client (slow bodies, unread
+/// responses, a hundred HTTP/2 streams) leaves three quarters of the
+/// server to the others. Its further requests wait for its own instances,
+/// within their `--timeout`, then get 429. A server behind a reverse
+/// proxy sees one address and raises it.
+pub const DEFAULT_MAX_INSTANCES_PER_CLIENT: u32 = 4;
+
 /// The bounds of one run. The defaults are what a normal program never
 /// meets and a hostile one does; `None` means unbounded (the embedder's
 /// choice, never a default).
@@ -323,6 +354,15 @@ pub struct Limits {
     pub max_http_body_size: u64,
     /// `moat serve`'s instances at once ([`DEFAULT_MAX_INSTANCES`]).
     pub max_instances: u32,
+    /// `moat serve`'s longest pause in a request body a handler waits on
+    /// ([`DEFAULT_HTTP_REQUEST_BODY_TIMEOUT`]).
+    pub http_request_body_timeout: Duration,
+    /// `moat serve`'s longest wait for a client to take more of a response
+    /// ([`DEFAULT_HTTP_RESPONSE_SEND_TIMEOUT`]).
+    pub http_response_send_timeout: Duration,
+    /// `moat serve`'s instances one client address holds at once
+    /// ([`DEFAULT_MAX_INSTANCES_PER_CLIENT`]).
+    pub max_instances_per_client: u32,
 }
 
 impl Default for Limits {
@@ -347,6 +387,9 @@ impl Default for Limits {
             http_header_read_timeout: DEFAULT_HTTP_HEADER_READ_TIMEOUT,
             max_http_body_size: DEFAULT_MAX_HTTP_BODY_SIZE,
             max_instances: DEFAULT_MAX_INSTANCES,
+            http_request_body_timeout: DEFAULT_HTTP_REQUEST_BODY_TIMEOUT,
+            http_response_send_timeout: DEFAULT_HTTP_RESPONSE_SEND_TIMEOUT,
+            max_instances_per_client: DEFAULT_MAX_INSTANCES_PER_CLIENT,
         }
     }
 }

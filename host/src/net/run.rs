@@ -188,6 +188,24 @@ impl Run {
         self.refused_after(operation, host, port, None, error)
     }
 
+    /// Records a refusal of `operation` on a destination that could not be
+    /// judged (it names no host, or not one moat can parse, or a scheme it
+    /// does not send): the destination as `written`, the reason `invalid`.
+    pub(crate) fn refused_unjudged(&self, operation: Operation, written: &str, message: &str) {
+        // The call is refused whether or not the trail takes the record.
+        let _ = self.audit.record(|| {
+            Event::written(
+                operation,
+                written,
+                None,
+                Outcome::Denied {
+                    reason: Reason::Invalid,
+                    message: message.to_owned(),
+                },
+            )
+        });
+    }
+
     /// [`refused`](Self::refused), after a lookup.
     fn refused_after(
         &self,

@@ -1,42 +1,78 @@
 //! A request body as the handler reads it: the client's, cut off past
-//! the server's bound, with a flag so that the client is answered 413.
+//! the server's bound (with a flag so that the client is answered 413),
+//! and ended when the client pauses longer than the server allows while
+//! the handler waits (with a flag for 408, and the request's handler
+//! stopped).
 
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
+use tokio::time::Sleep;
 use wasmtime_wasi_http::Error as WasiHttpError;
 
-/// Set when a body went past its bound.
-#[derive(Clone, Default)]
-pub(crate) struct Exceeded(Arc<AtomicBool>);
+use super::watch::Watch;
 
-impl Exceeded {
+/// A flag the body sets for the answer to read.
+#[derive(Clone, Default)]
+pub(crate) struct Flag(Arc<AtomicBool>);
+
+impl Flag {
     pub(crate) fn get(&self) -> bool {
         self.0.load(Ordering::Relaxed)
     }
+
+    fn set(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
 }
 
-/// The client's body, at most `max` bytes of it; the handler's read past
-/// that fails with `HTTP-request-body-size`.
+/// Set when a body went past its bound.
+pub(crate) type Exceeded = Flag;
+
+/// Set when a client paused its body past the bound.
+pub(crate) type Paused = Flag;
+
+/// The client's body, at most `max` bytes of it (the handler's read past
+/// that fails with `HTTP-request-body-size`), with no pause longer than
+/// `pause` while the handler waits for it (past it the read fails with
+/// `connection-read-timeout`, and the request's handler is stopped). The
+/// clock runs only while the handler waits: a handler that reads slowly,
+/// or not at all, never makes its client look slow.
 pub(crate) struct LimitedBody {
     incoming: Incoming,
     left: u64,
     max: u64,
     exceeded: Exceeded,
+    pause: Duration,
+    timer: Option<Pin<Box<Sleep>>>,
+    paused: Paused,
+    watch: Arc<Watch>,
 }
 
 impl LimitedBody {
-    pub(crate) fn new(incoming: Incoming, max: u64, exceeded: Exceeded) -> LimitedBody {
+    pub(crate) fn new(
+        incoming: Incoming,
+        max: u64,
+        exceeded: Exceeded,
+        pause: Duration,
+        paused: Paused,
+        watch: Arc<Watch>,
+    ) -> LimitedBody {
         LimitedBody {
             incoming,
             left: max,
             max,
             exceeded,
+            pause,
+            timer: None,
+            paused,
+            watch,
         }
     }
 }
@@ -50,11 +86,15 @@ impl Body for LimitedBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, WasiHttpError>>> {
         let this = &mut *self;
-        match Pin::new(&mut this.incoming).poll_frame(cx) {
+        let polled = Pin::new(&mut this.incoming).poll_frame(cx);
+        if polled.is_ready() {
+            this.timer = None;
+        }
+        match polled {
             Poll::Ready(Some(Ok(frame))) => {
                 let len = frame.data_ref().map_or(0, |d| d.len() as u64);
                 if len > this.left {
-                    this.exceeded.0.store(true, Ordering::Relaxed);
+                    this.exceeded.set();
                     tracing::debug!(target: "moat::http", max = this.max, "request body past its bound");
                     return Poll::Ready(Some(Err(WasiHttpError::HttpRequestBodySize(Some(
                         this.max,
@@ -65,7 +105,19 @@ impl Body for LimitedBody {
             }
             Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(WasiHttpError::from(e)))),
             Poll::Ready(None) => Poll::Ready(None),
-            Poll::Pending => Poll::Pending,
+            Poll::Pending => {
+                let pause = this.pause;
+                let timer = this
+                    .timer
+                    .get_or_insert_with(|| Box::pin(tokio::time::sleep(pause)));
+                if timer.as_mut().poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
+                tracing::debug!(target: "moat::http", ?pause, "a client paused its request body past the bound");
+                this.paused.set();
+                this.watch.stop();
+                Poll::Ready(Some(Err(WasiHttpError::ConnectionReadTimeout)))
+            }
         }
     }
 

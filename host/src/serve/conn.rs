@@ -6,10 +6,18 @@
 //! requests at once across the server ([`Requests`]), streams per
 //! connection ([`H2_MAX_STREAMS`]), and what a connection buffers either
 //! way ([`H2_WINDOW`], [`H2_SEND_BUFFER`]).
+//!
+//! A response its client does not take is cut off once a piece of it has
+//! waited `--http-response-send-timeout` ([`super::watch`]): over
+//! HTTP/1.1 the connection is closed, over HTTP/2 the request's stream
+//! alone is reset (each stream runs as a task of the connection's own,
+//! which the request's watch can end); either way its handler is
+//! stopped.
 
 use std::future::Future;
+use std::net::IpAddr;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -27,6 +35,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::request::{Shared, text};
+use super::watch::Watch;
 use crate::net::Limits;
 
 /// Streams one HTTP/2 client may have open at once: 100, the least RFC
@@ -70,9 +79,16 @@ impl Requests {
 }
 
 /// Runs hyper's tasks for HTTP/2 streams on the server's task tracker, so
-/// that a stopping server waits for them as for connections.
+/// that a stopping server waits for them as for connections; each stream's
+/// task ends when its request's watch stops it (the stream is then reset).
+/// hyper makes a stream's task right after it called the service for the
+/// stream's request, on the same task, so the watch the service left in
+/// `next` is that stream's.
 #[derive(Clone)]
-struct Tracked(TaskTracker);
+struct Tracked {
+    tracker: TaskTracker,
+    next: Arc<Mutex<Option<tokio_util::sync::CancellationToken>>>,
+}
 
 impl<F> Executor<F> for Tracked
 where
@@ -80,42 +96,103 @@ where
     F::Output: Send + 'static,
 {
     fn execute(&self, future: F) {
-        self.0.spawn(future);
+        let stop = self
+            .next
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        match stop {
+            Some(stop) => {
+                self.tracker.spawn(async move {
+                    tokio::select! {
+                        _ = future => {}
+                        () = stop.cancelled() => {
+                            tracing::debug!(target: "moat::http", "resetting a stream whose handler was stopped");
+                        }
+                    }
+                });
+            }
+            None => {
+                self.tracker.spawn(future);
+            }
+        }
     }
 }
 
-/// When a connection last had no handler running, and how many it has:
-/// an HTTP/2 connection with none for the idle time is closed (HTTP/1.1's
-/// idle bound is hyper's header-read timeout, which HTTP/2 lacks).
+/// When a connection last had no handler running, how many it has, and
+/// their requests' watches: an HTTP/2 connection with none for the idle
+/// time is closed (HTTP/1.1's idle bound is hyper's header-read timeout,
+/// which HTTP/2 lacks).
 #[derive(Clone)]
-struct Activity(Arc<Mutex<(u32, Instant)>>);
+struct Activity(Arc<Mutex<ActivityState>>);
+
+struct ActivityState {
+    busy: u32,
+    since: Instant,
+    watches: Vec<Weak<Watch>>,
+}
 
 impl Activity {
     fn new() -> Activity {
-        Activity(Arc::new(Mutex::new((0, Instant::now()))))
+        Activity(Arc::new(Mutex::new(ActivityState {
+            busy: 0,
+            since: Instant::now(),
+            watches: Vec::new(),
+        })))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, ActivityState> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn update(&self, f: impl FnOnce(&mut u32)) {
-        let mut state = self
-            .0
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        f(&mut state.0);
-        state.1 = Instant::now();
+        let mut state = self.lock();
+        f(&mut state.busy);
+        state.since = Instant::now();
     }
 
-    fn begin(&self) -> Busy {
+    fn begin(&self, watch: &Arc<Watch>) -> Busy {
         self.update(|n| *n += 1);
+        let mut state = self.lock();
+        state.watches.retain(|w| w.strong_count() > 0);
+        state.watches.push(Arc::downgrade(watch));
         Busy(self.clone())
+    }
+
+    /// Resolves with the watch of a response whose client has not taken
+    /// the piece hyper holds for `limit`.
+    async fn stalled(&self, limit: Duration) -> Arc<Watch> {
+        loop {
+            let now = Instant::now();
+            let earliest = {
+                let mut state = self.lock();
+                state.watches.retain(|w| w.strong_count() > 0);
+                state
+                    .watches
+                    .iter()
+                    .filter_map(Weak::upgrade)
+                    .filter_map(|w| w.stalls_at(limit).map(|at| (at, w)))
+                    .min_by_key(|(at, _)| *at)
+            };
+            match earliest {
+                Some((at, watch)) if at <= now => return watch,
+                // Looked at again when it would stall, or a second from
+                // now for pieces handed over in the meantime.
+                Some((at, _)) => {
+                    tokio::time::sleep_until(at.min(now + Duration::from_secs(1))).await
+                }
+                None => tokio::time::sleep(Duration::from_secs(1).min(limit)).await,
+            }
+        }
     }
 
     /// Resolves once no handler has run on the connection for `idle`.
     async fn idle_for(&self, idle: Duration) {
         loop {
-            let (busy, since) = *self
-                .0
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            let (busy, since) = {
+                let state = self.lock();
+                (state.busy, state.since)
+            };
             if busy == 0 && since.elapsed() >= idle {
                 return;
             }
@@ -141,11 +218,39 @@ impl Drop for Busy {
 /// A response body that holds its request's places (on the connection,
 /// and among the server's requests at once) until it is sent or dropped:
 /// a handler's request is in flight until its body ends, not just until
-/// its head is ready.
+/// its head is ready. It tells the request's watch how the response goes,
+/// and stops the handler when dropped before its end.
 struct Holding<B> {
     body: B,
+    watch: Arc<Watch>,
     _busy: Busy,
     _permit: Option<OwnedSemaphorePermit>,
+}
+
+impl<B> Drop for Holding<B> {
+    fn drop(&mut self) {
+        if !self.watch.is_done() {
+            self.watch.stop();
+        }
+    }
+}
+
+/// Stops a request's handler if its service future is dropped before it
+/// answered (the client went away while the handler ran).
+struct StopUnlessAnswered(Option<Arc<Watch>>);
+
+impl StopUnlessAnswered {
+    fn answered(&mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for StopUnlessAnswered {
+    fn drop(&mut self) {
+        if let Some(watch) = self.0.take() {
+            watch.stop();
+        }
+    }
 }
 
 impl<B: Body + Unpin> Body for Holding<B> {
@@ -156,7 +261,14 @@ impl<B: Body + Unpin> Body for Holding<B> {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<B::Data>, B::Error>>> {
-        Pin::new(&mut self.body).poll_frame(cx)
+        self.watch.asked();
+        let polled = Pin::new(&mut self.body).poll_frame(cx);
+        match &polled {
+            Poll::Ready(Some(Ok(_))) => self.watch.delivered(),
+            Poll::Ready(None | Some(Err(_))) => self.watch.done(),
+            Poll::Pending => {}
+        }
+        polled
     }
 
     fn is_end_stream(&self) -> bool {
@@ -176,6 +288,7 @@ pub(super) struct Serving {
     pub(super) stopping: CancellationToken,
     pub(super) header_bound: usize,
     pub(super) idle: Duration,
+    pub(super) send_timeout: Duration,
     pub(super) tls: bool,
 }
 
@@ -185,6 +298,7 @@ impl Serving {
     pub(super) async fn connection<I>(
         &self,
         io: I,
+        peer: IpAddr,
     ) -> Result<(), Box<dyn std::error::Error + Send + Sync>>
     where
         I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
@@ -194,13 +308,23 @@ impl Serving {
         let requests = self.requests.clone();
         let tls = self.tls;
         let seen = activity.clone();
+        let next_stream = Arc::new(Mutex::new(None));
+        let for_streams = Arc::clone(&next_stream);
         let service = hyper::service::service_fn(move |request: Request<Incoming>| {
             let shared = Arc::clone(&shared);
             let permit = requests.try_take();
-            let busy = seen.begin();
+            let h2 = request.version() == hyper::Version::HTTP_2;
+            let watch = Arc::new(Watch::new(h2));
+            let busy = seen.begin(&watch);
+            if h2 {
+                // The stream's task, which hyper makes next, ends when the
+                // watch stops it.
+                *for_streams.lock().unwrap_or_else(PoisonError::into_inner) = Some(watch.token());
+            }
+            let mut unanswered = StopUnlessAnswered(Some(Arc::clone(&watch)));
             async move {
                 let response = match permit {
-                    Some(_) => shared.handle(request, tls).await,
+                    Some(_) => shared.handle(request, tls, peer, &watch).await,
                     None => {
                         tracing::debug!(target: "moat::http", "a request past the server's bound on requests at once");
                         text(
@@ -212,14 +336,19 @@ impl Serving {
                         )
                     }
                 };
+                unanswered.answered();
                 Ok::<_, std::convert::Infallible>(response.map(|body| Holding {
                     body,
+                    watch,
                     _busy: busy,
                     _permit: permit,
                 }))
             }
         });
-        let mut builder = auto::Builder::new(Tracked(self.tracker.clone()));
+        let mut builder = auto::Builder::new(Tracked {
+            tracker: self.tracker.clone(),
+            next: next_stream,
+        });
         builder
             .http1()
             .timer(TokioTimer::new())
@@ -241,6 +370,16 @@ impl Serving {
         loop {
             tokio::select! {
                 ended = conn.as_mut() => return ended,
+                stalled = activity.stalled(self.send_timeout) => {
+                    tracing::debug!(target: "moat::http", %peer, "a client did not take its response: cutting it off");
+                    stalled.done();
+                    stalled.stop();
+                    // HTTP/1.1 has nothing else on the connection: it goes.
+                    // An HTTP/2 stream's task ends with the watch.
+                    if !stalled.is_h2() {
+                        return Ok(());
+                    }
+                }
                 () = self.stopping.cancelled(), if !closing => {
                     conn.as_mut().graceful_shutdown();
                     closing = true;

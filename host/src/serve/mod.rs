@@ -35,6 +35,16 @@
 //! [`DEFAULT_REQUEST_TIMEOUT`]). A handler that traps, runs out of memory
 //! or time gets its client a 500, and the server goes on.
 //!
+//! **Slow clients.** An instance is taken once a request's head is whole,
+//! and a client cannot keep it: one client address holds at most
+//! `--max-instances-per-client` instances at once (its further requests
+//! wait for its own, then 429); a pause in a request body the handler
+//! waits on past `--http-request-body-timeout` ends the request (408, or
+//! the response cut off if it had started); a response whose client has
+//! not taken more of it for `--http-response-send-timeout` is cut off;
+//! and a client that goes away stops its handler. Each of these stops
+//! the handler and gives its instance back at once.
+//!
 //! **HTTP/2.** Over TLS when the client offers `h2` in ALPN, and over
 //! plain TCP when it opens with HTTP/2's preface (prior knowledge, as
 //! `curl --http2-prior-knowledge`; an `Upgrade: h2c` request is answered
@@ -56,6 +66,8 @@
 mod body;
 mod conn;
 mod request;
+mod share;
+mod watch;
 
 pub use conn::{H2_MAX_STREAMS, H2_SEND_BUFFER, H2_WINDOW};
 
@@ -183,7 +195,7 @@ impl Moat {
         }
         .map_err(MoatError::Instantiate)?;
         // Checked once here, as every request's store will be built.
-        crate::moat::wasi_ctx(&options.run)?;
+        crate::moat::wasi_ctx(&options.run, self.apart())?;
         let addr: SocketAddr = options.addr.parse().map_err(|_| MoatError::Bind {
             addr: options.addr.clone(),
             source: std::io::Error::new(
@@ -242,6 +254,7 @@ impl Moat {
             notices,
             max_memory,
             run,
+            self.apart().to_vec(),
         ));
         tracing::debug!(target: "moat::http", %addr, "listening");
         Ok(Server {
@@ -288,6 +301,7 @@ impl Server<'_> {
             stopping: stopping.clone(),
             header_bound: limits.max_http_header_size.max(MIN_HTTP_HEADER_SIZE),
             idle: limits.http_header_read_timeout,
+            send_timeout: limits.http_response_send_timeout,
             tls: tls.is_some(),
         });
         let mut stop = std::pin::pin!(stop);
@@ -338,7 +352,7 @@ impl Server<'_> {
                         }
                     }
                 };
-                if let Err(e) = serving.connection(io).await {
+                if let Err(e) = serving.connection(io, peer.ip()).await {
                     tracing::debug!(target: "moat::http", %peer, error = %e, "client connection ended");
                 }
             });

@@ -2,6 +2,7 @@
 //! called with the request, its response (or a 413 or a 500) handed to
 //! hyper, and the instance dropped once the response body is sent.
 
+use std::net::IpAddr;
 use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
@@ -19,7 +20,9 @@ use wasmtime_wasi_http::p3::Request as P3Request;
 use wasmtime_wasi_http::p3::bindings::ServicePre;
 
 use super::DEFAULT_REQUEST_TIMEOUT;
-use super::body::{Exceeded, LimitedBody, Watched, response_cut_short};
+use super::body::{Exceeded, LimitedBody, Paused, Watched, response_cut_short};
+use super::share::Shares;
+use super::watch::Watch;
 use crate::bindings::http::HttpView;
 use crate::bounds::{MemoryLimitReached, TimeLimitReached, deadline_callback};
 use crate::error::MoatError;
@@ -48,11 +51,16 @@ pub(crate) struct Shared {
     pub(super) engine: Engine,
     /// Places for handler instances ([`crate::net::Limits::max_instances`]).
     instances: Arc<Semaphore>,
+    /// Each client address's share of them
+    /// ([`crate::net::Limits::max_instances_per_client`]).
+    shares: Arc<Shares>,
     pre: Template,
     pub(super) net: Net,
     notices: Notices,
     max_memory: u64,
     run: RunOptions,
+    /// The cache directories no handler may be given.
+    apart: Vec<std::path::PathBuf>,
 }
 
 impl Shared {
@@ -63,34 +71,40 @@ impl Shared {
         notices: Notices,
         max_memory: u64,
         run: RunOptions,
+        apart: Vec<std::path::PathBuf>,
     ) -> Shared {
         Shared {
             instances: Arc::new(Semaphore::new(net.limits().max_instances.max(1) as usize)),
+            shares: Shares::new(net.limits().max_instances_per_client),
             engine,
             pre,
             net,
             notices,
             max_memory,
             run,
+            apart,
         }
     }
 
     /// Answers one request; never fails: what goes wrong is the client's
-    /// 413 or 500, and a debug line on `moat::http`.
+    /// 408, 413, 429, 500 or 503, and a debug line on `moat::http`.
     /// `tls`: whether the client came over HTTPS (the handler sees the
-    /// request's scheme as `https` then).
+    /// request's scheme as `https` then); `peer`: the client's address,
+    /// whose share of the instances the request takes; `watch`: what
+    /// stops the handler (see [`super::watch`]).
     pub(super) async fn handle(
         &self,
         request: Request<Incoming>,
         tls: bool,
+        peer: IpAddr,
+        watch: &Arc<Watch>,
     ) -> Response<HyperOutgoingBody> {
         let started = Instant::now();
         let method = request.method().clone();
         let path = request.uri().path().to_owned();
         let version = request.version();
-        let response = self
-            .answer(request, if tls { Scheme::Https } else { Scheme::Http })
-            .await;
+        let scheme = if tls { Scheme::Https } else { Scheme::Http };
+        let response = self.answer(request, scheme, peer, watch).await;
         tracing::debug!(
             target: "moat::http",
             %method, %path, status = response.status().as_u16(),
@@ -104,6 +118,8 @@ impl Shared {
         &self,
         request: Request<Incoming>,
         scheme: Scheme,
+        peer: IpAddr,
+        watch: &Arc<Watch>,
     ) -> Response<HyperOutgoingBody> {
         let limits = self.net.limits();
         let max_body = limits.max_http_body_size;
@@ -116,7 +132,16 @@ impl Shared {
             return too_large(max_body);
         }
         let limit = self.run.timeout.unwrap_or(DEFAULT_REQUEST_TIMEOUT);
-        let waited = tokio::time::timeout(limit, Arc::clone(&self.instances).acquire_owned()).await;
+        // One wait for both places, within the request's time: the
+        // client's own share first, so that a client past its share waits
+        // behind its own requests, never ahead of anyone else's.
+        let deadline = tokio::time::Instant::now() + limit;
+        let Ok(share) = tokio::time::timeout_at(deadline, self.shares.take(peer)).await else {
+            tracing::debug!(target: "moat::http", %peer, max = limits.max_instances_per_client, "a client past its share of instances");
+            return too_many_from_client(limits.max_instances_per_client);
+        };
+        let waited =
+            tokio::time::timeout_at(deadline, Arc::clone(&self.instances).acquire_owned()).await;
         let Ok(Ok(instance)) = waited else {
             tracing::debug!(target: "moat::http", max = limits.max_instances, "no instance free within the request's time");
             return text(
@@ -127,9 +152,21 @@ impl Shared {
                 ),
             );
         };
+        tracing::debug!(target: "moat::http", %peer, "a handler instance taken");
         let exceeded = Exceeded::default();
-        let request = request.map(|body| LimitedBody::new(body, max_body, exceeded.clone()));
-        let mut wasi = match crate::moat::wasi_ctx(&self.run) {
+        let paused = Paused::default();
+        let pause = limits.http_request_body_timeout;
+        let request = request.map(|body| {
+            LimitedBody::new(
+                body,
+                max_body,
+                exceeded.clone(),
+                pause,
+                paused.clone(),
+                Arc::clone(watch),
+            )
+        });
+        let mut wasi = match crate::moat::wasi_ctx(&self.run, &self.apart) {
             Ok(wasi) => wasi,
             Err(e) => return internal(&format!("{e}")),
         };
@@ -172,7 +209,8 @@ impl Shared {
                 };
                 // The handler runs on a task of its own: it goes on writing
                 // the body after handing over the response, and the instance
-                // lives until it returns.
+                // lives until it returns or is stopped.
+                let watch = Arc::clone(watch);
                 tokio::spawn(async move {
                     let call = async {
                         let proxy = pre.instantiate_async(&mut store).await?;
@@ -181,7 +219,10 @@ impl Shared {
                             .call_handle(&mut store, incoming, outparam)
                             .await
                     };
-                    let ended = bounded(limit, spelling, call).await;
+                    let ended = tokio::select! {
+                        ended = bounded(limit, spelling, call) => ended,
+                        () = watch.stopped() => Err(wasmtime::Error::new(Stopped)),
+                    };
                     if ended.is_err() {
                         stopping.set();
                     }
@@ -189,6 +230,7 @@ impl Shared {
                     // The instance's place is given back once its memory is.
                     drop(store);
                     drop(instance);
+                    drop(share);
                     ended
                 })
             }
@@ -203,6 +245,7 @@ impl Shared {
                 // loop must go on running while the body is sent (the
                 // guest's tasks write it), so the call returns only once
                 // hyper is done with the body.
+                let watch = Arc::clone(watch);
                 tokio::spawn(async move {
                     let call = async {
                         let service = pre.instantiate_async(&mut store).await?;
@@ -237,13 +280,17 @@ impl Shared {
                             })
                             .await?
                     };
-                    let ended = bounded(limit, spelling, call).await;
+                    let ended = tokio::select! {
+                        ended = bounded(limit, spelling, call) => ended,
+                        () = watch.stopped() => Err(wasmtime::Error::new(Stopped)),
+                    };
                     if ended.is_err() {
                         stopping.set();
                     }
                     store.data().moat.http.guest_gone();
                     drop(store);
                     drop(instance);
+                    drop(share);
                     ended
                 })
             }
@@ -272,12 +319,21 @@ impl Shared {
                 internal(&why)
             }
         };
+        if paused.get() {
+            return request_timeout(pause);
+        }
         if exceeded.get() {
             return too_large(max_body);
         }
         response
     }
 }
+
+/// Why a handler was stopped before it ended: its client paused its
+/// request body, left its response untaken, or went away.
+#[derive(Debug, thiserror::Error)]
+#[error("the handler was stopped: its client paused, stopped reading or went away")]
+struct Stopped;
 
 /// `call`, stopped at the request's time limit.
 async fn bounded(
@@ -329,6 +385,36 @@ pub(super) fn text(status: StatusCode, body: String) -> Response<HyperOutgoingBo
 
 fn internal(why: &str) -> Response<HyperOutgoingBody> {
     text(StatusCode::INTERNAL_SERVER_ERROR, format!("{why}\n"))
+}
+
+fn request_timeout(pause: Duration) -> Response<HyperOutgoingBody> {
+    let mut response = text(
+        StatusCode::REQUEST_TIMEOUT,
+        format!(
+            "the request body paused for longer than {pause:?} (the server's {})\n",
+            crate::setting::Setting::HttpRequestBodyTimeout.flag()
+        ),
+    );
+    response.headers_mut().insert(
+        hyper::header::CONNECTION,
+        hyper::header::HeaderValue::from_static("close"),
+    );
+    response
+}
+
+fn too_many_from_client(share: u32) -> Response<HyperOutgoingBody> {
+    let mut response = text(
+        StatusCode::TOO_MANY_REQUESTS,
+        format!(
+            "this client has {share} requests being answered already (the server's {})\n",
+            crate::setting::Setting::MaxInstancesPerClient.flag()
+        ),
+    );
+    response.headers_mut().insert(
+        hyper::header::RETRY_AFTER,
+        hyper::header::HeaderValue::from_static("1"),
+    );
+    response
 }
 
 fn too_large(max: u64) -> Response<HyperOutgoingBody> {

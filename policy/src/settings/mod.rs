@@ -72,6 +72,14 @@ pub struct Bounds {
     pub max_http_body_size: Option<u64>,
     /// `max-instances` (`moat serve`).
     pub max_instances: Option<u32>,
+    /// `http-request-body-timeout` (`moat serve`).
+    pub http_request_body_timeout: Option<Duration>,
+    /// `http-response-send-timeout` (`moat serve`).
+    pub http_response_send_timeout: Option<Duration>,
+    /// `max-instances-per-client` (`moat serve`).
+    pub max_instances_per_client: Option<u32>,
+    /// `max-audit-size`, in bytes.
+    pub max_audit_size: Option<u64>,
 }
 
 impl Bounds {
@@ -105,6 +113,16 @@ impl Bounds {
                 .or(self.http_header_read_timeout),
             max_http_body_size: later.max_http_body_size.or(self.max_http_body_size),
             max_instances: later.max_instances.or(self.max_instances),
+            http_request_body_timeout: later
+                .http_request_body_timeout
+                .or(self.http_request_body_timeout),
+            http_response_send_timeout: later
+                .http_response_send_timeout
+                .or(self.http_response_send_timeout),
+            max_instances_per_client: later
+                .max_instances_per_client
+                .or(self.max_instances_per_client),
+            max_audit_size: later.max_audit_size.or(self.max_audit_size),
         }
     }
 }
@@ -385,6 +403,16 @@ impl Settings {
                 b.max_http_body_size = Some(values::size(value).map_err(bad)?);
             }
             Setting::MaxInstances => b.max_instances = Some(values::count(value).map_err(bad)?),
+            Setting::HttpRequestBodyTimeout => {
+                b.http_request_body_timeout = Some(values::duration(value).map_err(bad)?);
+            }
+            Setting::HttpResponseSendTimeout => {
+                b.http_response_send_timeout = Some(values::duration(value).map_err(bad)?);
+            }
+            Setting::MaxInstancesPerClient => {
+                b.max_instances_per_client = Some(values::count(value).map_err(bad)?);
+            }
+            Setting::MaxAuditSize => b.max_audit_size = Some(values::size(value).map_err(bad)?),
             Setting::Audit => match value {
                 Value::Text(text) if text.trim().is_empty() => {}
                 Value::Text(text) => self.audit = Some(Destination::parse(text.trim())),

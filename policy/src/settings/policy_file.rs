@@ -525,6 +525,10 @@ max-http-connections = 100
 http-header-read-timeout = "3s"
 max-http-body-size = "1MiB"
 max-instances = 4
+http-request-body-timeout = "2s"
+http-response-send-timeout = "15s"
+max-instances-per-client = 2
+max-audit-size = "100MiB"
 "#;
 
     #[test]
@@ -552,6 +556,10 @@ max-instances = 4
                 http_header_read_timeout: Some(Duration::from_secs(3)),
                 max_http_body_size: Some(1 << 20),
                 max_instances: Some(4),
+                http_request_body_timeout: Some(Duration::from_secs(2)),
+                http_response_send_timeout: Some(Duration::from_secs(15)),
+                max_instances_per_client: Some(2),
+                max_audit_size: Some(100 << 20),
             }
         );
         let p = &s.policy;
@@ -598,6 +606,10 @@ max-instances = 4
                 (Setting::HttpHeaderReadTimeout, 26),
                 (Setting::MaxHttpBodySize, 27),
                 (Setting::MaxInstances, 28),
+                (Setting::HttpRequestBodyTimeout, 29),
+                (Setting::HttpResponseSendTimeout, 30),
+                (Setting::MaxInstancesPerClient, 31),
+                (Setting::MaxAuditSize, 32),
             ]
         );
     }

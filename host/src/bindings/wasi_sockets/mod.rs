@@ -156,6 +156,7 @@ pub(crate) fn add_p2_to_linker<T: WasiNetView + 'static>(
     linker: &mut Linker<T>,
 ) -> wasmtime::Result<()> {
     wasmtime_wasi::p2::add_to_linker_async(linker)?;
+    super::io_error::add_to_linker(linker)?;
     super::shadowing(linker, |linker| {
         lookup::add_p2_to_linker(linker)?;
         count::add_p2_to_linker(linker)?;

@@ -171,3 +171,41 @@ impl<B: Body<Data = Bytes> + Unpin> Body for Unfinished<B> {
         self.inner.size_hint()
     }
 }
+
+/// A body that holds a charge on the run's host memory for as long as it
+/// lives: a wasi:http 0.2 outgoing body's buffer is paid until the body is
+/// sent to its end or dropped, whoever holds it then (the guest's request,
+/// the client's connection, a drain of a refused request).
+pub(crate) struct ChargedBody<B> {
+    inner: B,
+    _charge: Charge,
+}
+
+impl<B> ChargedBody<B> {
+    pub(crate) fn new(inner: B, charge: Charge) -> ChargedBody<B> {
+        ChargedBody {
+            inner,
+            _charge: charge,
+        }
+    }
+}
+
+impl<B: Body<Data = Bytes> + Unpin> Body for ChargedBody<B> {
+    type Data = Bytes;
+    type Error = B::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
+        Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}

@@ -5,14 +5,20 @@
 //! ends it before the next, and nothing touches the network before step 4:
 //!
 //! 1. Its URI's authority, as written, is the destination: an empty or
-//!    missing one is refused. The `Host` header is never what is judged:
-//!    the connection goes where the URI says.
+//!    missing one is refused, and so is one with user information
+//!    (`user@host`): the `Host` header (HTTP/1.1) and `:authority`
+//!    (HTTP/2) carry the authority, which then names exactly the host and
+//!    port judged. The `Host` header is never what is judged: the
+//!    connection goes where the URI says. A request refused here, before
+//!    its host could be judged, is on the audit trail too, with the
+//!    authority as written.
 //! 2. The host and port (the URI's port, or the scheme's: 80, 443) are
 //!    judged as written against the connect grant and the deny entries
 //!    ([`Run::admit_host`]). No name has been looked up.
 //! 3. The run's bound on requests in flight ([`Limits::max_http_requests`](crate::net::Limits::max_http_requests)).
-//! 4. A kept-alive connection to the same scheme and authority as written,
-//!    when one is idle ([`pool`]); otherwise a new one: a socket slot (the
+//! 4. A kept-alive connection to the same scheme, host (as judged: case
+//!    and a trailing dot do not count) and port, when one is idle
+//!    ([`pool`]); otherwise a new one: a socket slot (the
 //!    run's `--max-sockets` counts HTTP connections too), the name resolved
 //!    once by the run's resolver with every address judged by the deny
 //!    lists ([`Run::addresses`]), a TCP connect to an address that passed,
@@ -26,8 +32,10 @@
 //! A refused request's body is read to its end and dropped, so that a
 //! guest writing it sees the refusal when it asks for the response, not a
 //! broken stream. Bodies are streamed both ways; the host holds at most
-//! hyper's buffers per connection ([`CONNECTION_BYTES`]) and per HTTP/2
-//! stream ([`H2_SEND_BUFFER`]), paid from the run's host memory.
+//! hyper's buffers per connection ([`CONNECTION_BYTES`]), what an HTTP/2
+//! connection's window lets its peer send before the guest reads
+//! ([`H2_CONNECTION_WINDOW`]) and what each HTTP/2 stream queues of its
+//! request body ([`H2_SEND_BUFFER`]), all paid from the run's host memory.
 
 mod body;
 mod pool;
@@ -60,6 +68,7 @@ use crate::audit::Operation;
 use crate::policy::{Denied, Host};
 use crate::setting::Setting;
 
+pub(crate) use body::ChargedBody;
 pub use body::{Abandoned, ResponseBody, Unfinished, request_cut_short};
 use pool::{Key, Pool, Sender};
 
@@ -67,10 +76,10 @@ use pool::{Key, Pool, Sender};
 /// run's host memory while it is open: hyper's read buffer (bounded by
 /// [`Limits::max_http_header_size`](crate::net::Limits::max_http_header_size), added per connection) and its write
 /// buffer (hyper queues up to 8 KiB of headers plus one body chunk, and
-/// the guest's chunks are at most 1 MiB, wasmtime-wasi-http's
-/// outgoing chunk size, but are handed over one at a time); TLS's record
-/// buffers add 2 × 16 KiB. 64 KiB plus the header bound is the sum,
-/// rounded up.
+/// the guest's chunks are at most 64 KiB, the outgoing chunk size moat
+/// gives wasmtime-wasi-http, each already paid by the body that holds it);
+/// TLS's record buffers add 2 × 16 KiB. 64 KiB plus the header bound is
+/// the sum, rounded up.
 pub const CONNECTION_BYTES: usize = 64 << 10;
 
 /// Bytes one HTTP/2 stream queues from its request body before it waits
@@ -79,6 +88,20 @@ pub const CONNECTION_BYTES: usize = 64 << 10;
 /// hold the whole host-memory budget. Each request sent over HTTP/2 pays
 /// it from the run's host memory until its response ends.
 pub const H2_SEND_BUFFER: usize = 64 << 10;
+
+/// Response body bytes one HTTP/2 stream may receive before the guest
+/// reads them (its flow-control window): 256 KiB, four of HTTP/2's
+/// initial windows, which keeps a download at a few MB/s over a 50 ms
+/// round trip. hyper's default (2 MiB a stream, 5 MiB a connection) was
+/// held, uncharged, by every response a guest left unread.
+pub const H2_RECEIVE_WINDOW: u32 = 256 << 10;
+
+/// Response body bytes one HTTP/2 connection may receive before the guest
+/// reads them, all its streams together (the connection's window): 512
+/// KiB, paid from the run's host memory for as long as the connection is
+/// open ([`CONNECTION_BYTES`] and this). Unread data of many streams never
+/// passes it: the peer may send no more until the guest reads.
+pub const H2_CONNECTION_WINDOW: u32 = 512 << 10;
 
 /// The smallest response-header bound hyper accepts (its minimum read
 /// buffer); a smaller setting is raised to it.
@@ -294,6 +317,12 @@ impl HttpClient {
         }
     }
 
+    /// The run's host-memory budget, which the client's connections and
+    /// the guest's wasi:http objects are paid from.
+    pub(crate) fn budget(&self) -> &Arc<super::budget::Budget> {
+        &self.inner.run.budget
+    }
+
     /// Closes the kept-alive connections and stops every task of this
     /// client: the run is over.
     pub(crate) fn close(&self) {
@@ -462,35 +491,55 @@ impl HttpClient {
 
     /// Step 1 alone, for a binding that sees the authority before the
     /// request is built (wasi:http 0.2's `outgoing-request`): a request
-    /// that names no host, or an empty one, is refused.
+    /// that names no host, or an empty one, is refused, and the refusal
+    /// recorded.
     ///
     /// # Errors
     /// [`HttpError::NoAuthority`].
-    pub fn check_authority(authority: Option<&str>) -> Result<(), HttpError> {
+    pub fn check_authority(&self, authority: Option<&str>) -> Result<(), HttpError> {
         match authority {
-            None => Err(HttpError::NoAuthority("no")),
-            Some("") => Err(HttpError::NoAuthority("an empty")),
+            None => Err(self.refused_unjudged("", HttpError::NoAuthority("no"))),
+            Some("") => Err(self.refused_unjudged("", HttpError::NoAuthority("an empty"))),
             Some(_) => Ok(()),
         }
+    }
+
+    /// Records a request refused before its host could be judged (no
+    /// authority, another scheme, a host or port that is not one), with
+    /// the authority as written; returns the refusal.
+    fn refused_unjudged(&self, written: &str, error: HttpError) -> HttpError {
+        tracing::debug!(target: "moat::http", authority = written, %error, "refused");
+        self.inner
+            .run
+            .refused_unjudged(Operation::HttpRequest, written, &error.to_string());
+        error
     }
 
     /// Steps 1 to 3 of the module doc: the authority as written, the
     /// policy, the bound on requests in flight.
     fn admit(&self, uri: &Uri) -> Result<(Target, OwnedSemaphorePermit), HttpError> {
+        let written = uri.authority().map_or("", Authority::as_str);
         let authority = match uri.authority() {
-            None => return Err(HttpError::NoAuthority("no")),
+            None => return Err(self.refused_unjudged("", HttpError::NoAuthority("no"))),
             Some(a) if a.as_str().is_empty() || a.host().is_empty() => {
-                return Err(HttpError::NoAuthority("an empty"));
+                return Err(self.refused_unjudged(written, HttpError::NoAuthority("an empty")));
             }
             Some(a) => a,
         };
         let https = match uri.scheme() {
             Some(s) if *s == Scheme::HTTPS => true,
             Some(s) if *s == Scheme::HTTP => false,
-            Some(other) => return Err(HttpError::Scheme(other.as_str().to_owned())),
-            None => return Err(HttpError::Scheme("(none)".to_owned())),
+            Some(other) => {
+                let refused = HttpError::Scheme(other.as_str().to_owned());
+                return Err(self.refused_unjudged(written, refused));
+            }
+            None => {
+                let refused = HttpError::Scheme("(none)".to_owned());
+                return Err(self.refused_unjudged(written, refused));
+            }
         };
-        let (host, port) = host_and_port(authority, https)?;
+        let (host, port) =
+            host_and_port(authority, https).map_err(|e| self.refused_unjudged(written, e))?;
         let run = &self.inner.run;
         let admitted = run
             .admit_host(Operation::HttpRequest, host, port)
@@ -522,7 +571,7 @@ impl HttpClient {
         // when a new one is made, has its own record (a connect).
         run.allowed(&admitted, None, None)
             .map_err(HttpError::from_net)?;
-        let key = Key::new(https, authority.as_str());
+        let key = Key::new(https, &admitted.host, port);
         Ok((
             Target {
                 https,
@@ -541,7 +590,7 @@ impl HttpClient {
     async fn connect(&self, target: &Target) -> Result<Sender<B>, HttpError> {
         let run = &self.inner.run;
         let header_bound = run.limits.max_http_header_size.max(MIN_HTTP_HEADER_SIZE);
-        let charge: Charge = run
+        let mut charge: Charge = run
             .budget
             .charge(CONNECTION_BYTES + header_bound, "an HTTP connection")
             .map_err(HttpError::from_net)?;
@@ -597,8 +646,14 @@ impl HttpClient {
             "connected"
         );
         if h2 {
+            // What its window lets the peer send before the guest reads.
+            charge
+                .grow(H2_CONNECTION_WINDOW as usize, "an HTTP/2 connection")
+                .map_err(HttpError::from_net)?;
             let (sender, conn) = http2::Builder::new(TokioExecutor::new())
                 .max_header_list_size(u32::try_from(header_bound).unwrap_or(u32::MAX))
+                .initial_stream_window_size(H2_RECEIVE_WINDOW)
+                .initial_connection_window_size(H2_CONNECTION_WINDOW)
                 .max_send_buf_size(H2_SEND_BUFFER)
                 .handshake(TokioIo::new(io))
                 .await
@@ -675,8 +730,18 @@ fn host_and_port(authority: &Authority, https: bool) -> Result<(Host, u16), Http
         authority: authority.to_string(),
         reason,
     };
-    // `Authority::host` keeps an IPv6 literal's brackets and drops any
-    // user information (`user@host`).
+    // The `Host` header (or `:authority`) is the authority as written, and
+    // must name what was judged and nothing else: user information
+    // (`user@host`), which RFC 9110 (4.2.4) forbids senders to write and
+    // a server or proxy may read as part of the host, is refused.
+    if authority.as_str().contains('@') {
+        return Err(bad(
+            "it carries user information (the part before `@`), which an HTTP request may \
+             not send; give credentials in an Authorization header"
+                .to_owned(),
+        ));
+    }
+    // `Authority::host` keeps an IPv6 literal's brackets.
     let written = authority.host();
     let bare = written
         .strip_prefix('[')

@@ -1,4 +1,4 @@
-//! Kept-alive connections of one run, by scheme and authority as written.
+//! Kept-alive connections of one run, by scheme, host and port.
 //!
 //! An HTTP/1.1 connection goes back in as soon as its response's head
 //! arrived; it is busy until that body ends, and [`Pool::checkout`] hands
@@ -10,10 +10,13 @@
 //! after [`POOL_IDLE_TIMEOUT`] (a sweep runs while the pool holds any),
 //! and give way when the run is at its socket cap.
 //!
-//! Keying by the authority as written means a connection is reused only
-//! for requests that name its destination the same way, and so were
-//! judged the same way: `example.com` and `EXAMPLE.com:80` are two keys,
-//! and a name never shares a connection with the address it resolved to.
+//! Keyed by the host as the policy judges it (a name in lower case,
+//! without a trailing dot; an IP address in its one canonical form) and
+//! the port, explicit or the scheme's: `example.com`, `EXAMPLE.com.` and
+//! `example.com:80` share connections and the per-authority bound, since
+//! they were judged as one destination; a name never shares a connection
+//! with the address it resolved to. (User information never reaches the
+//! pool: such a request is refused.)
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
@@ -25,21 +28,31 @@ use super::{POOL_IDLE_TIMEOUT, POOL_MAX_PER_AUTHORITY};
 use tokio_util::sync::CancellationToken;
 
 use crate::net::tasks::Tasks;
+use crate::policy::Host;
 
-/// Which connections may carry a request: the scheme and the authority as
-/// written.
+/// Which connections may carry a request: the scheme, and the host and
+/// port as judged.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct Key {
     https: bool,
-    authority: String,
+    host: Host,
+    port: u16,
 }
 
 impl Key {
-    pub(crate) fn new(https: bool, authority: &str) -> Key {
+    pub(crate) fn new(https: bool, host: &Host, port: u16) -> Key {
         Key {
             https,
-            authority: authority.to_owned(),
+            host: host.clone(),
+            port,
         }
+    }
+}
+
+impl std::fmt::Display for Key {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let scheme = if self.https { "https" } else { "http" };
+        write!(f, "{scheme}://{}:{}", self.host, self.port)
     }
 }
 
@@ -124,7 +137,7 @@ impl<B: Send + 'static> Pool<B> {
             state.kept.remove(key);
         }
         if found.is_some() {
-            tracing::debug!(target: "moat::http", authority = %key.authority, "reusing a kept-alive connection");
+            tracing::debug!(target: "moat::http", destination = %key, "reusing a kept-alive connection");
         }
         found
     }
@@ -196,7 +209,7 @@ impl<B: Send + 'static> Pool<B> {
                 state.kept.remove(&key);
             }
         }
-        tracing::debug!(target: "moat::http", authority = %key.authority, "closed an idle connection for a new one");
+        tracing::debug!(target: "moat::http", destination = %key, "closed an idle connection for a new one");
         true
     }
 }
@@ -253,16 +266,21 @@ mod tests {
         let pool = Pool::new();
         let tasks = Tasks::new(PendingWrites::new());
         let closing = CancellationToken::new();
-        let key = Key::new(false, "example.com");
+        let name = Host::parse("example.com").unwrap();
+        let key = Key::new(false, &name, 80);
         pool.put(key.clone(), sender().await, &tasks, &closing, true);
         assert!(
-            pool.checkout(&Key::new(true, "example.com")).is_none(),
+            pool.checkout(&Key::new(true, &name, 80)).is_none(),
             "not for https"
         );
         assert!(
-            pool.checkout(&Key::new(false, "EXAMPLE.com")).is_none(),
-            "nor as written otherwise"
+            pool.checkout(&Key::new(false, &name, 8080)).is_none(),
+            "nor on another port"
         );
+        let shared = pool
+            .checkout(&Key::new(false, &Host::parse("EXAMPLE.com.").unwrap(), 80))
+            .expect("another spelling of the same host and port");
+        pool.put(key.clone(), shared, &tasks, &closing, false);
         let again = pool.checkout(&key).expect("reused");
         pool.put(key.clone(), again, &tasks, &closing, false);
         tokio::time::advance(POOL_IDLE_TIMEOUT + Duration::from_secs(1)).await;
@@ -277,7 +295,7 @@ mod tests {
         let pool = Pool::new();
         let tasks = Tasks::new(PendingWrites::new());
         let closing = CancellationToken::new();
-        let key = Key::new(false, "example.com");
+        let key = Key::new(false, &Host::parse("example.com").unwrap(), 80);
         for _ in 0..POOL_MAX_PER_AUTHORITY + 3 {
             pool.put(key.clone(), sender().await, &tasks, &closing, true);
         }

@@ -57,9 +57,20 @@ fn the_authority_is_judged_as_written() {
             other => panic!("{odd}: {:?}", other.map(|t| t.host)),
         }
     }
-    // User information is not the host.
-    let t = admit(&c, "http://evil.example@127.0.0.1/").unwrap();
-    assert_eq!(t.host.to_string(), "127.0.0.1");
+    // User information would reach the server in the Host header, naming
+    // a host nobody judged: refused, whatever it says.
+    for userinfo in [
+        "http://evil.example@127.0.0.1/",
+        "http://u:p@127.0.0.1/",
+        "http://@127.0.0.1/",
+    ] {
+        match admit(&c, userinfo) {
+            Err(HttpError::BadAuthority { reason, .. }) => {
+                assert!(reason.contains("user information"), "{userinfo}: {reason}");
+            }
+            other => panic!("{userinfo}: {:?}", other.map(|t| t.host)),
+        }
+    }
     // A name is never its address.
     assert!(matches!(
         admit(&c, "http://localhost/"),
@@ -81,6 +92,68 @@ fn a_request_without_a_host_or_with_another_scheme_is_refused() {
         admit(&c, "http://example.com:0/"),
         Err(HttpError::BadAuthority { .. })
     ));
+}
+
+#[test]
+fn a_request_refused_before_its_host_is_judged_is_on_the_trail_as_written() {
+    use crate::audit::{Audit, AuditRecord, AuditSink, Body, Context};
+    use std::sync::Mutex;
+    #[derive(Clone, Default)]
+    struct Kept(Arc<Mutex<Vec<AuditRecord>>>);
+    impl AuditSink for Kept {
+        fn write(&mut self, record: &AuditRecord) -> std::io::Result<()> {
+            self.0.lock().unwrap().push(record.clone());
+            Ok(())
+        }
+    }
+    let kept = Kept::default();
+    let audit = Audit::start(Box::new(kept.clone()), Context::new(None), Vec::new()).unwrap();
+    let mut run = Run::new(
+        Policy::new().allow_connect("*").unwrap(),
+        Limits::default(),
+        None,
+    );
+    run.audit = audit.clone();
+    let c = HttpClient::new(
+        Arc::new(run),
+        Arc::default(),
+        Tasks::new(PendingWrites::new()),
+    );
+    let refused = [
+        "http://127.1/",
+        "http://2130706433/",
+        "http://example.com:0/",
+        "ftp://example.com/",
+        "http://u@example.com/",
+    ];
+    for uri in refused {
+        assert!(admit(&c, uri).is_err(), "{uri}");
+    }
+    assert!(c.admit(&Uri::from_static("/relative")).is_err());
+    assert!(c.check_authority(Some("")).is_err());
+    audit.finish();
+    let written: Vec<String> = kept
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|record| match &record.body {
+            Body::Decision(event) if !event.allowed() => event.written.clone(),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        written,
+        [
+            "127.1",
+            "2130706433",
+            "example.com:0",
+            "example.com",
+            "u@example.com",
+            "",
+            ""
+        ]
+    );
 }
 
 #[test]

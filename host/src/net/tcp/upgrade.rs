@@ -29,7 +29,7 @@ use tokio::task::JoinHandle;
 use super::{Core, Stage, TcpConn, send};
 use crate::net::error::NetError;
 use crate::net::io::Io;
-use crate::net::limits::SocketSlot;
+use crate::net::limits::{MAX_ALREADY_READ, SocketSlot};
 use crate::net::tasks::Tasks;
 use crate::net::tls::{ServerTls, handshake_client, handshake_server};
 
@@ -86,6 +86,12 @@ impl TcpConn {
         side: Side,
         already_read: Vec<u8>,
     ) -> Result<Upgrade, NetError> {
+        if already_read.len() > MAX_ALREADY_READ {
+            return Err(NetError::InvalidArgument(format!(
+                "{} bytes already read before TLS; a TLS peer's first flight is at most {MAX_ALREADY_READ}",
+                already_read.len()
+            )));
+        }
         let (core, drain) = self.detach()?;
         Ok(Upgrade {
             core,

@@ -55,6 +55,11 @@ pub use pool::RECEIVE_BUFFER;
 /// (UDP header).
 pub const MAX_DATAGRAM_V4: usize = 65_507;
 
+/// The largest datagram any UDP socket can send: IPv6's 65,535-byte
+/// payload less the UDP header. A longer one is refused before its
+/// destination is judged, so no call holds more.
+pub const MAX_DATAGRAM: usize = 65_527;
+
 /// A datagram received.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Datagram {
@@ -212,8 +217,31 @@ impl UdpSocket {
     /// [`NetError::Denied`] (nothing is sent); [`NetError::InvalidArgument`];
     /// resolution and OS errors; [`NetError::Closed`].
     pub async fn send(&self, data: &[u8], host: &str, port: u16) -> Result<(), NetError> {
+        let _held = self.hold(std::iter::once(data))?;
         let to = self.destination(host, port).await?;
         self.send_to(data, &to).await
+    }
+
+    /// Pays for datagrams the host keeps while their destinations are
+    /// judged and looked up, after checking that each could be sent at
+    /// all: a guest cannot park more than the run's host memory in calls
+    /// that wait.
+    ///
+    /// # Errors
+    /// [`NetError::DatagramTooLarge`] for one past [`MAX_DATAGRAM`];
+    /// [`NetError::LimitReached`] past the run's host memory.
+    fn hold<'a>(
+        &self,
+        datagrams: impl Iterator<Item = &'a [u8]> + Clone,
+    ) -> Result<crate::net::budget::Charge, NetError> {
+        if datagrams.clone().any(|d| d.len() > MAX_DATAGRAM) {
+            return Err(NetError::DatagramTooLarge);
+        }
+        let bytes = datagrams.map(<[u8]>::len).sum();
+        self.shared
+            .run
+            .budget
+            .charge(bytes, "datagrams waiting to be sent")
     }
 
     /// Sends one datagram to `to`, judged by the policy as the IP literal
@@ -253,6 +281,7 @@ impl UdpSocket {
         &self,
         datagrams: &[(Vec<u8>, String, u16)],
     ) -> Result<(usize, Option<NetError>), NetError> {
+        let _held = self.hold(datagrams.iter().map(|(data, _, _)| data.as_slice()))?;
         let mut targets = Vec::with_capacity(datagrams.len());
         for (_, host, port) in datagrams {
             targets.push(self.destination(host, *port).await?);

@@ -1,8 +1,11 @@
 //! Test guest: reads bytes from stdin and turns them into a sequence of
-//! calls on moat:net (through the SDK) and wasi:sockets (through std::net):
-//! connects, listens, binds, sends, receives, TLS upgrades, options,
-//! drops at every point, futures cancelled midway, tasks aborted, handles
-//! the guest was never given, and an exit or a trap at any point, with hosts from a dictionary of
+//! calls on moat:net (through the SDK), wasi:sockets (through std::net)
+//! and wasi:http (0.2 through wasip2's raw bindings: fields, requests,
+//! bodies filled and never sent, sends, responses left unread; 0.3's
+//! fields and requests through wasip3's): connects, listens, binds,
+//! sends, receives, TLS upgrades, options, drops at every point, futures
+//! cancelled midway, tasks aborted, handles the guest was never given, and
+//! an exit or a trap at any point, with hosts from a dictionary of
 //! spellings and sizes from zero to a MiB. The test that runs it
 //! (tests/whole_process/boundary.rs) gives it a small grant, a sink, a
 //! blackhole and a canary, and checks the host after each sequence.
@@ -96,6 +99,29 @@ struct State {
     listeners: Vec<TcpListener>,
     udp: Vec<UdpSocket>,
     used_ports: HashSet<u16>,
+    /// wasi:http objects the sequence keeps, each until a step drops it or
+    /// the run ends.
+    http: Vec<Http>,
+}
+
+/// A wasi:http object the guest keeps (only to keep it: the host holds
+/// what it holds for as long as the handle lives).
+#[allow(dead_code)]
+enum Http {
+    Fields(wasip2::http::types::Fields),
+    Request(wasip2::http::types::OutgoingRequest),
+    /// A request with its body, filled as far as the body's stream took
+    /// it without waiting, and never sent (the stream first: a body is
+    /// dropped only after its stream).
+    Body(
+        wasip2::io::streams::OutputStream,
+        wasip2::http::types::OutgoingBody,
+        wasip2::http::types::OutgoingRequest,
+    ),
+    Sent(wasip2::http::types::FutureIncomingResponse),
+    Response(wasip2::http::types::IncomingResponse),
+    Fields3(wasip3::http::types::Fields),
+    Request3(wasip3::http::types::Request),
 }
 
 /// The input, read an argument at a time; 0 past its end.
@@ -357,12 +383,178 @@ async fn step(op: u8, input: &mut Input<'_>, s: &mut State) {
             };
             forge(input.byte(), index);
         }
+        20 => http_fields(input, s),
+        21 => {
+            // A copy of a kept map, made by a deletion from its clone.
+            let kept: Vec<usize> = (0..s.http.len())
+                .filter(|&i| matches!(s.http[i], Http::Fields(_)))
+                .collect();
+            if let Some(j) = input.index(kept.len())
+                && let Http::Fields(fields) = &s.http[kept[j]]
+            {
+                let copy = fields.clone();
+                let _ = copy.delete("x-0");
+                s.http.push(Http::Fields(copy));
+            }
+        }
+        22 => http_bodies(input, s),
+        23 => http_send(input, s),
+        24 => {
+            if let Some(i) = input.index(s.http.len()) {
+                drop(s.http.swap_remove(i));
+            }
+        }
+        25 => http3_fields(input, s),
+        26 => http3_request(input, s),
         _ => sleep(Duration::from_millis(1)).await,
     }
 }
 
 /// How many kinds of step there are (`step`'s arms, the last a pause).
-const OPS: u8 = 21;
+const OPS: u8 = 28;
+
+/// Ports an HTTP request may go to: never the sink (whose every byte must
+/// be the pattern).
+fn http_port(input: &mut Input<'_>, s: &State) -> u16 {
+    let ports: Vec<u16> = s.ports.iter().copied().filter(|&p| p != s.sink).collect();
+    *input.pick(&ports)
+}
+
+/// Sizes a request's path or method may take.
+const TEXT_SIZES: &[usize] = &[0, 1, 100, 8000, 65_000, 200_000];
+
+/// Up to 16 fields, each filled with names `x-0`, `x-1`, ... of values
+/// up to 8000 bytes until it holds about a size from zero to 256 KiB (its
+/// bound is 128 KiB at the default head bound); kept.
+fn http_fields(input: &mut Input<'_>, s: &mut State) {
+    let count = usize::from(input.byte() % 16) + 1;
+    let target = *input.pick(&[0usize, 1000, 16 << 10, 128 << 10, 256 << 10]);
+    let value = vec![b'v'; *input.pick(&[0usize, 10, 1000, 8000])];
+    for _ in 0..count {
+        let fields = wasip2::http::types::Fields::new();
+        let mut filled = 0;
+        let mut k = 0;
+        while filled < target {
+            if fields.append(&format!("x-{k}"), &value).is_err() {
+                break;
+            }
+            filled += value.len() + 4;
+            k += 1;
+        }
+        s.http.push(Http::Fields(fields));
+    }
+}
+
+/// A request to a host from the dictionary, with a path and a method of
+/// sizes from the input.
+fn http_request(input: &mut Input<'_>, s: &State) -> wasip2::http::types::OutgoingRequest {
+    use wasip2::http::types::{Method, OutgoingRequest, Scheme};
+    let request = OutgoingRequest::new(wasip2::http::types::Fields::new());
+    let host = *input.pick(HOSTS);
+    let port = http_port(input, s);
+    let authority = if input.flag() {
+        format!("{host}:{port}")
+    } else {
+        format!("user@{host}:{port}")
+    };
+    let _ = request.set_authority(Some(&authority));
+    let _ = request.set_scheme(Some(if input.flag() {
+        &Scheme::Http
+    } else {
+        &Scheme::Https
+    }));
+    let path = format!("/{}", "p".repeat(*input.pick(TEXT_SIZES)));
+    let _ = request.set_path_with_query(Some(&path));
+    if input.flag() {
+        let method = "M".repeat(*input.pick(TEXT_SIZES)).max("POST".to_owned());
+        let _ = request.set_method(&Method::Other(method));
+    }
+    request
+}
+
+/// Up to 16 requests, each with its body filled as far as its stream takes
+/// it without waiting; none sent, all kept.
+fn http_bodies(input: &mut Input<'_>, s: &mut State) {
+    let count = usize::from(input.byte() % 16) + 1;
+    let chunk = vec![0x42u8; 1 << 20];
+    for _ in 0..count {
+        let request = http_request(input, s);
+        let Ok(body) = request.body() else {
+            s.http.push(Http::Request(request));
+            return;
+        };
+        let Ok(stream) = body.write() else {
+            return;
+        };
+        while let Ok(permit) = stream.check_write() {
+            if permit == 0
+                || stream
+                    .write(&chunk[..(permit as usize).min(chunk.len())])
+                    .is_err()
+            {
+                break;
+            }
+        }
+        s.http.push(Http::Body(stream, body, request));
+    }
+}
+
+/// Sends a kept request (its body unfinished) or a new one, keeps the
+/// future, and keeps the response if it is there already, unread.
+fn http_send(input: &mut Input<'_>, s: &mut State) {
+    let kept = input
+        .index(s.http.len())
+        .filter(|&i| matches!(s.http[i], Http::Request(_) | Http::Body(..)));
+    let request = match kept.map(|i| s.http.swap_remove(i)) {
+        Some(Http::Request(request)) => request,
+        Some(Http::Body(stream, body, request)) => {
+            // Sent with its body unfinished: the body goes with it.
+            drop(stream);
+            std::mem::forget(body);
+            request
+        }
+        _ => http_request(input, s),
+    };
+    if let Ok(future) = wasip2::http::outgoing_handler::handle(request, None) {
+        match future.get() {
+            Some(Ok(Ok(response))) => s.http.push(Http::Response(response)),
+            _ => s.http.push(Http::Sent(future)),
+        }
+    }
+}
+
+/// Up to 16 wasi:http 0.3 fields, filled as the 0.2 ones are; kept.
+fn http3_fields(input: &mut Input<'_>, s: &mut State) {
+    let count = usize::from(input.byte() % 16) + 1;
+    let entries = usize::from(input.byte()) * 4;
+    let value = vec![b'v'; *input.pick(&[0usize, 10, 1000])];
+    for _ in 0..count {
+        let list: Vec<(String, Vec<u8>)> = (0..entries)
+            .map(|k| (format!("x-{k}"), value.clone()))
+            .collect();
+        if let Ok(fields) = wasip3::http::types::Fields::from_list(&list) {
+            let _ = fields.append("x-more", &value);
+            s.http.push(Http::Fields3(fields));
+        }
+    }
+}
+
+/// A wasi:http 0.3 request, made with a path, method and authority of
+/// sizes from the input, never sent; kept.
+fn http3_request(input: &mut Input<'_>, s: &mut State) {
+    use wasip3::http::types::{ErrorCode, Fields, Method, Request, Trailers};
+    let (_no_trailers, trailers) =
+        wasip3::wit_future::new::<Result<Option<Trailers>, ErrorCode>>(|| Ok(None));
+    let (request, _transmitted) = Request::new(Fields::new(), None, trailers, None);
+    let host = *input.pick(HOSTS);
+    let _ = request.set_authority(Some(&format!("{host}:{}", http_port(input, s))));
+    let _ = request.set_path_with_query(Some(&format!("/{}", "p".repeat(*input.pick(TEXT_SIZES)))));
+    if input.flag() {
+        let method = "M".repeat(*input.pick(TEXT_SIZES)).max("PUT".to_owned());
+        let _ = request.set_method(&Method::Other(method));
+    }
+    s.http.push(Http::Request3(request));
+}
 
 /// A handle the guest was never given: an index from the input, used as a
 /// moat:net socket, listener or UDP socket, a wasi:sockets TCP or UDP
@@ -450,6 +642,7 @@ async fn main() -> Result<(), Error> {
         listeners: Vec::new(),
         udp: Vec::new(),
         used_ports: HashSet::new(),
+        http: Vec::new(),
     };
     let mut input = Input(bytes.iter());
     while let Some(&op) = input.0.next() {

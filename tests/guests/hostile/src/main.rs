@@ -49,6 +49,25 @@ async fn main() -> Result<(), Error> {
             println!("refused {refused}");
             wait_for_stdin();
         }
+        "fill-trail" => {
+            // Asks for N connects to HOST:1, HOST:2, ... that no grant
+            // allows (each a denial of its own), then for one that is
+            // granted; prints how many were refused, then what became of
+            // the granted one.
+            let host = arg(2)?;
+            let mut refused = 0u64;
+            for port in 0..num(1)? {
+                let port = (port % 65_535 + 1) as u16;
+                if let Err(Error::Denied(_)) = TcpStream::connect((host, port)).await {
+                    refused += 1;
+                }
+            }
+            println!("refused {refused}");
+            match TcpStream::connect((arg(3)?, num(4)? as u16)).await {
+                Ok(_) => println!("connected"),
+                Err(e) => println!("trail refused: {e}"),
+            }
+        }
         "udp-flood" => {
             // Sends N datagrams to one destination, then waits as above.
             let socket = UdpSocket::bind(("127.0.0.1", 0)).await?;

@@ -30,6 +30,23 @@
 //!                                       end; print "ok N"
 //! http-probe headers URL                GET; print "status: N" and "header-bytes: M", the
 //!                                       sum of the response headers' name and value lengths
+//! http-probe fetch-all URL...           GET each URL in turn, in one run (so kept-alive
+//!                                       connections may carry several); print "URL:
+//!                                       status: N" or "URL: error: ERR" for each, and
+//!                                       exit 0
+//! http-probe hold-bodies N              make N POST requests to http://127.0.0.1:9/, fill
+//!                                       each one's body as far as its stream takes without
+//!                                       waiting, send none and keep them all; print "held K
+//!                                       bodies, B bytes" and, when one was refused, "refused
+//!                                       at K: WHAT" (WHAT: body, or the stream's error)
+//! http-probe hold-fields N BYTES        make N fields of about BYTES bytes each (headers
+//!                                       x-0, x-1, ... of 1 KiB values) and keep them all;
+//!                                       print "held K fields, B bytes" and, at the first
+//!                                       refusal, "refused at K: ERR"
+//! http-probe hold-responses N URL       start N GETs of URL at once, wait for each
+//!                                       response's head, read no body, keep them all;
+//!                                       print "held K responses" and each distinct error
+//!                                       as flood does
 //! ```
 //!
 //! A request that fails prints `error: ERR` (the Debug form of wasi:http's
@@ -75,6 +92,12 @@ fn main() {
         ("timeouts", Some(url), Some(connect)) => timeouts(url, connect, arg(3), arg(4)),
         ("sequential", Some(n), Some(url)) => number(n).and_then(|n| sequential(n, url)),
         ("headers", Some(url), _) => headers(url),
+        ("fetch-all", Some(_), _) => fetch_all(&args[1..]),
+        ("hold-bodies", Some(n), _) => number(n).and_then(hold_bodies),
+        ("hold-fields", Some(n), Some(bytes)) => {
+            number(n).and_then(|n| number(bytes).and_then(|b| hold_fields(n, b)))
+        }
+        ("hold-responses", Some(n), Some(url)) => number(n).and_then(|n| hold_responses(n, url)),
         (mode, _, _) => Err(Failure::Usage(format!(
             "unknown mode {mode:?} or missing arguments"
         ))),
@@ -497,5 +520,122 @@ fn headers(url: &str) -> Result<(), Failure> {
         .sum();
     println!("status: {}", response.status());
     println!("header-bytes: {bytes}");
+    Ok(())
+}
+
+/// Many requests that are never sent, each holding a body filled as far
+/// as its stream takes without waiting: what the host holds for them is
+/// all the guest's doing, and nothing is judged (nothing is sent).
+fn hold_bodies(n: u64) -> Result<(), Failure> {
+    let target = parse_url("http://127.0.0.1:9/")?;
+    let mut held = Vec::new();
+    let mut bytes = 0u64;
+    let mut refused = None;
+    let chunk = vec![b'x'; CHUNK as usize];
+    for i in 0..n {
+        let request = request(&target, Method::Post, Fields::new())?;
+        let Ok(body) = request.body() else {
+            refused = Some((i, "body".to_owned()));
+            break;
+        };
+        let stream = body
+            .write()
+            .map_err(|()| Failure::Guest("the body stream was already taken"))?;
+        loop {
+            match stream.check_write() {
+                Ok(0) => break,
+                Ok(permit) => {
+                    let len = (permit as usize).min(chunk.len());
+                    if let Err(e) = stream.write(&chunk[..len]) {
+                        refused = Some((i, format!("{:?}", StreamFailure::from(e))));
+                        break;
+                    }
+                    bytes += len as u64;
+                }
+                Err(e) => {
+                    refused = Some((i, format!("{:?}", StreamFailure::from(e))));
+                    break;
+                }
+            }
+        }
+        // The stream first: a body is dropped only after its stream.
+        held.push((stream, body, request));
+        if refused.is_some() {
+            break;
+        }
+    }
+    println!("held {} bodies, {bytes} bytes", held.len());
+    if let Some((at, what)) = refused {
+        println!("refused at {at}: {what}");
+    }
+    Ok(())
+}
+
+/// Many fields, each filled with headers of 1 KiB values up to about
+/// `bytes`, all kept.
+fn hold_fields(n: u64, bytes: u64) -> Result<(), Failure> {
+    let value = vec![b'v'; 1024];
+    let mut held = Vec::new();
+    let mut total = 0u64;
+    for i in 0..n {
+        let fields = Fields::new();
+        let mut filled = 0u64;
+        let mut j = 0u64;
+        while filled < bytes {
+            let name = format!("x-{j}");
+            if let Err(e) = fields.append(&name, &value) {
+                println!("held {} fields, {total} bytes", held.len());
+                println!("refused at {i}: {e:?}");
+                return Ok(());
+            }
+            filled += (name.len() + value.len()) as u64;
+            j += 1;
+        }
+        total += filled;
+        held.push(fields);
+    }
+    println!("held {} fields, {total} bytes", held.len());
+    Ok(())
+}
+
+/// Many responses whose bodies are never read, all kept.
+fn hold_responses(n: u64, url: &str) -> Result<(), Failure> {
+    let target = parse_url(url)?;
+    let mut errors: BTreeMap<String, u64> = BTreeMap::new();
+    let mut started = Vec::new();
+    for _ in 0..n {
+        let request = request(&target, Method::Get, Fields::new())?;
+        match outgoing_handler::handle(request, None) {
+            Ok(future) => started.push(future),
+            Err(code) => *errors.entry(format!("{code:?}")).or_default() += 1,
+        }
+    }
+    let mut held = Vec::new();
+    for future in &started {
+        match wait(future) {
+            Ok(response) => held.push(response),
+            Err(Failure::Http(code)) => *errors.entry(format!("{code:?}")).or_default() += 1,
+            Err(other) => return Err(other),
+        }
+    }
+    println!("held {} responses", held.len());
+    for (error, count) in errors {
+        println!("err {error} x{count}");
+    }
+    Ok(())
+}
+
+fn fetch_all(urls: &[String]) -> Result<(), Failure> {
+    for url in urls {
+        match send(get(url)?, None).and_then(|response| {
+            let status = response.status();
+            body_length(&response)?;
+            Ok(status)
+        }) {
+            Ok(status) => println!("{url}: status: {status}"),
+            Err(Failure::Http(code)) => println!("{url}: error: {code:?}"),
+            Err(other) => return Err(other),
+        }
+    }
     Ok(())
 }

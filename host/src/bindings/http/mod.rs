@@ -11,6 +11,16 @@
 //! the guest's timeouts to the core, tells the run's notices about a
 //! refusal (one stderr line per distinct denial, as stock socket guests
 //! get), and turns the core's [`HttpError`] into wasi:http's `error-code`.
+//!
+//! What wasi:http holds for the guest between its calls (its `fields`,
+//! requests, responses and bodies) is paid from the run's host memory:
+//! [`held`] counts it, and the functions that can make it grow are moat's
+//! ([`held_p2`], [`held_p3`]), which refuse what the budget has no room
+//! for with the guest's own error (never a trap).
+
+mod held;
+mod held_p2;
+mod held_p3;
 
 use http_body_util::BodyExt;
 use http_body_util::combinators::UnsyncBoxBody;
@@ -25,30 +35,90 @@ use wasmtime_wasi_http::{
 };
 
 use crate::net::{
-    Abandoned, BoxError, HttpClient, HttpError as CoreError, HttpRequestOptions, Net, NetError,
-    Notices, Unfinished, request_cut_short,
+    Abandoned, BoxError, HttpClient, HttpError as CoreError, HttpRequestOptions,
+    MIN_HTTP_HEADER_SIZE, Net, NetError, Notices, Unfinished, request_cut_short,
 };
+use held::Held;
 
-/// One run's wasi:http state: wasmtime-wasi-http's context and moat's
-/// hooks.
+/// The most a guest may write to a wasi:http 0.2 outgoing body in one
+/// write (what its stream's `check-write` says), and the size of each
+/// chunk the body buffers: 64 KiB, as a socket's send backlog and an
+/// HTTP/2 stream's send buffer. wasmtime-wasi-http's default is 1 MiB.
+pub const BODY_CHUNK: usize = 64 << 10;
+
+/// Chunks a 0.2 outgoing body buffers before its writer waits: one (and
+/// wasmtime-wasi-http keeps one slot more), so a body the guest fills and
+/// never sends holds `2 × BODY_CHUNK`, paid from the run's host memory
+/// until the body is sent or dropped.
+const BODY_BUFFER_CHUNKS: usize = 1;
+
+/// What one 0.2 outgoing body may hold: its channel of
+/// [`BODY_BUFFER_CHUNKS`] + 1 chunks.
+pub const BODY_BYTES: usize = (BODY_BUFFER_CHUNKS + 1) * BODY_CHUNK;
+
+/// One run's wasi:http state: wasmtime-wasi-http's context, moat's hooks
+/// and what the guest's objects cost.
 pub(crate) struct HttpState {
     ctx: WasiHttpCtx,
     hooks: MoatHooks,
+    held: Held,
+    /// The run's bound on an HTTP head; a request's method and authority
+    /// are each at most this long.
+    header_bound: usize,
 }
 
 impl HttpState {
     /// The wasi:http state of a run on `net`, its refusals told to
     /// `notices`. Response heads are bounded by the run's
-    /// `max_http_header_size` in the core; wasmtime-wasi-http's own field
-    /// bound (128 KiB per field) stays as it is.
+    /// `max_http_header_size` in the core; a `fields` the guest builds
+    /// holds at most twice that (wasmtime-wasi-http's measure, which
+    /// counts each name and value with its bookkeeping), and all of them
+    /// together are paid from the run's host memory ([`held`]).
     pub(crate) fn new(net: &Net, notices: Notices) -> HttpState {
+        let header_bound = net.limits().max_http_header_size.max(MIN_HTTP_HEADER_SIZE);
+        let mut ctx = WasiHttpCtx::new();
+        ctx.set_field_size_limit(header_bound.saturating_mul(2));
         HttpState {
-            ctx: WasiHttpCtx::new(),
+            ctx,
             hooks: MoatHooks {
                 client: net.http_client(),
                 notices,
                 gone: Abandoned::default(),
             },
+            held: Held::new(net.budget()),
+            header_bound,
+        }
+    }
+
+    /// Counts and pays for what the table holds plus `extra` bytes a call
+    /// is about to add; `false` (the refusal told to the run's notices)
+    /// when the run's host memory has no room.
+    fn admit(&mut self, table: &mut ResourceTable, extra: usize, what: &str) -> bool {
+        match self.held.admit(table, extra, what) {
+            Ok(()) => true,
+            Err(refused) => {
+                tracing::debug!(target: "moat::http", %refused, "wasi:http: host memory budget reached");
+                self.hooks.notices.tell(refused.to_string());
+                false
+            }
+        }
+    }
+
+    /// A charge for a new 0.2 outgoing body's buffer, or `None` (the
+    /// refusal told) when the run's host memory has no room.
+    fn charge_body(&mut self) -> Option<crate::net::budget::Charge> {
+        match self
+            .hooks
+            .client
+            .budget()
+            .charge(BODY_BYTES, "a wasi:http outgoing body")
+        {
+            Ok(charge) => Some(charge),
+            Err(refused) => {
+                tracing::debug!(target: "moat::http", %refused, "wasi:http: host memory budget reached");
+                self.hooks.notices.tell(refused.to_string());
+                None
+            }
         }
     }
 
@@ -61,8 +131,10 @@ impl HttpState {
         self.hooks.gone.set();
     }
 
-    /// The view wasmtime-wasi-http's host functions take.
+    /// The view wasmtime-wasi-http's host functions take; every call
+    /// through it is counted ([`held::RECOUNT_EVERY`]).
     pub(crate) fn view<'a>(&'a mut self, table: &'a mut ResourceTable) -> WasiHttpCtxView<'a> {
+        self.held.tick(table);
         WasiHttpCtxView {
             hooks: &mut self.hooks,
             table,
@@ -75,7 +147,7 @@ impl HttpState {
     /// Refuses a request whose authority is missing or empty with the
     /// run's notice (see [`add_p2_to_linker`]).
     fn refuse_no_authority(&self, authority: Option<&str>) -> bool {
-        match HttpClient::check_authority(authority) {
+        match self.hooks.client.check_authority(authority) {
             Ok(()) => false,
             Err(refusal) => {
                 self.hooks.notices.tell(refusal.to_string());
@@ -105,6 +177,18 @@ struct MoatHooks {
 type IoFuture = Box<dyn Future<Output = Result<(), WasiHttpError>> + Send>;
 
 impl WasiHttpHooks for MoatHooks {
+    fn p2_outgoing_body_buffer_chunks(&mut self) -> usize {
+        BODY_BUFFER_CHUNKS
+    }
+
+    fn p2_outgoing_body_chunk_size(&mut self) -> usize {
+        BODY_CHUNK
+    }
+
+    fn p3_outgoing_body_chunk_size(&mut self) -> usize {
+        BODY_CHUNK
+    }
+
     fn send_request(
         &mut self,
         request: http::Request<WasiBody>,
@@ -216,6 +300,8 @@ pub(crate) trait HttpView: Send {
     fn http_view(&mut self) -> WasiHttpCtxView<'_>;
     /// The run's wasi:http state alone.
     fn http_state(&mut self) -> &mut HttpState;
+    /// The run's wasi:http state and the store's resource table, apart.
+    fn http_parts(&mut self) -> (&mut HttpState, &mut ResourceTable);
 }
 
 fn getter<T: HttpView>(data: &mut T) -> WasiHttpCtxView<'_> {
@@ -238,6 +324,7 @@ pub(crate) fn add_to_linker<T: HttpView + 'static>(linker: &mut Linker<T>) -> wa
     add_p2_to_linker(linker)?;
     p3::bindings::http::client::add_to_linker::<_, WasiHttp>(linker, getter::<T>)?;
     p3::bindings::http::types::add_to_linker::<_, WasiHttp>(linker, getter::<T>)?;
+    super::shadowing(linker, held_p3::add_to_linker)?;
     add_p3_handler_import(linker)
 }
 
@@ -281,7 +368,8 @@ pub(crate) fn add_p2_to_linker<T: HttpView + 'static>(
             },
         )
     })?;
-    p2::bindings::http::types::add_to_linker::<_, WasiHttp>(linker, &options.into(), getter::<T>)
+    p2::bindings::http::types::add_to_linker::<_, WasiHttp>(linker, &options.into(), getter::<T>)?;
+    super::shadowing(linker, held_p2::add_to_linker)
 }
 
 /// wasi:http 0.3's `handler` interface as an import, as the `middleware`
