@@ -53,8 +53,18 @@ impl MoatView for Host {
 /// Where cargo keeps `package`'s sources (the version this workspace
 /// builds with).
 fn package_dir(package: &str) -> PathBuf {
+    // Offline, and for this machine's platform only: a clone's first build
+    // downloads no crate of another platform's, and an unfiltered
+    // `cargo metadata` would want them all.
+    let platform = format!("{}-unknown-linux-gnu", std::env::consts::ARCH);
     let out = Command::new(env!("CARGO"))
-        .args(["metadata", "--format-version=1", "--offline"])
+        .args([
+            "metadata",
+            "--format-version=1",
+            "--offline",
+            "--filter-platform",
+        ])
+        .arg(platform)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .expect("cargo metadata");

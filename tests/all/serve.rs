@@ -1856,9 +1856,16 @@ async fn serve_hands_a_handler_no_host_backtrace_whatever_rust_backtrace_says() 
         .spawn()
         .unwrap();
     let mut stderr = drain(child.stderr.take().unwrap());
+    // The whole line: the address follows "http://" in a later write.
     let seen = within(
         "moat serve serving",
-        stderr.wait_for(|seen| seen.closed || seen.text.contains('/')),
+        stderr.wait_for(|seen| {
+            seen.closed
+                || seen
+                    .text
+                    .split_once(SERVING)
+                    .is_some_and(|(_, rest)| rest.contains('\n'))
+        }),
     )
     .await
     .unwrap()
