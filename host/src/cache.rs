@@ -29,7 +29,8 @@
 //!
 //! Entries are the code as wasmtime serializes it, uncompressed (a load
 //! maps it without a decompression pass). The directory is bounded by
-//! [`MAX_CACHE_BYTES`]: past it, the entries used longest ago go.
+//! [`crate::MoatConfig::max_cache_bytes`] (by default [`MAX_CACHE_BYTES`]):
+//! past it, the entries used longest ago go.
 
 use std::fs::{self, File, OpenOptions};
 use std::hash::{Hash, Hasher};
@@ -44,12 +45,17 @@ use sha2::{Digest, Sha256};
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
-/// Most bytes of entries the cache keeps: 2 GiB, room for forty of the
+/// Most bytes of entries the cache keeps by default
+/// ([`crate::MoatConfig::max_cache_bytes`]): 2 GiB, room for forty of the
 /// largest components seen here (a 22 MB componentize-py component
 /// compiles to about 50 MB) and many hundreds of ordinary ones. Past it,
 /// the entries used longest ago are removed until it holds three quarters
 /// of this.
 pub const MAX_CACHE_BYTES: u64 = 2 << 30;
+
+/// The file of the cache's directory whose modification time says when
+/// entries were last removed to keep the cache within its size.
+pub const EVICTED: &str = "evicted";
 
 /// The largest entry read: 4 GiB. A file past it is not code moat wrote
 /// (wasmtime's own limit on a module's code is smaller), and reading it
@@ -113,6 +119,8 @@ pub enum CacheRefused {
 pub(crate) struct CodeCache {
     dir: PathBuf,
     key: [u8; TAG_BYTES],
+    /// Most bytes of entries kept ([`crate::MoatConfig::max_cache_bytes`]).
+    max_bytes: u64,
     hits: AtomicUsize,
     misses: AtomicUsize,
 }
@@ -126,10 +134,11 @@ impl std::fmt::Debug for CodeCache {
 impl CodeCache {
     /// Opens the cache at `dir` (made, mode 0700, if missing), after
     /// judging it and everything above it; makes its key if it has none.
+    /// It keeps at most `max_bytes` of entries.
     ///
     /// # Errors
     /// [`CacheRefused`]: the directory is not used.
-    pub(crate) fn open(dir: &Path) -> Result<CodeCache, CacheRefused> {
+    pub(crate) fn open(dir: &Path, max_bytes: u64) -> Result<CodeCache, CacheRefused> {
         let io_error = |path: &Path| {
             let path = path.to_owned();
             move |source| CacheRefused::Io { path, source }
@@ -159,6 +168,7 @@ impl CodeCache {
         Ok(CodeCache {
             dir,
             key,
+            max_bytes,
             hits: AtomicUsize::new(0),
             misses: AtomicUsize::new(0),
         })
@@ -192,6 +202,7 @@ impl CodeCache {
             Ok(Some(entry)) => match load(engine, &entry[HEADER_BYTES..]) {
                 Ok(component) => {
                     self.hits.fetch_add(1, Ordering::Relaxed);
+                    tracing::debug!(entry = %path.display(), "loaded from the compiled-code cache");
                     // Used now: the last to go when the cache is trimmed.
                     if let Ok(file) = File::options().write(true).open(&path) {
                         let _ = file.set_modified(SystemTime::now());
@@ -215,7 +226,16 @@ impl CodeCache {
             Ok(code) => match self.write(&path, &name, &code) {
                 Ok(()) => {
                     self.misses.fetch_add(1, Ordering::Relaxed);
+                    tracing::debug!(entry = %path.display(), "compiled, and kept in the compiled-code cache");
                     self.trim();
+                }
+                // A cache mounted read-only (the containerd shim's, in a
+                // container) is read, never written, by design.
+                Err(e) if e.raw_os_error() == Some(rustix::io::Errno::ROFS.raw_os_error()) => {
+                    tracing::debug!(
+                        "the compiled-code cache {} is read-only: this component's code is not kept",
+                        self.dir.display()
+                    );
                 }
                 Err(e) => tracing::warn!(
                     "the compiled-code cache {}: cannot keep this component's code: {e}",
@@ -295,7 +315,7 @@ impl CodeCache {
     }
 
     /// Removes the entries used longest ago while the cache holds more
-    /// than [`MAX_CACHE_BYTES`].
+    /// than its `max_bytes`, until it holds three quarters of them.
     fn trim(&self) {
         let Ok(listing) = fs::read_dir(self.dir.join("code")) else {
             return;
@@ -309,18 +329,27 @@ impl CodeCache {
             })
             .collect();
         let mut total: u64 = entries.iter().map(|(_, len, _)| len).sum();
-        if total <= MAX_CACHE_BYTES {
+        if total <= self.max_bytes {
             return;
         }
         entries.sort();
         for (_, len, path) in entries {
-            if total <= MAX_CACHE_BYTES / 4 * 3 {
+            if total <= self.max_bytes / 4 * 3 {
                 break;
             }
             if fs::remove_file(&path).is_ok() {
                 total -= len;
             }
         }
+        // When entries last went: whoever remembers which components the
+        // cache holds (the containerd shim) forgets what it learnt before.
+        let _ = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(self.dir.join(EVICTED))
+            .and_then(|file| file.set_modified(SystemTime::now()));
     }
 }
 
@@ -515,7 +544,7 @@ mod tests {
     #[test]
     fn an_entry_is_kept_then_loaded_and_a_changed_one_is_compiled_afresh() {
         let dir = tempfile_dir();
-        let cache = CodeCache::open(&dir).unwrap();
+        let cache = CodeCache::open(&dir, MAX_CACHE_BYTES).unwrap();
         let bytes = wat::parse_str(EMPTY).unwrap();
         cache.component(&engine(), &bytes).unwrap();
         assert_eq!((cache.hits(), cache.misses()), (0, 1));
@@ -528,7 +557,7 @@ mod tests {
         let last = code.len() - 1;
         code[last] ^= 1;
         fs::write(&entry, &code).unwrap();
-        let again = CodeCache::open(&dir).unwrap();
+        let again = CodeCache::open(&dir, MAX_CACHE_BYTES).unwrap();
         again.component(&engine(), &bytes).unwrap();
         assert_eq!((again.hits(), again.misses()), (0, 1));
         again.component(&engine(), &bytes).unwrap();
@@ -536,9 +565,28 @@ mod tests {
     }
 
     #[test]
+    fn past_its_size_the_entries_used_longest_ago_go() {
+        let dir = tempfile_dir();
+        // Two components alike but for their names: entries of one size.
+        let one = wat::parse_str("(component $one)").unwrap();
+        let other = wat::parse_str("(component $two)").unwrap();
+        let entry = |bytes: &[u8]| dir.join("code").join(entry_name(&engine(), bytes));
+        let roomy = CodeCache::open(&dir, MAX_CACHE_BYTES).unwrap();
+        roomy.component(&engine(), &one).unwrap();
+        let size = fs::metadata(entry(&one)).unwrap().len();
+        // Room for one entry of this size and not two: the second one's
+        // write removes the first.
+        let tight = CodeCache::open(&dir, size + size / 2).unwrap();
+        tight.component(&engine(), &other).unwrap();
+        assert!(entry(&other).exists(), "the newest entry is kept");
+        assert!(!entry(&one).exists(), "the older entry went");
+        assert!(dir.join(EVICTED).exists(), "and when is noted");
+    }
+
+    #[test]
     fn an_authentic_entry_under_another_name_is_not_loaded() {
         let dir = tempfile_dir();
-        let cache = CodeCache::open(&dir).unwrap();
+        let cache = CodeCache::open(&dir, MAX_CACHE_BYTES).unwrap();
         let one = wat::parse_str(EMPTY).unwrap();
         let other = wat::parse_str("(component (core module))").unwrap();
         cache.component(&engine(), &one).unwrap();
@@ -559,7 +607,7 @@ mod tests {
     fn a_directory_others_may_write_is_not_used() {
         let dir = tempfile_dir();
         fs::set_permissions(&dir, fs::Permissions::from_mode(0o777)).unwrap();
-        let refused = CodeCache::open(&dir).unwrap_err();
+        let refused = CodeCache::open(&dir, MAX_CACHE_BYTES).unwrap_err();
         assert!(
             matches!(&refused, CacheRefused::Writable { mode: 0o777, .. }),
             "{refused}"
@@ -567,11 +615,11 @@ mod tests {
         // Above it, a sticky directory others may write (as /tmp) is fine.
         fs::set_permissions(&dir, fs::Permissions::from_mode(0o1777)).unwrap();
         let inside = dir.join("cache");
-        CodeCache::open(&inside).unwrap();
+        CodeCache::open(&inside, MAX_CACHE_BYTES).unwrap();
         // The key must be private.
         fs::set_permissions(inside.join("key"), fs::Permissions::from_mode(0o644)).unwrap();
         assert!(matches!(
-            CodeCache::open(&inside),
+            CodeCache::open(&inside, MAX_CACHE_BYTES),
             Err(CacheRefused::Key { mode: 0o644, .. })
         ));
     }

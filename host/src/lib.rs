@@ -45,7 +45,7 @@ pub mod settings;
 pub mod start;
 mod ticker;
 
-pub use cache::{CacheRefused, MAX_CACHE_BYTES};
+pub use cache::{CacheRefused, EVICTED, MAX_CACHE_BYTES};
 pub use error::{MoatError, REFUSED_EXIT, START_FAILED_EXIT, TIMEOUT_EXIT, TRAP_EXIT};
 pub use moat::{CacheUse, Guest, Moat};
 pub use moat_policy::policy;

@@ -148,7 +148,7 @@ impl Moat {
         let base = wasmtime::Config::new();
         let (mut cache, mut cache_refused, mut apart) = (None, None, Vec::new());
         if let Some(dir) = config.cache.resolve() {
-            match CodeCache::open(&dir) {
+            match CodeCache::open(&dir, config.max_cache_bytes) {
                 Ok(opened) => {
                     apart.push(opened.directory().to_owned());
                     cache = Some(opened);

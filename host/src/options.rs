@@ -47,6 +47,9 @@ impl CacheDir {
 pub struct MoatConfig {
     /// Where compiled code is cached.
     pub cache: CacheDir,
+    /// Most bytes of compiled code the cache keeps: past it, the entries
+    /// used longest ago go (default [`crate::MAX_CACHE_BYTES`]).
+    pub max_cache_bytes: u64,
     /// How long a finished run lets its sockets flush (see [`DEFAULT_LINGER`]).
     pub linger: Duration,
     /// Instances made from pooled memory, for a host that makes one per
@@ -59,6 +62,7 @@ impl Default for MoatConfig {
     fn default() -> MoatConfig {
         MoatConfig {
             cache: CacheDir::Default,
+            max_cache_bytes: crate::MAX_CACHE_BYTES,
             linger: DEFAULT_LINGER,
             instance_pool: None,
         }

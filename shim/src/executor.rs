@@ -7,7 +7,9 @@
 //! an image `FROM scratch` with a static binary would get the pod's network
 //! without moat. This one has no such path: whatever the image holds, the
 //! process runs [`MoatSandbox::run`] and exits with its status; an
-//! entrypoint that is not a component is refused there.
+//! entrypoint that is not a component is refused there. A pod's sandbox
+//! ([`Role::Sandbox`]) runs [`crate::pause::hold`] instead, and nothing of
+//! its image.
 
 use std::collections::HashMap;
 
@@ -16,11 +18,16 @@ use libcontainer::workload::{
 };
 use oci_spec::runtime::Spec;
 
+use crate::pod::Role;
 use crate::sandbox::{Container, Image, MoatSandbox};
 
 /// Runs the container's component under moat.
 #[derive(Clone)]
 pub(crate) struct MoatExecutor {
+    /// A pod's sandbox, or a container whose component runs.
+    pub(crate) role: Role,
+    /// Where the node's cache is mounted for this container, if it is.
+    pub(crate) compiled_code: Option<std::path::PathBuf>,
     /// What the shim read of the image before the container was created.
     pub(crate) image: Image,
     /// The container's containerd namespace and id, for the audit trail.
@@ -31,6 +38,9 @@ pub(crate) struct MoatExecutor {
 impl Executor for MoatExecutor {
     /// Runs the sandbox and ends the process with its exit status.
     fn exec(&self, spec: &Spec) -> Result<(), ExecutorError> {
+        if self.role == Role::Sandbox {
+            std::process::exit(crate::pause::hold())
+        }
         let process = spec.process().as_ref();
         let container = Container {
             args: process.and_then(|p| p.args().clone()).unwrap_or_default(),
@@ -38,6 +48,7 @@ impl Executor for MoatExecutor {
             image: self.image.clone(),
             namespace: self.namespace.clone(),
             id: self.id.clone(),
+            compiled_code: self.compiled_code.clone(),
         };
         let status = MoatSandbox::default().run(&container);
         std::process::exit(status)

@@ -11,6 +11,7 @@
 
 use std::cell::RefCell;
 use std::os::fd::{AsFd as _, OwnedFd};
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -22,11 +23,16 @@ use libcontainer::container::Container as YoukiContainer;
 use libcontainer::container::builder::ContainerBuilder;
 use libcontainer::signal::Signal;
 use libcontainer::syscall::syscall::SyscallType;
+use moat_host::REFUSED_EXIT;
+use oci_spec::runtime::Spec;
 use rustix::process::{Pid, PidfdFlags, WaitId, WaitIdOptions};
 
+use crate::cache;
+use crate::deployment::POLICY_LAYER_MEDIA_TYPE;
 use crate::executor::MoatExecutor;
 use crate::image;
-use crate::sandbox::Image;
+use crate::pod::{self, Role};
+use crate::sandbox::{Image, TERMINATION_LOG};
 
 /// The runtime's name: containerd's `io.containerd.moat.v1`, and the
 /// directory under `/run/containerd` where libcontainer keeps state.
@@ -45,11 +51,18 @@ thread_local! {
     static CONTAINER: RefCell<Option<YoukiContainer>> = const { RefCell::new(None) };
 }
 
+/// The most of a refused container's termination log the shim copies to
+/// its own log: what kubelet reads of it (4096 bytes).
+const MAX_TERMINATION_MESSAGE: u64 = 4096;
+
 /// A container of the shim's.
 pub struct MoatInstance {
     id: String,
     zygote: Zygote,
     exit: WaitableCell<(u32, DateTime<Utc>)>,
+    /// The host file mounted at the container's [`TERMINATION_LOG`], if
+    /// any (kubelet mounts one for every app container).
+    termination_log: Option<PathBuf>,
 }
 
 /// What the zygote needs to build the container.
@@ -58,15 +71,57 @@ struct Build {
     id: String,
     cfg: InstanceConfig,
     image: Image,
+    role: Role,
+    /// The spec's `process.oomScoreAdj`.
+    oom_score_adj: Option<i32>,
+    /// Where the node's cache is mounted for the container, if it is.
+    compiled_code: Option<PathBuf>,
+}
+
+/// `error` and each of its sources, joined by `: ` (libcontainer's own
+/// text is often only "io error"; the cause is in its source).
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+/// In the zygote (whose process becomes the container's): sets the
+/// process's OOM score adjustment as the spec asks, before libcontainer
+/// does, so that a refusal names itself. Lowering it needs
+/// CAP_SYS_RESOURCE; libcontainer would say only "io error".
+fn set_oom_score_adj(adj: i32) -> Result<(), String> {
+    std::fs::write("/proc/self/oom_score_adj", adj.to_string()).map_err(|e| {
+        format!(
+            "setting the container's oom_score_adj to {adj} (its spec's process.oomScoreAdj):              {e}; lowering it needs CAP_SYS_RESOURCE, which containerd's process lacks here              (for containerd's CRI, `restrict_oom_score_adj = true` keeps it at or above              containerd's own)"
+        )
+    })
 }
 
 /// In the zygote: builds the container, keeps it.
 fn build(build: Build) -> Result<(), String> {
-    let Build { id, cfg, image } = build;
+    let Build {
+        id,
+        cfg,
+        image,
+        role,
+        oom_score_adj,
+        compiled_code,
+    } = build;
+    if let Some(adj) = oom_score_adj {
+        set_oom_score_adj(adj)?;
+    }
     let root = cfg
         .determine_rootdir(RUNTIME_NAME)
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| format!("the container's state directory: {}", chain(&e)))?;
     let executor = MoatExecutor {
+        role,
+        compiled_code,
         image,
         namespace: cfg.namespace.clone(),
         id: id.clone(),
@@ -74,7 +129,7 @@ fn build(build: Build) -> Result<(), String> {
     let mut builder = ContainerBuilder::new(id, SyscallType::Linux)
         .with_executor(executor)
         .with_root_path(root)
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| format!("the container's state directory: {}", chain(&e)))?;
     if let Ok(stdin) = cfg.open_stdin() {
         builder = builder.with_stdin(stdin);
     }
@@ -89,7 +144,12 @@ fn build(build: Build) -> Result<(), String> {
         .as_sibling(true)
         .with_systemd(cfg.config.systemd_cgroup)
         .build()
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| {
+            format!(
+                "creating the container (namespaces, cgroups, root filesystem, process): {}",
+                chain(&e)
+            )
+        })?;
     CONTAINER.with_borrow_mut(|slot| *slot = Some(container));
     Ok(())
 }
@@ -107,19 +167,28 @@ fn pid((): ()) -> Result<Option<i32>, String> {
 }
 
 fn start((): ()) -> Result<(), String> {
-    with_container(|c| c.start().map_err(|e| e.to_string()))?
+    with_container(|c| {
+        c.start()
+            .map_err(|e| format!("starting the container: {}", chain(&e)))
+    })?
 }
 
-fn kill(signal: u32) -> Result<(), String> {
-    let signal = i32::try_from(signal)
+fn kill(number: u32) -> Result<(), String> {
+    let signal = i32::try_from(number)
         .ok()
         .and_then(|s| Signal::try_from(s).ok())
-        .ok_or_else(|| format!("{signal} is not a signal"))?;
-    with_container(|c| c.kill(signal, true).map_err(|e| e.to_string()))?
+        .ok_or_else(|| format!("{number} is not a signal"))?;
+    with_container(|c| {
+        c.kill(signal, true)
+            .map_err(|e| format!("signalling the container (signal {number}): {}", chain(&e)))
+    })?
 }
 
 fn delete((): ()) -> Result<(), String> {
-    with_container(|c| c.delete(true).map_err(|e| e.to_string()))?
+    with_container(|c| {
+        c.delete(true)
+            .map_err(|e| format!("deleting the container: {}", chain(&e)))
+    })?
 }
 
 impl MoatInstance {
@@ -138,29 +207,59 @@ impl MoatInstance {
 
 impl Instance for MoatInstance {
     async fn new(id: String, cfg: &InstanceConfig) -> Result<MoatInstance, Error> {
-        let image = match image::read(&cfg.containerd_address, &cfg.namespace, &id).await {
-            Ok(None) => Image::None,
-            Ok(Some(facts)) => Image::Read(facts),
-            // The container still starts, to say why it ends in its
-            // termination log.
-            Err(e) => {
-                tracing::info!(container = %id, error = %e, "cannot read the container's image");
-                Image::Unreadable(e.to_string())
+        let spec = Spec::load(cfg.bundle.join("config.json")).map_err(|e| {
+            Error::InvalidArgument(format!("container {id}: its OCI spec: {}", chain(&e)))
+        })?;
+        let role = pod::role(spec.annotations().as_ref(), &id).map_err(|e| {
+            tracing::info!(container = %id, "refused: {e}");
+            Error::InvalidArgument(format!("container {id}: {e}"))
+        })?;
+        let image = match role {
+            // A sandbox runs nothing of its image: it is not read.
+            Role::Sandbox => Image::None,
+            Role::Workload => {
+                match image::read(&cfg.containerd_address, &cfg.namespace, &id).await {
+                    Ok(None) => Image::None,
+                    Ok(Some(facts)) => Image::Read(facts),
+                    // The container still starts, to say why it ends in its
+                    // termination log.
+                    Err(e) => {
+                        tracing::info!(container = %id, error = %e, "cannot read the container's image");
+                        Image::Unreadable(e.to_string())
+                    }
+                }
             }
         };
+        let compiled_code = match role {
+            Role::Sandbox => None,
+            Role::Workload => node_cache(&id, &cfg.bundle, &spec, &image).await,
+        };
+        let termination_log = spec
+            .mounts()
+            .iter()
+            .flatten()
+            .find(|m| m.destination() == Path::new(TERMINATION_LOG))
+            .and_then(|m| m.source().clone());
+        let oom_score_adj = spec.process().as_ref().and_then(|p| p.oom_score_adj());
         let instance = MoatInstance {
             zygote: Zygote::global().spawn(),
             exit: WaitableCell::new(),
             id: id.clone(),
+            termination_log,
         };
-        instance.in_zygote(
-            build,
-            Build {
-                id,
-                cfg: cfg.clone(),
-                image,
-            },
-        )?;
+        instance
+            .in_zygote(
+                build,
+                Build {
+                    id: id.clone(),
+                    cfg: cfg.clone(),
+                    image,
+                    role,
+                    oom_score_adj,
+                    compiled_code,
+                },
+            )
+            .inspect_err(|e| tracing::info!(container = %id, "cannot be created: {e}"))?;
         Ok(instance)
     }
 
@@ -184,9 +283,14 @@ impl Instance for MoatInstance {
         .map_err(std::io::Error::from)?;
         self.in_zygote(start, ())?;
         let exit = self.exit.clone();
+        let id = self.id.clone();
+        let termination_log = self.termination_log.clone();
         tokio::spawn(async move {
             let _guard = guard;
             let status = wait_for_exit(pidfd, pid, reaped).await;
+            if status == u32::from(REFUSED_EXIT) {
+                log_refusal(&id, termination_log.as_deref());
+            }
             let _ = exit.set((status, Utc::now()));
         });
         u32::try_from(pid).map_err(|_| Error::Others(format!("pid {pid}")))
@@ -202,6 +306,91 @@ impl Instance for MoatInstance {
 
     async fn wait(&self) -> (u32, DateTime<Utc>) {
         *self.exit.wait().await
+    }
+}
+
+/// Compiles the component of container `id` into the node's cache (unless
+/// it is there) and mounts the cache into the container, read-only
+/// ([`cache`]): where the container sees it, or `None` when the node has
+/// no cache or this container cannot use it (it then compiles its
+/// component itself, and says why if it cannot).
+async fn node_cache(id: &str, bundle: &Path, spec: &Spec, image: &Image) -> Option<PathBuf> {
+    let settings = match cache::NodeSettings::read() {
+        Ok(settings) => settings,
+        Err(e) => {
+            tracing::warn!("{e}; containers start without the node's compiled-code cache");
+            return None;
+        }
+    };
+    let dir = settings.cache_dir?;
+    let component = match image {
+        Image::Unreadable(_) => return None,
+        Image::Read(facts) if !facts.layers.is_empty() => {
+            let mut components = facts
+                .layers
+                .iter()
+                .filter(|l| l.media_type != POLICY_LAYER_MEDIA_TYPE);
+            match (components.next(), components.next()) {
+                (Some(one), None) => one.bytes.clone(),
+                _ => return None,
+            }
+        }
+        _ => {
+            let entrypoint = spec.process().as_ref()?.args().as_ref()?.first()?;
+            let path = entrypoint.split('#').next()?.to_owned();
+            let root = spec.root().as_ref()?.path();
+            let root = if root.is_absolute() {
+                root.clone()
+            } else {
+                bundle.join(root)
+            };
+            match tokio::task::spawn_blocking(move || cache::read_in_root(&root, &path)).await {
+                Ok(Ok(bytes)) => bytes,
+                Ok(Err(e)) => {
+                    tracing::debug!(container = %id, "starts without the node's compiled-code cache: {e}");
+                    return None;
+                }
+                Err(_) => return None,
+            }
+        }
+    };
+    // Only a component is compiled; anything else is refused in the
+    // container, with the reason.
+    if !component.starts_with(b"\0asm\x0d\x00\x01\x00") {
+        return None;
+    }
+    let bundle = bundle.to_owned();
+    let max = settings.max_cache_size;
+    let prepared = tokio::task::spawn_blocking(move || {
+        cache::compile(&dir, max, &component)?;
+        cache::mount_into(&bundle, &dir)
+    })
+    .await;
+    match prepared {
+        Ok(Ok(())) => Some(PathBuf::from(cache::MOUNT)),
+        Ok(Err(e)) => {
+            tracing::info!(container = %id, "starts without the node's compiled-code cache: {e}");
+            None
+        }
+        Err(_) => None,
+    }
+}
+
+/// Copies why container `id` was refused, from its termination log, to the
+/// shim's log: where an operator reading containerd's log looks.
+fn log_refusal(id: &str, termination_log: Option<&Path>) {
+    use std::io::Read as _;
+    let mut message = Vec::new();
+    if let Some(path) = termination_log
+        && let Ok(file) = std::fs::File::open(path)
+    {
+        let _ = file.take(MAX_TERMINATION_MESSAGE).read_to_end(&mut message);
+    }
+    match String::from_utf8_lossy(&message).trim() {
+        "" => {
+            tracing::info!(container = %id, "refused (exit {REFUSED_EXIT}); the reason is in its log")
+        }
+        why => tracing::info!(container = %id, "refused: {why}"),
     }
 }
 

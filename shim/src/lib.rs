@@ -4,12 +4,17 @@
 //! restarts and scales moat guests like any pod whose RuntimeClass handler
 //! is `moat`.
 //!
+//! - [`cache`]: the node's compiled-code cache, which only the shim
+//!   writes and containers read.
 //! - [`deployment`]: what the pod spec grants (`MOAT_*` variables), what
 //!   becomes of the image's policy, and which directories the guest sees;
 //!   the one place a container's grants are decided.
 //! - [`image`]: what the shim reads of the image from containerd (its own
 //!   environment, its wasm layers), so that the image cannot grant.
 //! - [`instance`]: the container's lifecycle for containerd.
+//! - [`pod`]: what a container is to its pod under CRI (the pod's sandbox,
+//!   or a container whose component runs).
+//! - [`pause`]: a pod's sandbox, held by the shim's own code.
 //! - [`sandbox`]: one container's run, in the container's process: a
 //!   component under moat, or a refusal. Nothing else ever runs there.
 //!
@@ -18,10 +23,13 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod cache;
 pub mod deployment;
 mod executor;
 pub mod image;
 pub mod instance;
+mod pause;
+pub mod pod;
 pub mod sandbox;
 
 pub use deployment::POLICY_LAYER_MEDIA_TYPE;

@@ -47,6 +47,12 @@ pub struct Container {
     pub namespace: String,
     /// The container's id, for the audit trail.
     pub id: String,
+    /// Where the node's compiled-code cache is mounted for this container
+    /// (read-only), when the shim mounted it ([`crate::cache`]); `None`:
+    /// the guest is compiled afresh. Only the shim says so: a directory
+    /// the container finds at that path could be the image's.
+    #[serde(default)]
+    pub compiled_code: Option<PathBuf>,
 }
 
 /// What the shim knows of a container's image.
@@ -295,6 +301,8 @@ struct Prepared {
     options: RunOptions,
     /// `MOAT_HTTP_ADDR`: serve the component there.
     http_addr: Option<std::net::SocketAddr>,
+    /// The node's cache, as [`Container::compiled_code`] says.
+    compiled_code: Option<PathBuf>,
 }
 
 impl MoatSandbox {
@@ -363,6 +371,7 @@ impl MoatSandbox {
                 name: entrypoint.clone(),
                 options,
                 http_addr: deployment.http_addr,
+                compiled_code: container.compiled_code.clone(),
             },
             deployment,
         ))
@@ -399,10 +408,13 @@ fn run(prepared: Prepared, refuse: impl Fn(&str)) -> i32 {
     };
     let audit = prepared.options.audit_trail().clone();
     let outcome = runtime.block_on(async {
-        // Each container starts in a fresh root filesystem: a compile
-        // cache there would never be read again.
+        // The node's cache, read-only, when the shim mounted it; never one
+        // of the container's own root filesystem, which is the image's.
         let config = MoatConfig {
-            cache: CacheDir::Off,
+            cache: prepared
+                .compiled_code
+                .clone()
+                .map_or(CacheDir::Off, CacheDir::At),
             // A handler gets an instance per request, from a pool.
             instance_pool: prepared
                 .http_addr
@@ -430,10 +442,13 @@ fn run(prepared: Prepared, refuse: impl Fn(&str)) -> i32 {
                 ));
                 Ok(REFUSED_EXIT.into())
             }
-            None => moat
-                .run(&guest, prepared.options)
-                .await
-                .map(|exit| exit.code()),
+            None => {
+                let stopped = stop_signal();
+                tokio::select! {
+                    exit = moat.run(&guest, prepared.options) => exit.map(|exit| exit.code()),
+                    status = stopped => Ok(status),
+                }
+            }
         }
     });
     // Every record in the log before the container's end is.
@@ -444,6 +459,38 @@ fn run(prepared: Prepared, refuse: impl Fn(&str)) -> i32 {
             eprintln!("moat: error: {e}");
             e.exit_status().into()
         }
+    }
+}
+
+/// The exit status a guest ends with when SIGTERM or SIGINT comes (128 +
+/// the signal), once one comes.
+///
+/// The guest's process is its container's PID 1, for which the kernel has
+/// no default action for either: without this, kubelet's stop of a
+/// running guest would wait out the pod's whole grace period (30 s by
+/// default) and then SIGKILL it. moat ends the guest as either signal ends
+/// a process that is not PID 1: its instance is dropped, its sockets
+/// close, and the trail is finished as at any end. A component has no
+/// way to be told of a signal (WASI has none), so it gets no grace of its
+/// own; an HTTP handler served with `MOAT_HTTP_ADDR` does: the server
+/// finishes the requests in flight first ([`moat_host::serve::stop_signal`]).
+fn stop_signal() -> impl std::future::Future<Output = i32> + 'static {
+    use tokio::signal::unix::{SignalKind, signal};
+    let signals = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    );
+    async move {
+        let (Ok(mut terminate), Ok(mut interrupt)) = signals else {
+            eprintln!("moat: cannot listen for SIGTERM: the guest stops only when killed");
+            return std::future::pending().await;
+        };
+        let (name, number) = tokio::select! {
+            _ = terminate.recv() => ("SIGTERM", 15),
+            _ = interrupt.recv() => ("SIGINT", 2),
+        };
+        eprintln!("moat: {name}: the guest is ended");
+        128 + number
     }
 }
 

@@ -1,8 +1,12 @@
 //! The containerd shim's tests: its sandbox called in-process
-//! ([`shim_sandbox`]) and the shim under a real containerd
-//! ([`shim_containerd`]). One binary, so that wasmtime is linked once.
+//! ([`shim_sandbox`]), the shim under a real containerd
+//! ([`shim_containerd`]), and pods through containerd's CRI plugin as
+//! kubelet drives it ([`shim_cri`]); and the node installer
+//! ([`installer`]). One binary, so that wasmtime is linked once.
 
 mod support;
 
+mod installer;
 mod shim_containerd;
+mod shim_cri;
 mod shim_sandbox;

@@ -32,6 +32,7 @@ fn file(guest: &str, args: &[&str], env: &[&str]) -> Container {
         image: Image::Read(ImageFacts::default()),
         namespace: "moat-test".to_owned(),
         id: "sandbox-test".to_owned(),
+        compiled_code: None,
     }
 }
 

@@ -8,6 +8,8 @@
 
 #![allow(dead_code)]
 
+pub mod cri;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -217,6 +219,14 @@ impl Containerd {
     /// directory when `None`), with `shim_dir` first on its PATH so that it
     /// finds `containerd-shim-moat-v1` there.
     pub fn start(socket: Option<&Path>, shim_dir: &Path) -> Containerd {
+        Containerd::start_with(socket, shim_dir, None)
+    }
+
+    /// As [`Containerd::start`], with containerd's CRI plugin on and
+    /// `cri` (TOML tables under `[plugins."io.containerd.grpc.v1.cri"]`,
+    /// `{d}` standing for containerd's own directory) as its
+    /// configuration; with `None`, the plugin is off.
+    pub fn start_with(socket: Option<&Path>, shim_dir: &Path, cri: Option<&str>) -> Containerd {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let socket = socket
             .map(Path::to_path_buf)
@@ -226,12 +236,17 @@ impl Containerd {
         }
         let _ = std::fs::remove_file(&socket);
         let d = dir.path().display();
+        let plugins = match cri {
+            // The CRI plugin serves kubelets; these tests talk to
+            // containerd directly.
+            None => r#"disabled_plugins = ["io.containerd.grpc.v1.cri"]"#.to_owned(),
+            Some(cri) => cri.replace("{d}", &d.to_string()),
+        };
         let config = format!(
             r#"version = 2
 root = "{d}/root"
 state = "{d}/state"
-# The CRI plugin serves kubelets; these tests talk to containerd directly.
-disabled_plugins = ["io.containerd.grpc.v1.cri"]
+{plugins}
 
 [grpc]
   address = "{socket}"
@@ -250,11 +265,20 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
             std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()),
         ))
         .expect("a PATH");
+        // The shim's node settings: a compiled-code cache of this
+        // containerd's own.
+        let settings = dir.path().join("moat-shim.toml");
+        std::fs::write(
+            &settings,
+            format!("cache-dir = \"{}/moat-cache\"\n", dir.path().display()),
+        )
+        .expect("the shim's settings");
         let child = Command::new("containerd")
             .args(["--log-level", "debug"])
             .arg("--config")
             .arg(dir.path().join("config.toml"))
             .env("PATH", path)
+            .env("MOAT_SHIM_SETTINGS", &settings)
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("the log"))
             .stderr(log)
@@ -283,6 +307,11 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
     /// Its socket.
     pub fn socket(&self) -> &Path {
         &self.socket
+    }
+
+    /// The compiled-code cache of its shims.
+    pub fn cache_dir(&self) -> PathBuf {
+        self.dir.path().join("moat-cache")
     }
 
     /// Its own directory.

@@ -1,0 +1,487 @@
+//! The node's compiled-code cache: a component's native code, compiled by
+//! the shim the first time the node starts a container of it and loaded
+//! by every later one, so that a pod's second start compiles nothing.
+//!
+//! A cache entry is native code that later containers run, so only the
+//! shim writes one, and no container can:
+//!
+//! - **The directory is root's alone** ([`NodeSettings::cache_dir`],
+//!   `/var/lib/moat/cache` unless the node's settings say otherwise),
+//!   judged as moat judges every cache: owned by the shim's user, writable
+//!   by nobody else, nor any directory above it; each entry carries an
+//!   HMAC-SHA-256 under the directory's own key, over the entry's name
+//!   (the SHA-256 of the engine's settings and the component's bytes) and
+//!   its code ([`moat_host`]'s cache).
+//! - **The shim compiles in a process of its own** (the shim's binary
+//!   started again with [`COMPILE_FLAG`]), before the container is
+//!   created, from the component's bytes: its image layer's, or the file
+//!   of the container's root filesystem, opened with every step of its
+//!   path resolved inside that root (`openat2`'s `RESOLVE_IN_ROOT`), so
+//!   that no symlink of the image leads it to a file of the node. The
+//!   compile's memory goes when that process ends, not into the
+//!   long-lived shim that holds the pod.
+//! - **The container gets the directory read-only** at [`MOUNT`], under
+//!   `/dev` (no guest is ever given `/dev` or anything below it), and its
+//!   moat loads the authenticated entry from there. Whether a container
+//!   uses the cache is the shim's word ([`crate::sandbox::Container`]'s
+//!   `compiled_code`), never what the container finds at that path, which
+//!   an image could have put there.
+//!
+//! The cache is bounded ([`NodeSettings::max_cache_size`]); past it the
+//! shim removes the entries used longest ago.
+
+use std::io::{Read as _, Write as _};
+use std::os::fd::AsFd as _;
+use std::os::unix::fs::DirBuilderExt as _;
+use std::path::{Path, PathBuf};
+
+use moat_host::{CacheDir, MAX_CACHE_BYTES, Moat, MoatConfig};
+
+use crate::image::MAX_COMPONENT;
+
+/// Where a container sees the node's cache, read-only.
+pub const MOUNT: &str = "/dev/moat/cache";
+
+/// The node's settings for the shim: what its runtime's configuration on
+/// this node says, beside containerd's (containerd hands a shim no
+/// settings of its own kind).
+pub const SETTINGS_FILE: &str = "/etc/moat/shim.toml";
+
+/// The variable of the shim's environment (containerd's, which the shim
+/// inherits) that names another settings file: for a node that keeps it
+/// elsewhere, and for tests. A pod's variables never reach it.
+pub const SETTINGS_VAR: &str = "MOAT_SHIM_SETTINGS";
+
+/// The cache directory when the node's settings name none.
+pub const DEFAULT_CACHE_DIR: &str = "/var/lib/moat/cache";
+
+/// The first argument that makes the shim's binary compile a component
+/// into the node's cache instead of serving containerd.
+pub const COMPILE_FLAG: &str = "--moat-compile-into";
+
+/// The node's settings ([`SETTINGS_FILE`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeSettings {
+    /// The compiled-code cache's directory; `None`: no cache, every start
+    /// compiles.
+    pub cache_dir: Option<PathBuf>,
+    /// Most bytes of compiled code it keeps.
+    pub max_cache_size: u64,
+}
+
+impl Default for NodeSettings {
+    fn default() -> NodeSettings {
+        NodeSettings {
+            cache_dir: Some(PathBuf::from(DEFAULT_CACHE_DIR)),
+            max_cache_size: MAX_CACHE_BYTES,
+        }
+    }
+}
+
+/// Why the node's settings are refused.
+#[derive(Debug, thiserror::Error)]
+pub enum SettingsError {
+    /// The file exists and cannot be read.
+    #[error("{SETTINGS_FILE}: {0}")]
+    Read(#[source] std::io::Error),
+    /// It is not TOML.
+    #[error("{SETTINGS_FILE}: {0}")]
+    Toml(#[source] toml::de::Error),
+    /// A key the shim does not know.
+    #[error(
+        "{SETTINGS_FILE}: `{0}` is not a setting (the settings are cache-dir and max-cache-size)"
+    )]
+    Unknown(String),
+    /// A value of the wrong kind or out of range.
+    #[error("{SETTINGS_FILE}: {key}: {why}")]
+    Value {
+        /// The setting.
+        key: &'static str,
+        /// What is wrong with it.
+        why: String,
+    },
+}
+
+impl NodeSettings {
+    /// The settings in `text` (the file's contents).
+    ///
+    /// # Errors
+    /// [`SettingsError`] for text that is not TOML, an unknown key or a bad
+    /// value.
+    pub fn parse(text: &str) -> Result<NodeSettings, SettingsError> {
+        let table: toml::Table = text.parse().map_err(SettingsError::Toml)?;
+        let mut settings = NodeSettings::default();
+        for (key, value) in &table {
+            match key.as_str() {
+                "cache-dir" => {
+                    let dir = value.as_str().ok_or_else(|| SettingsError::Value {
+                        key: "cache-dir",
+                        why: "a path, or \"off\"".to_owned(),
+                    })?;
+                    settings.cache_dir = match dir {
+                        "off" => None,
+                        dir if Path::new(dir).is_absolute() => Some(PathBuf::from(dir)),
+                        _ => {
+                            return Err(SettingsError::Value {
+                                key: "cache-dir",
+                                why: format!("{dir:?} is not an absolute path"),
+                            });
+                        }
+                    };
+                }
+                "max-cache-size" => {
+                    let size = value.as_str().ok_or_else(|| SettingsError::Value {
+                        key: "max-cache-size",
+                        why: "a size such as \"2GiB\"".to_owned(),
+                    })?;
+                    settings.max_cache_size =
+                        moat_host::settings::parse_size(size).map_err(|why| {
+                            SettingsError::Value {
+                                key: "max-cache-size",
+                                why,
+                            }
+                        })?;
+                }
+                other => return Err(SettingsError::Unknown(other.to_owned())),
+            }
+        }
+        Ok(settings)
+    }
+
+    /// The node's settings: [`SETTINGS_FILE`]'s (or the file
+    /// [`SETTINGS_VAR`] names), or the defaults where the file does not
+    /// exist.
+    ///
+    /// # Errors
+    /// As [`NodeSettings::parse`], or the file cannot be read.
+    pub fn read() -> Result<NodeSettings, SettingsError> {
+        let file = std::env::var_os(SETTINGS_VAR)
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(SETTINGS_FILE));
+        match std::fs::read_to_string(file) {
+            Ok(text) => NodeSettings::parse(&text),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(NodeSettings::default()),
+            Err(e) => Err(SettingsError::Read(e)),
+        }
+    }
+}
+
+/// Why a container starts without the node's cache (it then compiles its
+/// component itself, as with no cache).
+#[derive(Debug, thiserror::Error)]
+pub enum Uncached {
+    /// The component file could not be read from the root filesystem.
+    #[error("cannot read the component {path} in the container's root filesystem: {source}")]
+    Component {
+        /// Its path in the container.
+        path: String,
+        /// What the system said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The component file is not a regular file, or too large.
+    #[error("the component {0} is not a regular file of at most {MAX_COMPONENT} bytes")]
+    NotAFile(String),
+    /// The compiling process could not be run, or it failed.
+    #[error("compiling into the node's cache: {0}")]
+    Compile(String),
+    /// The container's spec could not be given the mount.
+    #[error("the container's spec: {0}")]
+    Spec(String),
+}
+
+/// Reads the file at `path` (a path of the container) under `root`, every
+/// step resolved inside `root`, as the container would see it: at most
+/// [`MAX_COMPONENT`] bytes of a regular file.
+///
+/// # Errors
+/// [`Uncached`] when it cannot be opened, is not a regular file or is too
+/// large.
+pub fn read_in_root(root: &Path, path: &str) -> Result<Vec<u8>, Uncached> {
+    use rustix::fs::{Mode, OFlags, ResolveFlags};
+    let io = |source: std::io::Error| Uncached::Component {
+        path: path.to_owned(),
+        source,
+    };
+    let root = std::fs::File::open(root).map_err(io)?;
+    // Non-blocking, so that a FIFO the image put there does not hold the
+    // shim; no controlling terminal; checked to be a regular file before
+    // it is read.
+    let fd = rustix::fs::openat2(
+        root.as_fd(),
+        path.trim_start_matches('/'),
+        OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
+        Mode::empty(),
+        ResolveFlags::IN_ROOT | ResolveFlags::NO_MAGICLINKS | ResolveFlags::NO_XDEV,
+    )
+    .map_err(|e| io(e.into()))?;
+    let file = std::fs::File::from(fd);
+    let meta = file.metadata().map_err(io)?;
+    if !meta.is_file() || meta.len() > MAX_COMPONENT as u64 {
+        return Err(Uncached::NotAFile(path.to_owned()));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(MAX_COMPONENT as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(io)?;
+    if bytes.len() > MAX_COMPONENT {
+        return Err(Uncached::NotAFile(path.to_owned()));
+    }
+    Ok(bytes)
+}
+
+/// Compiles `component` into the cache at `dir` in a process of its own
+/// (this binary with [`COMPILE_FLAG`]), unless this build of the shim
+/// already did since entries were last removed ([`moat_host::EVICTED`]):
+/// then the code is there, and even the check is skipped (the compiling
+/// process takes 0.13 s to find a 35 MB entry and check it, which the
+/// container does again anyway).
+///
+/// # Errors
+/// [`Uncached::Compile`] when the process cannot run or fails (a
+/// component that does not compile: the container says why when it
+/// compiles it itself).
+pub fn compile(dir: &Path, max_bytes: u64, component: &[u8]) -> Result<(), Uncached> {
+    let exe = std::env::current_exe().map_err(|e| Uncached::Compile(e.to_string()))?;
+    let known = known_marker(dir, &exe, component);
+    if let Some(marker) = &known
+        && is_current(dir, marker)
+    {
+        return Ok(());
+    }
+    let mut child = std::process::Command::new(exe)
+        .arg(COMPILE_FLAG)
+        .arg(dir)
+        .arg(max_bytes.to_string())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| Uncached::Compile(e.to_string()))?;
+    if let Some(mut stdin) = child.stdin.take() {
+        // The child reads it all before it compiles; a write error shows
+        // in its status.
+        let _ = stdin.write_all(component);
+    }
+    let out = child
+        .wait_with_output()
+        .map_err(|e| Uncached::Compile(e.to_string()))?;
+    if out.status.success() {
+        if let Some(marker) = known {
+            // Only a hint: a marker that is wrong costs the container a
+            // compile of its own, never wrong code.
+            let _ = std::fs::DirBuilder::new()
+                .mode(0o700)
+                .create(dir.join(KNOWN));
+            let _ = std::fs::write(marker, b"");
+        }
+        Ok(())
+    } else {
+        Err(Uncached::Compile(format!(
+            "{}: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        )))
+    }
+}
+
+/// The directory of the cache where the shim notes which components it
+/// has put in the cache.
+const KNOWN: &str = "known";
+
+/// The note that this build of the shim put `component` in the cache at
+/// `dir`: named after the component's SHA-256 and the shim's binary (its
+/// device, inode, size and modification time, so that an upgrade of the
+/// shim compiles anew). `None` when the binary cannot be examined.
+fn known_marker(dir: &Path, exe: &Path, component: &[u8]) -> Option<PathBuf> {
+    use sha2::{Digest as _, Sha256};
+    use std::os::unix::fs::MetadataExt as _;
+    let meta = std::fs::metadata(exe).ok()?;
+    let mut digest = Sha256::new();
+    digest.update(component);
+    for fact in [
+        meta.dev(),
+        meta.ino(),
+        meta.size(),
+        meta.mtime() as u64,
+        meta.mtime_nsec() as u64,
+    ] {
+        digest.update(fact.to_le_bytes());
+    }
+    let name: String = digest
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    Some(dir.join(KNOWN).join(name))
+}
+
+/// Whether `marker` exists and is newer than the last removal of entries.
+fn is_current(dir: &Path, marker: &Path) -> bool {
+    let Ok(noted) = std::fs::metadata(marker).and_then(|m| m.modified()) else {
+        return false;
+    };
+    match std::fs::metadata(dir.join(moat_host::EVICTED)).and_then(|m| m.modified()) {
+        Ok(evicted) => noted > evicted,
+        Err(_) => true,
+    }
+}
+
+/// The compiling process: `args` are the cache directory and its size
+/// bound, the component's bytes come on stdin. Returns the exit status.
+pub fn compile_main(args: &[String]) -> i32 {
+    let [dir, max_bytes] = args else {
+        eprintln!("usage: {COMPILE_FLAG} DIR MAX_BYTES < component.wasm");
+        return 2;
+    };
+    let Ok(max_bytes) = max_bytes.parse::<u64>() else {
+        eprintln!("{COMPILE_FLAG}: {max_bytes:?} is not a number of bytes");
+        return 2;
+    };
+    let mut component = Vec::new();
+    if let Err(e) = std::io::stdin()
+        .take(MAX_COMPONENT as u64 + 1)
+        .read_to_end(&mut component)
+    {
+        eprintln!("{COMPILE_FLAG}: reading the component: {e}");
+        return 1;
+    }
+    let config = MoatConfig {
+        cache: CacheDir::At(PathBuf::from(dir)),
+        max_cache_bytes: max_bytes,
+        ..MoatConfig::default()
+    };
+    let moat = match Moat::new(&config) {
+        Ok(moat) => moat,
+        Err(e) => {
+            eprintln!("{e}");
+            return 1;
+        }
+    };
+    if let Some(refused) = moat.cache_refused() {
+        eprintln!("the cache directory is not used: {refused}");
+        return 1;
+    }
+    if let Err(e) = moat.load_bytes(&component, Path::new("component")) {
+        eprintln!("{e}");
+        return 1;
+    }
+    // Compiled but not kept (a full disk, say): the container compiles it.
+    match moat.cache_use() {
+        Some(used) if used.hits + used.misses > 0 => 0,
+        _ => {
+            eprintln!("the code was not kept in the cache");
+            1
+        }
+    }
+}
+
+/// Gives the container of the bundle at `bundle` the cache at `dir`,
+/// read-only, at [`MOUNT`]: a bind mount added to its spec before the
+/// container is created.
+///
+/// # Errors
+/// [`Uncached::Spec`] when the spec cannot be read or written.
+pub fn mount_into(bundle: &Path, dir: &Path) -> Result<(), Uncached> {
+    use oci_spec::runtime::{MountBuilder, Spec};
+    let path = bundle.join("config.json");
+    let spec_error = |e: &dyn std::fmt::Display| Uncached::Spec(e.to_string());
+    let mut spec = Spec::load(&path).map_err(|e| spec_error(&e))?;
+    let mount = MountBuilder::default()
+        .destination(MOUNT)
+        .typ("bind")
+        .source(dir)
+        .options(
+            ["rbind", "ro", "nosuid", "nodev", "noexec"]
+                .map(str::to_owned)
+                .to_vec(),
+        )
+        .build()
+        .map_err(|e| spec_error(&e))?;
+    let mut mounts = spec.mounts().clone().unwrap_or_default();
+    mounts.push(mount);
+    spec.set_mounts(Some(mounts));
+    // Written beside it and renamed: libcontainer reads a whole spec.
+    let written = path.with_extension("json.moat");
+    spec.save(&written).map_err(|e| spec_error(&e))?;
+    std::fs::rename(&written, &path).map_err(|e| spec_error(&e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_node_settings_are_read_strictly() {
+        assert_eq!(NodeSettings::parse("").unwrap(), NodeSettings::default());
+        let set =
+            NodeSettings::parse("cache-dir = \"/srv/moat-cache\"\nmax-cache-size = \"512MiB\"\n")
+                .unwrap();
+        assert_eq!(set.cache_dir.as_deref(), Some(Path::new("/srv/moat-cache")));
+        assert_eq!(set.max_cache_size, 512 << 20);
+        assert_eq!(
+            NodeSettings::parse("cache-dir = \"off\"")
+                .unwrap()
+                .cache_dir,
+            None
+        );
+        for (text, says) in [
+            ("cache_dir = \"/x\"", "`cache_dir` is not a setting"),
+            ("cache-dir = \"relative\"", "not an absolute path"),
+            ("cache-dir = 3", "a path"),
+            ("max-cache-size = \"2GB\"", "max-cache-size"),
+            ("max-cache-size = 5", "a size"),
+            ("cache-dir = ", "TOML"),
+        ] {
+            let error = NodeSettings::parse(text).unwrap_err().to_string();
+            assert!(
+                error.contains(says) || matches!(says, "TOML"),
+                "{text}: {error}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_note_of_a_compiled_component_holds_until_entries_are_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let exe = std::env::current_exe().unwrap();
+        let marker = known_marker(dir.path(), &exe, b"component").unwrap();
+        assert_ne!(marker, known_marker(dir.path(), &exe, b"another").unwrap());
+        assert!(!is_current(dir.path(), &marker), "not noted yet");
+        std::fs::create_dir(dir.path().join(KNOWN)).unwrap();
+        std::fs::write(&marker, b"").unwrap();
+        assert!(is_current(dir.path(), &marker));
+        let evicted = std::fs::File::create(dir.path().join(moat_host::EVICTED)).unwrap();
+        evicted
+            .set_modified(std::time::SystemTime::now() + std::time::Duration::from_secs(1))
+            .unwrap();
+        assert!(!is_current(dir.path(), &marker), "entries went since");
+    }
+
+    #[test]
+    fn a_component_is_read_inside_its_root_whatever_its_symlinks_say() {
+        let root = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("secret"), b"node file").unwrap();
+        std::fs::write(root.path().join("app.wasm"), b"\0asm").unwrap();
+        // An absolute link resolves inside the root, as in the container.
+        std::os::unix::fs::symlink("/app.wasm", root.path().join("abs")).unwrap();
+        std::os::unix::fs::symlink(outside.path().join("secret"), root.path().join("escape"))
+            .unwrap();
+        std::os::unix::fs::symlink("../../../../..", root.path().join("up")).unwrap();
+        assert_eq!(read_in_root(root.path(), "/app.wasm").unwrap(), b"\0asm");
+        assert_eq!(read_in_root(root.path(), "/abs").unwrap(), b"\0asm");
+        // The link to the node's file is read as the container's own path,
+        // which does not exist.
+        assert!(matches!(
+            read_in_root(root.path(), "/escape"),
+            Err(Uncached::Component { .. })
+        ));
+        assert!(read_in_root(root.path(), "/up/etc/passwd").is_err());
+        std::fs::create_dir(root.path().join("dir")).unwrap();
+        assert!(matches!(
+            read_in_root(root.path(), "/dir"),
+            Err(Uncached::NotAFile(_))
+        ));
+    }
+}

@@ -1,0 +1,376 @@
+//! Pods through containerd's CRI plugin, driven over its gRPC API as
+//! kubelet drives it (`RunPodSandbox`, `CreateContainer`,
+//! `StartContainer`, ... with `runtime_handler: moat`): a containerd of the
+//! test's own with the CRI plugin on, the node's pause image built here
+//! (a native program, as every node's is), and the pod network made by
+//! Debian's CNI plugins (a bridge of the test's own, host-local addresses).
+//! A runc pod on the same containerd is the control. The node is
+//! `support::cri`'s.
+
+use crate::support::cri::{App, Node, busybox_layer};
+use crate::support::{self, Entry};
+
+use std::path::Path;
+
+use k8s_cri::v1::{Mount, RemoveContainerRequest, RunPodSandboxRequest, StopContainerRequest};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+use moat_guests as guests;
+
+/// `MOAT_LOG` that shows what the compiled-code cache did.
+const CACHE_LOG: &str = "warn,moat_host::cache=debug";
+
+/// A CRI node for `test`, or `None` (the test skips) where this machine
+/// cannot run one.
+async fn node(test: &str, n: u8, restrict_oom_score_adj: bool) -> Option<Node> {
+    if support::skip_unless(test, support::cri::cannot_run_cri()) {
+        return None;
+    }
+    let shim = Path::new(env!("CARGO_BIN_EXE_containerd-shim-moat-v1"));
+    Some(
+        Node::start(
+            shim.parent().expect("a directory"),
+            n,
+            restrict_oom_score_adj,
+        )
+        .await,
+    )
+}
+
+/// Sends `payload` to `addr`, half-closes, and returns what came back;
+/// retries the connect until the server listens.
+async fn echo(node: &Node, addr: &str, payload: &[u8]) -> Vec<u8> {
+    let mut stream = node
+        .until(&format!("something serves {addr}"), || async {
+            tokio::net::TcpStream::connect(addr).await.ok()
+        })
+        .await;
+    let (mut rd, mut wr) = stream.split();
+    let write = async {
+        wr.write_all(payload).await.expect("write");
+        wr.shutdown().await.expect("half-close");
+    };
+    let mut back = Vec::new();
+    let (_, read) = tokio::join!(write, rd.read_to_end(&mut back));
+    read.expect("read");
+    back
+}
+
+/// A peer on the node's address of the pod network, non-blocking so that
+/// the test can ask afterwards whether anything connected.
+fn peer(node: &Node) -> (std::net::TcpListener, u16) {
+    let listener =
+        std::net::TcpListener::bind((node.gateway().as_str(), 0)).expect("bind the gateway");
+    listener.set_nonblocking(true).expect("non-blocking");
+    let port = listener.local_addr().expect("local addr").port();
+    (listener, port)
+}
+
+/// How many connections reached `listener` (taken from its backlog).
+fn reached(listener: &std::net::TcpListener) -> usize {
+    let mut count = 0;
+    loop {
+        match listener.accept() {
+            Ok(_) => count += 1,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return count,
+            Err(e) => panic!("accept: {e}"),
+        }
+    }
+}
+
+/// The whole path kubelet takes, for a moat pod and a runc pod on one
+/// containerd.
+#[tokio::test(flavor = "multi_thread")]
+async fn moat_pods_run_under_the_cri_path_as_kubelet_drives_it() {
+    let Some(node) = node("moat_pods_run_under_the_cri_path", 0, true).await else {
+        return;
+    };
+    let payload: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+
+    // The control: a runc pod with a native echo (busybox nc), on the same
+    // containerd, pause image and pod network.
+    node.import(
+        "localhost/native-echo:cri",
+        &busybox_layer(),
+        &["/bin/busybox"],
+    )
+    .await;
+    let mut runc_pod = node.run_pod("runc-pod", "runc").await;
+    node.start_container(
+        &mut runc_pod,
+        App {
+            name: "echo",
+            attempt: 0,
+            image: "localhost/native-echo:cri",
+            command: &["/bin/busybox", "nc", "-ll", "-p", "8080", "-e", "/bin/cat"],
+            env: &[],
+            mounts: Vec::new(),
+        },
+    )
+    .await;
+    let back = echo(&node, &format!("{}:8080", runc_pod.ip), &payload).await;
+    assert!(back == payload, "runc pod: {} bytes back", back.len());
+    node.remove_pod(&runc_pod).await;
+
+    // The moat pod: its sandbox is held by the shim (the pause image is
+    // busybox, which moat never runs).
+    let echo_server = std::fs::read(guests::ECHO_SERVER).expect("the guest is built");
+    let probe = std::fs::read(guests::PROBE).expect("the guest is built");
+    node.import(
+        "localhost/moat-echo-server:cri",
+        &[Entry::File("echo-server.wasm", &echo_server, 0o644)],
+        &["/echo-server.wasm"],
+    )
+    .await;
+    node.import(
+        "localhost/moat-probe:cri",
+        &[Entry::File("probe.wasm", &probe, 0o644)],
+        &["/probe.wasm"],
+    )
+    .await;
+    let mut pod = node.run_pod("moat-pod", "moat").await;
+
+    // The app answers on the pod's IP, under the pod spec's grant.
+    let echo_id = node
+        .start_container(
+            &mut pod,
+            App {
+                name: "echo",
+                attempt: 0,
+                image: "localhost/moat-echo-server:cri",
+                command: &["/echo-server.wasm", "0.0.0.0:8080"],
+                env: &[("MOAT_ALLOW_LISTEN", "0.0.0.0:8080")],
+                mounts: Vec::new(),
+            },
+        )
+        .await;
+    let back = echo(&node, &format!("{}:8080", pod.ip), &payload).await;
+    assert!(back == payload, "moat pod: {} bytes back", back.len());
+
+    // A second container of the pod: granted a connect to the node, it
+    // connects; ungranted, it is refused before any socket exists, and so
+    // is a listen.
+    let (listener, port) = peer(&node);
+    let gateway = node.gateway();
+    let grant = format!("{gateway}:{port}");
+    let port_text = port.to_string();
+    let connect = ["/probe.wasm", "connect", gateway.as_str(), &port_text];
+    let granted = node
+        .start_container(
+            &mut pod,
+            App {
+                name: "granted",
+                attempt: 0,
+                image: "localhost/moat-probe:cri",
+                command: &connect,
+                env: &[("MOAT_ALLOW_NET", &grant), ("MOAT_LOG", CACHE_LOG)],
+                mounts: Vec::new(),
+            },
+        )
+        .await;
+    assert_eq!(
+        node.exit_code(&granted).await,
+        0,
+        "{}",
+        node.log("moat-pod", "granted", 0)
+    );
+    assert_eq!(
+        reached(&listener),
+        1,
+        "the granted connect reached the node"
+    );
+    let ungranted = node
+        .start_container(
+            &mut pod,
+            App {
+                name: "ungranted",
+                attempt: 0,
+                image: "localhost/moat-probe:cri",
+                command: &connect,
+                env: &[],
+                mounts: Vec::new(),
+            },
+        )
+        .await;
+    assert_eq!(node.exit_code(&ungranted).await, 1);
+    node.log_with(
+        ("moat-pod", "ungranted", 0),
+        &format!("connect to {grant} denied: needs MOAT_ALLOW_NET={grant}"),
+    )
+    .await;
+    assert_eq!(
+        reached(&listener),
+        0,
+        "the ungranted connect reached nothing"
+    );
+    let listen = node
+        .start_container(
+            &mut pod,
+            App {
+                name: "listen",
+                attempt: 0,
+                image: "localhost/moat-probe:cri",
+                command: &["/probe.wasm", "listen", "0.0.0.0", "9090"],
+                env: &[],
+                mounts: Vec::new(),
+            },
+        )
+        .await;
+    assert_eq!(node.exit_code(&listen).await, 1);
+    node.log_with(
+        ("moat-pod", "listen", 0),
+        "listen on 0.0.0.0:9090 denied: needs MOAT_ALLOW_LISTEN=0.0.0.0:9090",
+    )
+    .await;
+
+    // kubelet's restart of an exited container: a new attempt of it in
+    // the same sandbox.
+    let again = node
+        .start_container(
+            &mut pod,
+            App {
+                name: "granted",
+                attempt: 1,
+                image: "localhost/moat-probe:cri",
+                command: &connect,
+                env: &[("MOAT_ALLOW_NET", &grant), ("MOAT_LOG", CACHE_LOG)],
+                mounts: Vec::new(),
+            },
+        )
+        .await;
+    assert_eq!(
+        node.exit_code(&again).await,
+        0,
+        "{}",
+        node.log("moat-pod", "granted", 1)
+    );
+    assert_eq!(reached(&listener), 1, "the restarted container connected");
+
+    // The node's compiled-code cache: the shim compiled each component
+    // once, before its first container; every container of it loaded the
+    // code (none compiled it), and none could keep code of its own.
+    for attempt in [0, 1] {
+        let log = node
+            .log_with(
+                ("moat-pod", "granted", attempt),
+                "loaded from the compiled-code cache",
+            )
+            .await;
+        assert!(
+            !log.contains("compiled, and kept"),
+            "attempt {attempt} loads the probe's code:\n{log}"
+        );
+    }
+    let entries: Vec<_> = std::fs::read_dir(node.containerd.cache_dir().join("code"))
+        .expect("the node's cache")
+        .flatten()
+        .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+        .collect();
+    assert_eq!(
+        entries.len(),
+        2,
+        "echo-server's and the probe's: {entries:?}"
+    );
+
+    // A native entrypoint is refused, and says why where an operator
+    // looks: the termination message kubelet reads, and containerd's log.
+    let termination = node.work.path().join("native.termination-log");
+    std::fs::write(&termination, "").expect("the termination log");
+    let native = node
+        .start_container(
+            &mut pod,
+            App {
+                name: "native",
+                attempt: 0,
+                image: "localhost/native-echo:cri",
+                command: &["/bin/busybox", "nc", "-ll", "-p", "8081", "-e", "/bin/cat"],
+                env: &[],
+                mounts: vec![Mount {
+                    container_path: "/dev/termination-log".to_owned(),
+                    host_path: termination.display().to_string(),
+                    ..Default::default()
+                }],
+            },
+        )
+        .await;
+    assert_eq!(node.exit_code(&native).await, 2);
+    let message = std::fs::read_to_string(&termination).expect("the termination log");
+    let why = "/bin/busybox is a native program (ELF): moat runs WebAssembly components and \
+               nothing else";
+    assert!(message.contains(why), "termination message: {message:?}");
+    node.until("the refusal in containerd's log", || async {
+        let log = node.containerd.log();
+        log.lines()
+            .any(|line| line.contains(&native) && line.contains(why))
+            .then_some(())
+    })
+    .await;
+
+    // One shim process holds the whole pod.
+    let shims = node.moat_shims();
+    assert_eq!(shims.len(), 1, "moat shims for one pod: {shims:?}");
+
+    // kubelet's stop: SIGTERM ends the guest (PID 1 of its container) at
+    // once, well within the grace period, with 128 + SIGTERM.
+    node.runtime
+        .clone()
+        .stop_container(StopContainerRequest {
+            container_id: echo_id.clone(),
+            timeout: 30,
+        })
+        .await
+        .expect("StopContainer");
+    assert_eq!(
+        node.exit_code(&echo_id).await,
+        143,
+        "{}",
+        node.log("moat-pod", "echo", 0)
+    );
+    node.runtime
+        .clone()
+        .remove_container(RemoveContainerRequest {
+            container_id: echo_id,
+        })
+        .await
+        .expect("RemoveContainer");
+
+    node.remove_pod(&pod).await;
+}
+
+/// Where the node's containerd cannot lower a sandbox's OOM score (root
+/// without CAP_SYS_RESOURCE, as here, and `restrict_oom_score_adj` off),
+/// the pod does not start, and the error names the step and the cause.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sandbox_that_cannot_get_its_oom_score_says_so() {
+    let test = "a_sandbox_that_cannot_get_its_oom_score_says_so";
+    let lowered = std::process::Command::new("sh")
+        .args(["-c", "echo -998 > /proc/self/oom_score_adj"])
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if lowered {
+        eprintln!("skipping {test}: this process may lower its OOM score (CAP_SYS_RESOURCE)");
+        return;
+    }
+    let Some(node) = node(test, 1, false).await else {
+        return;
+    };
+    let config = node.pod_config("oom");
+    let refused = node
+        .runtime
+        .clone()
+        .run_pod_sandbox(RunPodSandboxRequest {
+            config: Some(config),
+            runtime_handler: "moat".to_owned(),
+        })
+        .await
+        .expect_err("a sandbox whose OOM score cannot be set does not start");
+    let message = refused.message();
+    for part in [
+        "oom_score_adj to -998",
+        "CAP_SYS_RESOURCE",
+        "restrict_oom_score_adj = true",
+    ] {
+        assert!(message.contains(part), "{part:?} in {message:?}");
+    }
+}
