@@ -10,7 +10,8 @@
 #
 # Tests that need a peer skip with the reason when it is missing (CI
 # installs them all): strace, openssl, curl, ip, and containerd with root
-# for the shim's container tests.
+# for the shim's container tests, and containernetworking-plugins and
+# busybox-static for its CRI tests.
 set -euo pipefail
 cd "$(dirname "$0")"
 
