@@ -4,23 +4,22 @@ use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use moat_host::audit::{self, Audit, GuestIdentity};
+use moat_host::launch::{Entry, Launch, Launcher, Source, Threads};
 use moat_host::net::{TlsIdentity, TlsTrust};
 use moat_host::preopen::Preopen;
 use moat_host::settings::{Origin, PolicyFile, Setting, Settings};
-use moat_host::{
-    CacheDir, InstancePool, Moat, MoatConfig, MoatError, RunOptions, START_FAILED_EXIT,
-};
+use moat_host::{CacheDir, Moat, MoatConfig, MoatError, RunOptions};
 
-use crate::args::{Command, CompileArgs, RunArgs, ServeArgs};
+use crate::args::{self, CompileArgs, RunArgs, ServeArgs};
 use crate::progress::Compiling;
 
 pub(crate) fn main() -> ExitCode {
     let cli = crate::args::parse();
     init_logging();
     match cli.command {
-        Command::Run(args) => run(args),
-        Command::Serve(args) => serve(args),
-        Command::Compile(args) => compile(&args),
+        args::Command::Run(args) => run(args),
+        args::Command::Serve(args) => serve(args),
+        args::Command::Compile(args) => compile(&args),
     }
 }
 
@@ -120,48 +119,7 @@ fn run(args: RunArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(e) => {
-            eprintln!("moat: error: cannot start the async runtime: {e}");
-            return ExitCode::from(START_FAILED_EXIT);
-        }
-    };
-    let audit = prepared.options.audit_trail().clone();
-    let outcome = runtime.block_on(async {
-        let moat = Moat::new(&prepared.config)?;
-        let guest = prepared.load(&moat, &args.component)?;
-        if let Some(handler) = guest.http_handler() {
-            // A handler's toolchain may give it a wasi:cli/run too (Rust's
-            // wasm32-wasip2 target does), which only traps or exits.
-            return Err(MoatError::NoEntryPoint {
-                path: args.component.clone(),
-                reason: moat_host::start::NoEntryPoint {
-                    exports: guest.exports(),
-                    http_handler: Some(handler),
-                },
-            });
-        }
-        if !guest.has_async_run() {
-            tracing::debug!("the guest exports only wasi:cli/run@0.2.0: it cannot use moat:net");
-        }
-        moat.run(&guest, prepared.options.clone()).await
-    });
-    // Every record written before the status is.
-    audit.finish();
-    match outcome {
-        Ok(exit) => ExitCode::from(u8::try_from(exit.code()).unwrap_or(1)),
-        Err(e) => {
-            eprintln!("moat: error: {e}");
-            if let Some(hint) = hint(&e, &args) {
-                eprintln!("moat: hint: {hint}");
-            }
-            ExitCode::from(e.exit_status())
-        }
-    }
+    launch(prepared, Entry::Run, Threads::One, &args)
 }
 
 fn serve(args: ServeArgs) -> ExitCode {
@@ -177,54 +135,69 @@ fn serve(args: ServeArgs) -> ExitCode {
         };
         Ok((prepared, tls))
     });
-    let (mut prepared, tls) = match prepared {
+    let (prepared, tls) = match prepared {
         Ok(prepared) => prepared,
         Err(e) => {
             eprintln!("moat: error: {}", chain(&e));
             return ExitCode::from(2);
         }
     };
-    // An instance per request: from a pool of --max-instances slots.
-    prepared.config.instance_pool = Some(InstancePool::for_run(&prepared.options));
-    // Requests run side by side, one per core.
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(e) => {
-            eprintln!("moat: error: cannot start the async runtime: {e}");
-            return ExitCode::from(START_FAILED_EXIT);
-        }
+    let entry = Entry::Serve {
+        addr: args.addr.clone(),
+        tls,
     };
-    let component = args.run.component.clone();
-    let audit = prepared.options.audit_trail().clone();
-    let outcome = runtime.block_on(async {
-        let moat = Moat::new(&prepared.config)?;
-        let guest = prepared.load(&moat, &component)?;
-        let mut serve = moat_host::serve::ServeOptions::new(&args.addr, prepared.options.clone());
-        let scheme = if let Some(identity) = tls {
-            serve = serve.tls(identity);
-            "https"
-        } else {
-            "http"
-        };
-        let server = moat.bind_server(&guest, serve).await?;
-        // Taken over before the line a supervisor may wait for.
-        let stop = moat_host::serve::stop_signal();
-        eprintln!("moat: serving {scheme}://{}/", server.local_addr());
-        server.serve(stop).await
-    });
-    audit.finish();
-    match outcome {
-        Ok(()) => ExitCode::SUCCESS,
+    // Requests run side by side, one per core.
+    launch(prepared, entry, Threads::PerCore, &args.run)
+}
+
+/// Runs or serves the prepared component; its error and the hint for it
+/// on stderr, and the exit status.
+fn launch(prepared: Prepared, entry: Entry, threads: Threads, args: &RunArgs) -> ExitCode {
+    let cached = prepared.config.cache != CacheDir::Off;
+    let source = match prepared.component {
+        Some(bytes) => Source::Bytes {
+            bytes,
+            name: args.component.clone(),
+        },
+        None => Source::File(args.component.clone()),
+    };
+    let launch = Launch {
+        config: prepared.config,
+        options: prepared.options,
+        source,
+        entry,
+        threads,
+        // A signal from the terminal ends the process itself.
+        stop_on_signal: false,
+    };
+    match launch.start(&Command { cached }) {
+        Ok(ended) => ExitCode::from(u8::try_from(ended.status()).unwrap_or(1)),
         Err(e) => {
             eprintln!("moat: error: {e}");
-            if let Some(hint) = hint(&e, &args.run) {
+            if let Some(hint) = hint(&e, args) {
                 eprintln!("moat: hint: {hint}");
             }
             ExitCode::from(e.exit_status())
         }
+    }
+}
+
+/// The command line's own part of a launch: a load that compiles for
+/// long says so on a terminal.
+struct Command {
+    cached: bool,
+}
+
+impl Launcher for Command {
+    fn load(
+        &self,
+        source: &Source,
+        load: &dyn Fn() -> Result<moat_host::Guest, MoatError>,
+    ) -> Result<moat_host::Guest, MoatError> {
+        let loading = Compiling::start(source.name(), self.cached);
+        let loaded = load();
+        loading.done();
+        loaded
     }
 }
 
@@ -314,8 +287,7 @@ fn prepare(args: &RunArgs) -> anyhow::Result<Prepared> {
     }
     let settings = from_file.and(from_flags);
     // One guest per process: its descriptors are bounded by its own caps.
-    if let Err(e) = moat_host::descriptors::limit_to(&moat_host::settings::limits(&settings.bounds))
-    {
+    if let Err(e) = moat_host::descriptors::limit_to(&settings.limits) {
         tracing::warn!("cannot set the descriptor limit the bounds need: {e}");
     }
     let mut options = moat_host::settings::run_options(&settings)
@@ -333,10 +305,7 @@ fn prepare(args: &RunArgs) -> anyhow::Result<Prepared> {
             destination,
             audit::Context::new(guest),
             moat_host::settings::audited(&settings),
-            settings
-                .bounds
-                .max_audit_size
-                .unwrap_or(audit::DEFAULT_MAX_AUDIT_SIZE),
+            settings.limits.max_audit_size,
             moat_host::settings::Spelling::Flags,
         )?;
         options = options.audit(audit);
@@ -419,18 +388,4 @@ struct Prepared {
     options: RunOptions,
     config: MoatConfig,
     component: Option<Vec<u8>>,
-}
-
-impl Prepared {
-    /// Loads the component: the bytes read already, or the file; a load
-    /// that compiles for long says so on a terminal.
-    fn load(&self, moat: &Moat, path: &std::path::Path) -> Result<moat_host::Guest, MoatError> {
-        let loading = Compiling::start(path, self.config.cache != CacheDir::Off);
-        let loaded = match &self.component {
-            Some(bytes) => moat.load_bytes(bytes, path),
-            None => moat.load(path),
-        };
-        loading.done();
-        loaded
-    }
 }

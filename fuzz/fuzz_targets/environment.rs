@@ -34,7 +34,7 @@ fuzz_target!(|statements: Vec<(u8, &str)>| {
             _ => panic!("{setting:?}={value:?}: environment {env:?}, flag {flag:?}"),
         }
     }
-    assert_eq!(from_env.bounds, from_flags.bounds);
+    assert_eq!(from_env.limits, from_flags.limits);
     assert_eq!(from_env.audit, from_flags.audit);
     for capability in [Capability::Connect, Capability::Listen] {
         assert_eq!(

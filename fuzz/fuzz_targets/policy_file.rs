@@ -59,7 +59,7 @@ fuzz_target!(|text: &str| {
             panic!("{statement:?} applied from the file but not as the flag {value:?}: {e}");
         }
     }
-    assert_eq!(from_file.bounds, as_flags.bounds, "{text:?}");
+    assert_eq!(from_file.limits, as_flags.limits, "{text:?}");
     assert_eq!(from_file.audit, as_flags.audit, "{text:?}");
     for capability in [Capability::Connect, Capability::Listen] {
         assert_eq!(

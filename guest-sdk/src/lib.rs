@@ -1,4 +1,5 @@
-//! The SDK for moat's guests: async TCP for WebAssembly components.
+//! The SDK for moat's guests: async TCP, UDP and TLS, timers, tasks and hyper
+//! for WebAssembly components.
 //!
 //! A moat guest is a `wasm32-wasip2` binary whose `main` is `async`. The
 //! API is shaped like `tokio::net`, and the host decides what the guest may

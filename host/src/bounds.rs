@@ -21,13 +21,8 @@ use std::time::{Duration, Instant};
 
 use wasmtime::{Engine, ResourceLimiter, UpdateDeadline};
 
-use crate::setting::{Setting, Spelling};
-
-/// Linear memory a guest may grow to, all memories together, unless the
-/// run sets another: 512 MiB. moat's examples run in under 4 MiB and a
-/// guest holding thousands of connections in tens; wasmtime's own default
-/// is the whole 4 GiB a 32-bit memory can address.
-pub const DEFAULT_MAX_MEMORY: u64 = 512 << 20;
+pub use moat_policy::limits::DEFAULT_MAX_MEMORY;
+use moat_policy::setting::{Setting, Spelled, Spelling};
 
 /// Table elements a guest may grow its tables to, all together: a million
 /// (8 to 16 MiB of host memory). Compilers emit fixed-size tables; only a
@@ -46,7 +41,7 @@ pub struct MemoryLimitReached {
     pub desired: u64,
     /// The setting that raises the limit, as the run's settings were
     /// written (`--max-memory`, `MOAT_MAX_MEMORY`).
-    pub setting: &'static str,
+    pub setting: Spelled,
 }
 
 /// The run's time was up.
@@ -56,7 +51,7 @@ pub struct TimeLimitReached {
     /// The limit.
     pub limit: Duration,
     /// The setting that sets the limit (`--timeout`, `MOAT_TIMEOUT`).
-    pub setting: &'static str,
+    pub setting: Spelled,
 }
 
 /// The limiter a run's store consults before any memory or table grows:
@@ -68,7 +63,7 @@ pub struct Limiter {
     max_memory: u64,
     memory: u64,
     table_elements: usize,
-    setting: &'static str,
+    setting: Spelled,
 }
 
 impl Limiter {
@@ -85,7 +80,7 @@ impl Limiter {
             max_memory,
             memory: 0,
             table_elements: 0,
-            setting: Setting::MaxMemory.named(spelling),
+            setting: Setting::MaxMemory.spelled(spelling),
         }
     }
 }
@@ -140,7 +135,7 @@ pub(crate) fn deadline_callback(
             tracing::debug!(target: "moat::net", ?limit, "time limit reached: interrupting the guest");
             Err(wasmtime::Error::new(TimeLimitReached {
                 limit,
-                setting: Setting::Timeout.named(spelling),
+                setting: Setting::Timeout.spelled(spelling),
             }))
         } else {
             Ok(UpdateDeadline::Yield(1))

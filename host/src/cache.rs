@@ -45,6 +45,33 @@ use sha2::{Digest, Sha256};
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
+/// Where compiled code is cached.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum CacheDir {
+    /// `$XDG_CACHE_HOME/moat`, else `$HOME/.cache/moat`; no cache if
+    /// neither is set.
+    #[default]
+    Default,
+    /// This directory (created if missing).
+    At(PathBuf),
+    /// No cache: every load compiles.
+    Off,
+}
+
+impl CacheDir {
+    pub(crate) fn resolve(&self) -> Option<PathBuf> {
+        match self {
+            CacheDir::Off => None,
+            CacheDir::At(dir) => Some(dir.clone()),
+            CacheDir::Default => std::env::var_os("XDG_CACHE_HOME")
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+                .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+                .map(|base| base.join("moat")),
+        }
+    }
+}
+
 /// Most bytes of entries the cache keeps by default
 /// ([`crate::MoatConfig::max_cache_bytes`]): 2 GiB, room for forty of the
 /// largest components seen here (a 22 MB componentize-py component

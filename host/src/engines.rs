@@ -34,8 +34,8 @@ use wasmtime::{Config, Engine};
 use crate::bindings::http as wasi_http;
 use crate::bindings::wasi_sockets;
 use crate::kit;
-use crate::moat::RunState;
 use crate::options::InstancePool;
+use crate::run_state::RunState;
 
 /// Which engine a guest was compiled for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -15,6 +15,9 @@ pub enum MoatError {
     /// wasmtime refused the engine's configuration.
     #[error("cannot set up the wasm engine: {0:#}")]
     Engine(#[source] wasmtime::Error),
+    /// The async runtime a launch runs on could not start.
+    #[error("cannot start the async runtime: {0}")]
+    Runtime(#[source] std::io::Error),
     /// A helper thread (the epoch ticker, a run's alarm) could not start.
     #[error("cannot start the {what} thread: {source}")]
     Thread {

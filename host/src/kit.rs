@@ -1,7 +1,7 @@
 //! The embedding kit: moat's wasi:sockets under the policy, moat:net, the
 //! run's bounds, the epoch ticker and a clean finish, for a wasmtime
 //! engine, `Linker` and `Store` of an embedder's own. Three steps, as
-//! wasmtime-wasi's:
+//! wasmtime-wasi's (the builder has a one-call form, [`MoatCtx::new`]):
 //!
 //! 1. a builder: [`MoatCtx::builder`] makes the run's context and sets the
 //!    embedder's `WasiCtxBuilder` up to route its sockets through moat;
@@ -11,18 +11,18 @@
 //!    lookups, wasi:http 0.2 and 0.3 with moat's HTTP client, and
 //!    moat:net.
 //!
-//! Before them, once per engine: [`configure`] the engine's `Config` and
-//! start an [`EpochTicker`]; after them, per store: [`prepare`] it, run the
-//! guest ([`call_run`], which picks `wasi:cli/run` 0.3 or 0.2), drop the
-//! store and await [`MoatCtx::finish`]. [`crate::Moat::run`] is built on
-//! this kit.
+//! Before them, once: [`engine`], an engine and its
+//! [`EpochTicker`]; after them, per store: [`run_to_end`]. Four calls in
+//! all. Who drives the store itself has the parts: [`configure`] an
+//! engine's `Config` of one's own, [`prepare`] a store, [`call_run`]
+//! (which picks `wasi:cli/run` 0.3 or 0.2), and [`MoatCtx::finish`] once
+//! the store is dropped. [`crate::Moat::run`] is built on this kit.
 //!
 //! ```no_run
 //! use moat_host::kit::{self, MoatCtx, MoatCtxView, MoatView};
 //! use moat_host::policy::Policy;
-//! use moat_host::EpochTicker;
 //! use wasmtime::component::{Component, Linker, ResourceTable};
-//! use wasmtime::{Config, Engine, Store};
+//! use wasmtime::Store;
 //! use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 //!
 //! struct Host {
@@ -44,8 +44,7 @@
 //! }
 //!
 //! # async fn demo() -> wasmtime::Result<()> {
-//! let engine = Engine::new(kit::configure(&mut Config::new()))?;
-//! let ticker = EpochTicker::for_engine(&engine)?;
+//! let (engine, ticker) = kit::engine()?;
 //! let mut linker = Linker::<Host>::new(&engine);
 //! kit::add_to_linker(&mut linker)?;
 //! let component = Component::from_file(&engine, "std-fetch.wasm")?;
@@ -53,15 +52,11 @@
 //! let mut wasi = WasiCtxBuilder::new();
 //! wasi.args(&["std-fetch", "example.com", "/"]).inherit_stdout();
 //! let policy = Policy::new().allow_connect("example.com:80")?;
-//! let moat = MoatCtx::builder(policy).build(&ticker, &mut wasi);
+//! let moat = MoatCtx::new(policy, &ticker, &mut wasi);
 //! let table = ResourceTable::new();
-//! let mut store = Store::new(&engine, Host { wasi: wasi.build(), moat, table });
-//! kit::prepare(&mut store);
-//! let ran = kit::call_run(&mut store, &component, &linker).await;
-//! let finish = store.data().moat.finish();
-//! drop(store);
-//! finish.await;
-//! println!("exit {}", ran?);
+//! let store = Store::new(&engine, Host { wasi: wasi.build(), moat, table });
+//! let status = kit::run_to_end(store, &component, &linker).await?;
+//! println!("exit {status}");
 //! # Ok(())
 //! # }
 //! ```
@@ -77,12 +72,12 @@ use wasmtime_wasi::{I32Exit, WasiCtxBuilder, WasiView};
 use crate::audit::Audit;
 use crate::bindings::http::{self as wasi_http, HttpState, HttpView};
 use crate::bindings::wasi_sockets::{self, WasiNet, WasiNetView};
-use crate::bindings::{self, MoatCtxView as NetCtxView, MoatView as NetView};
-use crate::bounds::{DEFAULT_MAX_MEMORY, Limiter, MemoryLimitReached, TimeLimitReached};
+use crate::bindings::{self, NetCtxView, NetView};
+use crate::bounds::{Limiter, MemoryLimitReached, TimeLimitReached};
 use crate::net::limits::DEFAULT_LINGER;
-use crate::net::{Limits, Net, Notices, Resolver, TlsTrust};
-use crate::policy::Policy;
+use crate::net::{Limits, Net, NetConfig, Notices, Resolver, TlsTrust};
 use crate::ticker::EpochTicker;
+use moat_policy::policy::Policy;
 
 /// Sets what moat's guests need of an engine: the component model's async
 /// (moat:net and WASI 0.3 are async) and epoch interruption (the ticker
@@ -91,6 +86,37 @@ pub fn configure(config: &mut Config) -> &mut Config {
     config.wasm_component_model_async(true);
     config.epoch_interruption(true);
     config
+}
+
+/// An engine set up for moat's guests ([`configure`]d, wasmtime's other
+/// defaults kept) and its epoch ticker: what every run on it shares.
+///
+/// # Errors
+/// wasmtime's, if the engine cannot be made; the ticker's thread's.
+pub fn engine() -> wasmtime::Result<(wasmtime::Engine, EpochTicker)> {
+    let engine = wasmtime::Engine::new(configure(&mut Config::new()))?;
+    let ticker = EpochTicker::for_engine(&engine).map_err(wasmtime::Error::new)?;
+    Ok((engine, ticker))
+}
+
+/// Runs `component` in `store` to its end: [`prepare`]s the store, calls
+/// its `wasi:cli/run` ([`call_run`]), then drops the store and awaits the
+/// run's [`MoatCtx::finish`] (its sockets flush within the linger). The
+/// exit status, as `call_run`'s.
+///
+/// # Errors
+/// [`RunError`].
+pub async fn run_to_end<T: MoatView + 'static>(
+    mut store: Store<T>,
+    component: &Component,
+    linker: &Linker<T>,
+) -> Result<i32, RunError> {
+    prepare(&mut store);
+    let ran = call_run(&mut store, component, linker).await;
+    let finish = MoatView::moat(store.data_mut()).ctx.finish();
+    drop(store);
+    finish.await;
+    ran
 }
 
 /// One run's moat state: its network under the policy, its wasi:sockets
@@ -107,28 +133,31 @@ pub struct MoatCtx {
 /// the defaults.
 #[must_use]
 pub struct MoatCtxBuilder {
-    policy: Policy,
-    limits: Limits,
-    resolver: Option<Arc<dyn Resolver>>,
-    tls_trust: Option<TlsTrust>,
+    net: NetConfig,
     notices: Option<Notices>,
-    max_memory: u64,
     linger: Duration,
-    audit: Audit,
 }
 
 impl MoatCtx {
+    /// The context of a run under `policy`, everything else at its
+    /// default, on `ticker`'s engine: [`builder`](Self::builder) and
+    /// [`build`](MoatCtxBuilder::build) in one.
+    pub fn new(policy: Policy, ticker: &EpochTicker, wasi: &mut WasiCtxBuilder) -> MoatCtx {
+        MoatCtx::builder(policy).build(ticker, wasi)
+    }
+
     /// A builder for a run under `policy`, every bound at its default.
     pub fn builder(policy: Policy) -> MoatCtxBuilder {
+        MoatCtx::configured(NetConfig::new(policy))
+    }
+
+    /// A builder for a run whose network `net` describes (what
+    /// `RunOptions` holds too).
+    pub fn configured(net: NetConfig) -> MoatCtxBuilder {
         MoatCtxBuilder {
-            policy,
-            limits: Limits::default(),
-            resolver: None,
-            tls_trust: None,
+            net,
             notices: None,
-            max_memory: DEFAULT_MAX_MEMORY,
             linger: DEFAULT_LINGER,
-            audit: Audit::off(),
         }
     }
 
@@ -148,22 +177,23 @@ impl MoatCtx {
 }
 
 impl MoatCtxBuilder {
-    /// The run's socket, lookup and host-memory bounds.
+    /// Every bound of the run: sockets, lookups, host memory, the
+    /// guest's memory (which [`max_memory`](Self::max_memory) sets alone).
     pub fn limits(mut self, limits: Limits) -> MoatCtxBuilder {
-        self.limits = limits;
+        self.net.limits = limits;
         self
     }
 
     /// Resolves names with `resolver` (for tests, or a resolver of your
     /// own); the deny lists judge its answers too.
     pub fn resolver(mut self, resolver: Arc<dyn Resolver>) -> MoatCtxBuilder {
-        self.resolver = Some(resolver);
+        self.net.resolver = Some(resolver);
         self
     }
 
     /// The roots the guest's TLS connections trust.
     pub fn tls_trust(mut self, trust: TlsTrust) -> MoatCtxBuilder {
-        self.tls_trust = Some(trust);
+        self.net.tls_trust = Some(trust);
         self
     }
 
@@ -176,14 +206,14 @@ impl MoatCtxBuilder {
 
     /// The guest's linear memory bound, in bytes.
     pub fn max_memory(mut self, bytes: u64) -> MoatCtxBuilder {
-        self.max_memory = bytes;
+        self.net.limits.max_memory = bytes;
         self
     }
 
     /// Records every network decision of the run on `audit` (default:
     /// none). See [`crate::audit`].
     pub fn audit(mut self, audit: Audit) -> MoatCtxBuilder {
-        self.audit = audit;
+        self.net.audit = audit;
         self
     }
 
@@ -204,21 +234,12 @@ impl MoatCtxBuilder {
     /// The run's network, and what each store on it needs besides
     /// (`moat serve` makes one network for all its requests' stores).
     pub(crate) fn into_net(self, ticker: &EpochTicker) -> (Net, Notices, u64, Duration) {
-        let mut net = Net::with_pending_writes(self.policy, Arc::clone(ticker.pending_writes()))
-            .with_limits(self.limits);
-        if let Some(resolver) = self.resolver {
-            net = net.with_resolver(resolver);
-        }
-        if let Some(trust) = self.tls_trust {
-            net = net.with_tls_trust(trust);
-        }
-        if self.audit.is_on() {
-            net = net.with_audit(self.audit);
-        }
+        let max_memory = self.net.limits.max_memory;
+        let net = Net::build(self.net, Arc::clone(ticker.pending_writes()));
         let notices = self
             .notices
             .unwrap_or_else(|| Notices::new(|line| eprintln!("moat: {line}")));
-        (net, notices, self.max_memory, self.linger)
+        (net, notices, max_memory, self.linger)
     }
 }
 

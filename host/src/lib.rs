@@ -3,9 +3,11 @@
 //!
 //! - [`policy`]: the two capabilities (connect, listen), their allowlists
 //!   and deny lists (the moat-policy crate, re-exported).
-//! - [`net`]: the socket core, plain tokio: policy-checked TCP sockets,
-//!   listeners and UDP, within the run's [`net::Limits`]; and the address
-//!   gate that holds stock wasi:sockets programs to the same policy
+//! - [`limits`]: every bound a setting sets ([`limits::Limits`]), with its
+//!   default and why (moat-policy's, re-exported).
+//! - [`net`]: the socket core, plain tokio: policy-checked TCP, UDP, TLS,
+//!   name lookups and HTTP, made once from a [`net::NetConfig`]; and the
+//!   address gate that holds stock wasi:sockets programs to the same policy
 //!   ([`net::AddressGate`]).
 //! - [`bounds`]: the run's memory and time limits; [`descriptors`]: the
 //!   process's descriptor limit that follows the socket cap.
@@ -15,7 +17,9 @@
 //!   or a container's environment state them, and how they add up
 //!   (moat-policy's, re-exported), with the limits and run options they
 //!   give.
-//! - [`Moat`], [`RunOptions`]: load and run a guest, everything set up.
+//! - [`Moat`], [`RunOptions`]: load and run a guest, everything set up;
+//!   [`launch`]: one launch start to end, as `moat run`, `moat serve` and
+//!   the containerd shim make it.
 //! - [`kit`]: moat for a wasmtime engine, linker and store of your own, in
 //!   three steps (a builder, a view trait, `add_to_linker`).
 //!
@@ -36,22 +40,24 @@ pub mod descriptors;
 mod engines;
 mod error;
 pub mod kit;
+pub mod launch;
 mod moat;
 pub mod net;
 mod options;
 pub mod preopen;
+mod run_state;
 pub mod serve;
 pub mod settings;
 pub mod start;
 mod ticker;
 
-pub use cache::{CacheRefused, EVICTED, MAX_CACHE_BYTES};
+pub use cache::{CacheDir, CacheRefused, EVICTED, MAX_CACHE_BYTES};
 pub use error::{MoatError, REFUSED_EXIT, START_FAILED_EXIT, TIMEOUT_EXIT, TRAP_EXIT};
 pub use moat::{CacheUse, Guest, Moat};
+pub use moat_policy::limits;
 pub use moat_policy::policy;
-use moat_policy::setting;
 pub use net::limits::DEFAULT_LINGER;
 pub use options::{
-    CAPTURE_LIMIT, CacheDir, Captured, Exit, Input, InstancePool, MoatConfig, Output, RunOptions,
+    CAPTURE_LIMIT, Captured, Exit, Input, InstancePool, MoatConfig, Output, RunOptions,
 };
 pub use ticker::{EPOCH_TICK, EpochTicker};

@@ -9,19 +9,20 @@ use std::time::{Duration, Instant};
 use wasmtime::component::{Component, Linker, ResourceTable};
 use wasmtime::{Engine, Store};
 use wasmtime_wasi::p2::pipe::MemoryInputPipe;
-use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
-use crate::bounds::{Alarm, DEFAULT_MAX_MEMORY, TimeLimitReached, deadline_callback};
+use crate::bounds::{Alarm, TimeLimitReached, deadline_callback};
 use crate::cache::{CacheRefused, CodeCache};
 use crate::engines::{self, Linked, Support};
 use crate::error::MoatError;
-use crate::kit::{self, MoatCtx, MoatCtxView, MoatView};
+use crate::kit::{self, MoatCtx};
 use crate::net::Notices;
 use crate::options::{Exit, Input, InstancePool, MoatConfig, Output, RunOptions};
 use crate::preopen;
-use crate::setting::Setting;
+use crate::run_state::RunState;
 use crate::start;
 use crate::ticker::EpochTicker;
+use moat_policy::setting::Setting;
 
 /// The wasi:http handler among a component's `exports`, if any.
 fn handler_among(exports: &[String]) -> Option<String> {
@@ -430,18 +431,9 @@ impl Moat {
                 },
             });
         }
-        let mut builder = MoatCtx::builder(options.policy.clone())
-            .limits(options.limits.clone())
+        let builder = MoatCtx::configured(options.net.clone())
             .notices(notices(&options))
-            .max_memory(options.max_memory.unwrap_or(DEFAULT_MAX_MEMORY))
-            .linger(self.linger())
-            .audit(options.audit.clone());
-        if let Some(resolver) = options.resolver.clone() {
-            builder = builder.resolver(resolver);
-        }
-        if let Some(trust) = options.tls_trust.clone() {
-            builder = builder.tls_trust(trust);
-        }
+            .linger(self.linger());
         let Linked { engine, linker } = self.linked(guest)?;
         let mut wasi = wasi_ctx(&options, self.apart())?;
         let moat = builder.build(&self.ticker, &mut wasi);
@@ -455,11 +447,11 @@ impl Moat {
             },
         );
         kit::prepare(&mut store);
-        let ended = match options.timeout {
+        let ended = match options.net.limits.timeout {
             None => call_run(&mut store, guest, linker).await,
             Some(limit) => {
                 let mut callback =
-                    deadline_callback(Instant::now() + limit, limit, options.policy.spelling());
+                    deadline_callback(Instant::now() + limit, limit, options.net.policy.spelling());
                 store.epoch_deadline_callback(move |_| callback());
                 let _alarm =
                     Alarm::set(engine.clone(), limit).map_err(|source| MoatError::Thread {
@@ -472,7 +464,7 @@ impl Moat {
                         tracing::debug!(target: "moat::net", ?limit, "time limit reached: stopping the waiting guest");
                         Err(MoatError::TimeLimit(TimeLimitReached {
                             limit,
-                            setting: Setting::Timeout.named(options.policy.spelling()),
+                            setting: Setting::Timeout.spelled(options.net.policy.spelling()),
                         }))
                     }
                 }
@@ -494,29 +486,4 @@ async fn call_run(
         .await
         .map(Exit)
         .map_err(MoatError::from)
-}
-
-/// The data of a guest's store.
-pub(crate) struct RunState {
-    pub(crate) wasi: WasiCtx,
-    pub(crate) moat: MoatCtx,
-    pub(crate) table: ResourceTable,
-}
-
-impl WasiView for RunState {
-    fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView {
-            ctx: &mut self.wasi,
-            table: &mut self.table,
-        }
-    }
-}
-
-impl MoatView for RunState {
-    fn moat(&mut self) -> MoatCtxView<'_> {
-        MoatCtxView {
-            ctx: &mut self.moat,
-            table: &mut self.table,
-        }
-    }
 }

@@ -10,37 +10,11 @@ use std::time::Duration;
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 
 use crate::audit::Audit;
+use crate::cache::{CacheDir, MAX_CACHE_BYTES};
 pub(crate) use crate::net::limits::DEFAULT_LINGER;
-use crate::net::{Limits, Resolver, TlsTrust};
-use crate::policy::Policy;
+use crate::net::{Limits, NetConfig, Resolver, TlsTrust};
 use crate::preopen::Preopen;
-
-/// Where compiled code is cached.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub enum CacheDir {
-    /// `$XDG_CACHE_HOME/moat`, else `$HOME/.cache/moat`; no cache if
-    /// neither is set.
-    #[default]
-    Default,
-    /// This directory (created if missing).
-    At(PathBuf),
-    /// No cache: every load compiles.
-    Off,
-}
-
-impl CacheDir {
-    pub(crate) fn resolve(&self) -> Option<PathBuf> {
-        match self {
-            CacheDir::Off => None,
-            CacheDir::At(dir) => Some(dir.clone()),
-            CacheDir::Default => std::env::var_os("XDG_CACHE_HOME")
-                .filter(|v| !v.is_empty())
-                .map(PathBuf::from)
-                .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-                .map(|base| base.join("moat")),
-        }
-    }
-}
+use moat_policy::policy::Policy;
 
 /// Settings of a [`crate::Moat`] (named so as not to shadow `wasmtime::Config`).
 #[derive(Debug, Clone)]
@@ -48,7 +22,7 @@ pub struct MoatConfig {
     /// Where compiled code is cached.
     pub cache: CacheDir,
     /// Most bytes of compiled code the cache keeps: past it, the entries
-    /// used longest ago go (default [`crate::MAX_CACHE_BYTES`]).
+    /// used longest ago go (default [`MAX_CACHE_BYTES`]).
     pub max_cache_bytes: u64,
     /// How long a finished run lets its sockets flush (see [`DEFAULT_LINGER`]).
     pub linger: Duration,
@@ -62,7 +36,7 @@ impl Default for MoatConfig {
     fn default() -> MoatConfig {
         MoatConfig {
             cache: CacheDir::Default,
-            max_cache_bytes: crate::MAX_CACHE_BYTES,
+            max_cache_bytes: MAX_CACHE_BYTES,
             linger: DEFAULT_LINGER,
             instance_pool: None,
         }
@@ -113,10 +87,8 @@ impl InstancePool {
     /// [`Limits::max_instances`](crate::net::Limits::max_instances) at once.
     pub fn for_run(options: &RunOptions) -> InstancePool {
         InstancePool {
-            instances: options.limits.max_instances.max(1),
-            max_memory: options
-                .max_memory
-                .unwrap_or(crate::bounds::DEFAULT_MAX_MEMORY),
+            instances: options.net.limits.max_instances.max(1),
+            max_memory: options.net.limits.max_memory,
         }
     }
 
@@ -191,19 +163,14 @@ pub enum Input {
 /// Everything one run is given: its capabilities and its process context.
 #[derive(Clone, Default)]
 pub struct RunOptions {
-    pub(crate) policy: Policy,
-    pub(crate) limits: Limits,
-    pub(crate) max_memory: Option<u64>,
-    pub(crate) timeout: Option<Duration>,
-    pub(crate) resolver: Option<Arc<dyn Resolver>>,
-    pub(crate) tls_trust: Option<TlsTrust>,
+    /// What the run's network is made from.
+    pub(crate) net: NetConfig,
     pub(crate) args: Vec<String>,
     pub(crate) env: Vec<(String, String)>,
     pub(crate) dirs: Vec<Preopen>,
     pub(crate) stdin: Input,
     pub(crate) stdout: Output,
     pub(crate) stderr: Output,
-    pub(crate) audit: Audit,
 }
 
 impl RunOptions {
@@ -211,7 +178,7 @@ impl RunOptions {
     /// directories and the host's stdio.
     pub fn new(policy: Policy) -> RunOptions {
         RunOptions {
-            policy,
+            net: NetConfig::new(policy),
             ..RunOptions::default()
         }
     }
@@ -277,14 +244,16 @@ impl RunOptions {
     /// [`TlsTrust::with_pem`] to add roots, or [`TlsTrust::from_store`] to
     /// replace them.
     pub fn tls_trust(mut self, trust: TlsTrust) -> RunOptions {
-        self.tls_trust = Some(trust);
+        self.net.tls_trust = Some(trust);
         self
     }
 
-    /// Sets the network bounds (sockets, lookups, handshakes, listener
-    /// caps); the default is [`Limits::default`].
+    /// Sets every bound of the run (sockets, lookups, handshakes, listener
+    /// caps, and the guest's memory and time, which
+    /// [`max_memory`](Self::max_memory) and [`timeout`](Self::timeout) set
+    /// alone); the default is [`Limits::default`].
     pub fn limits(mut self, limits: Limits) -> RunOptions {
-        self.limits = limits;
+        self.net.limits = limits;
         self
     }
 
@@ -292,7 +261,7 @@ impl RunOptions {
     /// (default [`crate::bounds::DEFAULT_MAX_MEMORY`]). Growing past it traps the guest
     /// and the run ends with [`crate::MoatError::MemoryLimit`].
     pub fn max_memory(mut self, bytes: u64) -> RunOptions {
-        self.max_memory = Some(bytes);
+        self.net.limits.max_memory = bytes;
         self
     }
 
@@ -300,14 +269,14 @@ impl RunOptions {
     /// run until stopped). When it is up the guest is stopped, computing or
     /// waiting, and the run ends with [`crate::MoatError::TimeLimit`].
     pub fn timeout(mut self, limit: Duration) -> RunOptions {
-        self.timeout = Some(limit);
+        self.net.limits.timeout = Some(limit);
         self
     }
 
     /// Resolves the guest's names with `resolver` instead of the system's
     /// DNS configuration (see [`crate::net::SystemResolver`]).
     pub fn resolver(mut self, resolver: Arc<dyn Resolver>) -> RunOptions {
-        self.resolver = Some(resolver);
+        self.net.resolver = Some(resolver);
         self
     }
 
@@ -315,31 +284,26 @@ impl RunOptions {
     /// none): see [`crate::audit`]. The trail is finished when its last
     /// clone is dropped, or by [`Audit::finish`].
     pub fn audit(mut self, audit: Audit) -> RunOptions {
-        self.audit = audit;
+        self.net.audit = audit;
         self
     }
 
     /// The run's audit trail (off unless [`audit`](Self::audit) set one).
     pub fn audit_trail(&self) -> &Audit {
-        &self.audit
+        &self.net.audit
     }
 
     /// The policy of this run.
     pub fn policy(&self) -> &Policy {
-        &self.policy
+        &self.net.policy
     }
 }
 
 impl std::fmt::Debug for RunOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RunOptions")
-            .field("policy", &self.policy)
-            .field("limits", &self.limits)
-            .field("max_memory", &self.max_memory)
-            .field("timeout", &self.timeout)
-            .field("resolver", &self.resolver.as_ref().map(|_| "custom"))
+            .field("net", &self.net)
             .field("args", &self.args)
-            .field("audit", &self.audit)
             .field("dirs", &self.dirs)
             .finish_non_exhaustive()
     }

@@ -279,7 +279,7 @@ pub fn check(dir: &Path) -> Result<PathBuf, PreopenError> {
 /// [`PreopenError`].
 pub fn check_against(dir: &Path, caches: &[PathBuf]) -> Result<PathBuf, PreopenError> {
     let dir = check_filesystems(dir)?;
-    let default = crate::options::CacheDir::Default.resolve();
+    let default = crate::cache::CacheDir::Default.resolve();
     for cache in caches.iter().chain(default.iter()) {
         if let Some(relation) = overlap(&dir, cache) {
             return Err(PreopenError::CodeCache {

@@ -5,6 +5,8 @@
 //!
 //! - [`policy`]: the two capabilities (connect, listen), their allowlists
 //!   and deny lists, and the one check of a host as the guest wrote it.
+//! - [`limits`]: the bounds of a run as plain data, with their defaults,
+//!   read and written by setting.
 //! - [`setting`]: the table of settings: each one's flag, policy-file key
 //!   and container variable.
 //! - [`settings`]: grants, deny lists and bounds as flags, a policy file or
@@ -20,6 +22,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod limits;
 pub mod policy;
 pub mod setting;
 pub mod settings;

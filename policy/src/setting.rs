@@ -7,7 +7,8 @@
 //! variables and every message that names a setting come from this table;
 //! [`crate::settings::Settings::set`] reads a value of each kind the same
 //! way from every source. A new bound is a row here, a field of
-//! [`crate::settings::Bounds`] and the place that enforces it.
+//! [`crate::limits::Limits`] with its default and its arms in
+//! `Limits::get` and `Limits::set`, and the place that enforces it.
 //!
 //! Every message that tells the user which setting to change takes the
 //! name from here, as [`Spelling`] says the user writes it, so that a bound
@@ -91,6 +92,25 @@ pub enum Setting {
     MaxAuditSize,
 }
 
+/// A setting as one run writes it: the setting itself, for a program to
+/// match on (the audit trail, an embedder, the HTTP client's retry), and
+/// the run's [`Spelling`], so that its text names it as the person who set
+/// it writes it (`--max-sockets`, `MOAT_MAX_SOCKETS`,
+/// `Limits::max_sockets`). Every refusal by a bound carries one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Spelled {
+    /// Which setting.
+    pub setting: Setting,
+    /// How the run's settings are written.
+    pub spelling: Spelling,
+}
+
+impl std::fmt::Display for Spelled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.setting.named(self.spelling))
+    }
+}
+
 /// What kind of value a setting takes, and so how every source writes it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Kind {
@@ -137,8 +157,8 @@ struct Row {
 
 /// Every setting, in [`Setting::ALL`]'s order. The unit tests check that
 /// each row's flag and variable are its key's. Defaults are not here: they
-/// are moat-host's (`Limits::default()` and `bounds::DEFAULT_MAX_MEMORY`),
-/// which `moat run --help` prints.
+/// are [`crate::limits::Limits::default`]'s, which `moat run --help`
+/// prints.
 const ROWS: [Row; Setting::ALL.len()] = [
     Row {
         key: "allow-net",
@@ -464,6 +484,14 @@ impl Setting {
             Spelling::Flags => self.flag(),
             Spelling::Environment => self.variable(),
             Spelling::Embedding => self.option(),
+        }
+    }
+
+    /// The setting as `spelling` writes it, still typed.
+    pub const fn spelled(self, spelling: Spelling) -> Spelled {
+        Spelled {
+            setting: self,
+            spelling,
         }
     }
 

@@ -598,7 +598,7 @@ mod tests {
         assert!(!allows(&d, Capability::Listen, "0.0.0.0", 8081));
         assert!(allows(&d, Capability::Connect, "db.internal", 5432));
         assert!(!allows(&d, Capability::Connect, "169.254.169.254", 80));
-        assert_eq!(d.settings.bounds.max_sockets, Some(64));
+        assert_eq!(d.settings.limits.max_sockets, Some(64));
         assert_eq!(d.log, "moat::net=debug");
         assert_eq!(
             d.audit.to_string(),
@@ -710,7 +710,7 @@ mod tests {
             !allows(&applied, Capability::Connect, "api.example.com", 443),
             "the pod spec's deny holds over the image's grant"
         );
-        assert_eq!(applied.settings.bounds.max_sockets, Some(20));
+        assert_eq!(applied.settings.limits.max_sockets, Some(20));
 
         let applied = read(&envs(&["MOAT_IMAGE_POLICY=apply"]), Some(&layer)).unwrap();
         assert!(allows(
@@ -719,7 +719,7 @@ mod tests {
             "api.example.com",
             443
         ));
-        assert_eq!(applied.settings.bounds.max_sockets, Some(10));
+        assert_eq!(applied.settings.limits.max_sockets, Some(10));
 
         let other = format!("MOAT_IMAGE_POLICY=sha256:{}", "0".repeat(64));
         let e = read(&envs(&[&other]), Some(&layer)).unwrap_err();

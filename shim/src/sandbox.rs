@@ -14,13 +14,11 @@ use std::io::{Read as _, Write as _};
 use std::path::{Path, PathBuf};
 
 use moat_host::audit::{self, Audit, GuestIdentity};
+use moat_host::launch::{Entry, Launch, Plain, Source, Threads};
 use moat_host::preopen::Preopen;
 use moat_host::preopen::{self, PreopenError};
-use moat_host::serve::ServeOptions;
 use moat_host::settings::Spelling;
-use moat_host::{
-    CacheDir, InstancePool, Moat, MoatConfig, REFUSED_EXIT, RunOptions, START_FAILED_EXIT,
-};
+use moat_host::{CacheDir, MoatConfig, MoatError, REFUSED_EXIT, RunOptions};
 
 use crate::deployment::HTTP_ADDR_VAR;
 
@@ -327,9 +325,7 @@ impl MoatSandbox {
         settings.policy = settings.policy.spelled(Spelling::Environment);
         // The container's process runs this one guest: its descriptors are
         // bounded by the guest's own caps, not containerd's million.
-        if let Err(e) =
-            moat_host::descriptors::limit_to(&moat_host::settings::limits(&settings.bounds))
-        {
+        if let Err(e) = moat_host::descriptors::limit_to(&settings.limits) {
             tracing::warn!("cannot set the descriptor limit the bounds need: {e}");
         }
         let mut options =
@@ -356,10 +352,7 @@ impl MoatSandbox {
                 destination,
                 context,
                 moat_host::settings::audited(&settings),
-                settings
-                    .bounds
-                    .max_audit_size
-                    .unwrap_or(audit::DEFAULT_MAX_AUDIT_SIZE),
+                settings.limits.max_audit_size,
                 moat_host::settings::Spelling::Environment,
             )
             .map_err(StartError::Audit)?;
@@ -396,101 +389,52 @@ fn init_logging(filter: &str) {
 /// Compiles and runs the guest on a runtime of its own, as `moat run` does:
 /// one thread drives the guest and its sockets.
 fn run(prepared: Prepared, refuse: impl Fn(&str)) -> i32 {
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(e) => {
-            eprintln!("moat: error: cannot start the async runtime: {e}");
-            return START_FAILED_EXIT.into();
-        }
+    let entry = match prepared.http_addr {
+        Some(addr) => Entry::Serve {
+            addr: addr.to_string(),
+            tls: None,
+        },
+        None => Entry::Run,
     };
-    let audit = prepared.options.audit_trail().clone();
-    let outcome = runtime.block_on(async {
+    let launch = Launch {
         // The node's cache, read-only, when the shim mounted it; never one
         // of the container's own root filesystem, which is the image's.
-        let config = MoatConfig {
+        config: MoatConfig {
             cache: prepared
                 .compiled_code
                 .clone()
                 .map_or(CacheDir::Off, CacheDir::At),
-            // A handler gets an instance per request, from a pool.
-            instance_pool: prepared
-                .http_addr
-                .map(|_| InstancePool::for_run(&prepared.options)),
             ..MoatConfig::default()
-        };
-        let moat = Moat::new(&config)?;
-        let guest = moat.load_bytes(&prepared.component, Path::new(&prepared.name))?;
-        match prepared.http_addr {
-            Some(addr) => {
-                let options = ServeOptions::new(addr.to_string(), prepared.options);
-                let server = moat.bind_server(&guest, options).await?;
-                // Taken over before the line a supervisor may wait for.
-                let stop = moat_host::serve::stop_signal();
-                eprintln!("moat: serving http://{}/", server.local_addr());
-                server.serve(stop).await?;
-                Ok(0)
-            }
-            None if guest.is_http_handler() => {
-                refuse(&format!(
-                    "{} is an HTTP handler (it exports a wasi:http handler): set \
-                     {HTTP_ADDR_VAR} in the pod spec (for example {HTTP_ADDR_VAR}=0.0.0.0:8080) \
-                     to serve it",
-                    prepared.name
-                ));
-                Ok(REFUSED_EXIT.into())
-            }
-            None => {
-                let stopped = stop_signal();
-                tokio::select! {
-                    exit = moat.run(&guest, prepared.options) => exit.map(|exit| exit.code()),
-                    status = stopped => Ok(status),
-                }
-            }
+        },
+        options: prepared.options,
+        source: Source::Bytes {
+            bytes: prepared.component,
+            name: PathBuf::from(&prepared.name),
+        },
+        entry,
+        // A pod's guest is one thread's work; its footprint stays small.
+        threads: Threads::One,
+        // The guest's process is its container's PID 1, for which the
+        // kernel has no default action for SIGTERM or SIGINT: without
+        // this, kubelet's stop of a running guest would wait out the pod's
+        // whole grace period (30 s by default) and then SIGKILL it.
+        stop_on_signal: true,
+    };
+    match launch.start(&Plain) {
+        Ok(ended) => ended.status(),
+        Err(MoatError::NoEntryPoint { reason, .. }) if reason.http_handler.is_some() => {
+            refuse(&format!(
+                "{} is an HTTP handler (it exports a wasi:http handler): set \
+                 {HTTP_ADDR_VAR} in the pod spec (for example {HTTP_ADDR_VAR}=0.0.0.0:8080) \
+                 to serve it",
+                prepared.name
+            ));
+            REFUSED_EXIT.into()
         }
-    });
-    // Every record in the log before the container's end is.
-    audit.finish();
-    match outcome {
-        Ok(code) => code,
         Err(e) => {
             eprintln!("moat: error: {e}");
             e.exit_status().into()
         }
-    }
-}
-
-/// The exit status a guest ends with when SIGTERM or SIGINT comes (128 +
-/// the signal), once one comes.
-///
-/// The guest's process is its container's PID 1, for which the kernel has
-/// no default action for either: without this, kubelet's stop of a
-/// running guest would wait out the pod's whole grace period (30 s by
-/// default) and then SIGKILL it. moat ends the guest as either signal ends
-/// a process that is not PID 1: its instance is dropped, its sockets
-/// close, and the trail is finished as at any end. A component has no
-/// way to be told of a signal (WASI has none), so it gets no grace of its
-/// own; an HTTP handler served with `MOAT_HTTP_ADDR` does: the server
-/// finishes the requests in flight first ([`moat_host::serve::stop_signal`]).
-fn stop_signal() -> impl std::future::Future<Output = i32> + 'static {
-    use tokio::signal::unix::{SignalKind, signal};
-    let signals = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    );
-    async move {
-        let (Ok(mut terminate), Ok(mut interrupt)) = signals else {
-            eprintln!("moat: cannot listen for SIGTERM: the guest stops only when killed");
-            return std::future::pending().await;
-        };
-        let (name, number) = tokio::select! {
-            _ = terminate.recv() => ("SIGTERM", 15),
-            _ = interrupt.recv() => ("SIGINT", 2),
-        };
-        eprintln!("moat: {name}: the guest is ended");
-        128 + number
     }
 }
 

@@ -13,9 +13,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use crate::support::{connections, guests, port_is_free, run, start_with, watched_port};
-use moat_host::net::{BindOptions, Limits, ListenOptions, Lookup, Net, NetError, Resolver};
+use moat_host::net::{
+    BindOptions, Limits, ListenOptions, Lookup, Net, NetConfig, NetError, PendingWrites, Resolver,
+};
 use moat_host::policy::Policy;
-use moat_host::settings::Spelling;
+use moat_host::settings::{Setting, Spelling};
 use moat_host::{MoatError, RunOptions};
 
 /// Answers chosen names with chosen addresses, as an attacker's DNS
@@ -462,17 +464,27 @@ async fn a_bound_reached_names_the_setting_as_the_user_wrote_it() {
             .allow_listen("127.0.0.1")
             .unwrap()
             .spelled(spelling);
-        let net = Net::new(policy.clone()).with_limits(Limits {
-            max_sockets: Some(1),
-            max_waiting_calls: 1,
-            max_host_memory: Some(1),
-            ..Limits::default()
-        });
+        let config = NetConfig {
+            limits: Limits {
+                max_sockets: Some(1),
+                max_waiting_calls: 1,
+                max_host_memory: Some(1),
+                ..Limits::default()
+            },
+            ..NetConfig::new(policy.clone())
+        };
+        let net = Net::build(config, PendingWrites::new());
         let raised = |err: NetError, setting: &str| match err {
-            NetError::LimitReached(why) => assert!(
-                why.ends_with(&format!("raise it with {setting}")),
-                "{spelling:?}: {why}"
-            ),
+            NetError::LimitReached(limit) => {
+                assert!(
+                    limit
+                        .to_string()
+                        .ends_with(&format!("raise it with {setting}")),
+                    "{spelling:?}: {limit}"
+                );
+                let named = limit.setting.map(|s| s.setting.named(spelling));
+                assert_eq!(named, Some(setting), "{spelling:?}: the typed setting");
+            }
             other => panic!("{spelling:?}: expected limit-reached, got {other:?}"),
         };
         // The socket takes the run's one place: a listener has none.
@@ -513,7 +525,7 @@ async fn a_bound_reached_names_the_setting_as_the_user_wrote_it() {
         .await;
         match &done.exit {
             Err(MoatError::MemoryLimit(reached)) => {
-                assert_eq!(reached.setting, memory);
+                assert_eq!(reached.setting.setting.named(spelling), memory);
                 assert!(
                     reached
                         .to_string()
@@ -535,7 +547,7 @@ async fn a_bound_reached_names_the_setting_as_the_user_wrote_it() {
         .await;
         match &done.exit {
             Err(MoatError::TimeLimit(reached)) => {
-                assert_eq!(reached.setting, timeout);
+                assert_eq!(reached.setting.setting.named(spelling), timeout);
                 assert!(
                     reached.to_string().contains(&format!("({timeout})")),
                     "{reached}"
@@ -662,17 +674,51 @@ impl Resolver for Silent {
     }
 }
 
+/// A lookup past its time names the setting that bounds it as the run
+/// writes it (it named `--lookup-timeout` under the shim too), and carries
+/// it typed.
+#[tokio::test]
+async fn a_lookup_timeout_names_its_setting_as_the_user_wrote_it() {
+    for spelling in [Spelling::Flags, Spelling::Environment, Spelling::Embedding] {
+        let config = NetConfig {
+            limits: Limits {
+                lookup_timeout: Duration::from_millis(50),
+                ..Limits::default()
+            },
+            resolver: Some(Arc::new(Silent::default())),
+            ..NetConfig::new(Policy::allow_all().spelled(spelling))
+        };
+        let net = Net::build(config, PendingWrites::new());
+        let options = moat_host::net::ConnectOptions::default();
+        match net.connect("quiet.test", 80, &options).await {
+            Err(NetError::TimedOut(timed_out)) => {
+                let named = Setting::LookupTimeout.named(spelling);
+                assert!(
+                    timed_out.to_string().ends_with(&format!("({named})")),
+                    "{spelling:?}: {timed_out}"
+                );
+                let setting = timed_out.setting.map(|s| s.setting);
+                assert_eq!(setting, Some(Setting::LookupTimeout), "{spelling:?}");
+            }
+            other => panic!("{spelling:?}: {:?}", other.err()),
+        }
+    }
+}
+
 #[tokio::test]
 async fn lookups_are_bounded_in_number_and_time_and_end_with_their_caller() {
     let silent = Silent::default();
     let running = Arc::clone(&silent.0);
-    let net = Net::new(Policy::allow_all())
-        .with_limits(Limits {
+    let config = NetConfig {
+        limits: Limits {
             max_lookups: 2,
             lookup_timeout: Duration::from_millis(200),
             ..Limits::default()
-        })
-        .with_resolver(Arc::new(silent));
+        },
+        resolver: Some(Arc::new(silent)),
+        ..NetConfig::new(Policy::allow_all())
+    };
+    let net = Net::build(config, PendingWrites::new());
     let options = moat_host::net::ConnectOptions::default();
     // Five at once: two look up, three wait for a turn; all time out.
     let attempts = (0..5).map(|i| {
@@ -683,13 +729,17 @@ async fn lookups_are_bounded_in_number_and_time_and_end_with_their_caller() {
     let results = futures::future::join_all(attempts).await;
     for (i, result) in results.into_iter().enumerate() {
         match result {
-            Err(NetError::TimedOut(why)) => assert_eq!(
-                why,
-                format!(
-                    "lookup of n{i}.test took longer than 200ms, the run's lookup timeout \
-                     (--lookup-timeout)"
-                )
-            ),
+            Err(NetError::TimedOut(timed_out)) => {
+                assert_eq!(
+                    timed_out.to_string(),
+                    format!(
+                        "lookup of n{i}.test took longer than 200ms, the run's lookup timeout \
+                         (--lookup-timeout)"
+                    )
+                );
+                let setting = timed_out.setting.map(|s| s.setting);
+                assert_eq!(setting, Some(Setting::LookupTimeout), "typed");
+            }
             other => panic!("{:?}", other.err()),
         }
     }
@@ -704,11 +754,17 @@ async fn lookups_are_bounded_in_number_and_time_and_end_with_their_caller() {
         ..options
     };
     match net.connect("slow.test", 80, &short).await {
-        Err(NetError::TimedOut(why)) => assert_eq!(
-            why,
-            "connect to slow.test:80 took longer than 50ms, the connect's own timeout \
-             (its `timeout` option)"
-        ),
+        Err(NetError::TimedOut(timed_out)) => {
+            assert_eq!(
+                timed_out.to_string(),
+                "connect to slow.test:80 took longer than 50ms, the connect's own timeout \
+                 (its `timeout` option)"
+            );
+            assert_eq!(
+                timed_out.setting, None,
+                "the guest's own timeout, no setting"
+            );
+        }
         other => panic!("{:?}", other.err()),
     }
     assert_eq!(running.load(Ordering::SeqCst), 0);

@@ -6,12 +6,11 @@
 
 use std::sync::{Arc, Mutex};
 
-use moat_host::EpochTicker;
 use moat_host::kit::{self, MoatCtx, MoatCtxView, MoatView, RunError};
 use moat_host::net::{Limits, Notices};
 use moat_host::policy::Policy;
+use wasmtime::Store;
 use wasmtime::component::{Component, Linker, ResourceTable};
-use wasmtime::{Config, Engine, Store};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
@@ -51,10 +50,10 @@ struct Ran {
 }
 
 /// Runs `guest` with `args` under `policy` and `limits`, in the kit's
-/// steps, on an engine, linker and store of the test's own.
+/// calls (`engine`, `add_to_linker`, the builder, `run_to_end`), on a
+/// linker and store of the test's own.
 async fn run_on_own_linker(guest: &str, policy: Policy, limits: Limits, args: &[&str]) -> Ran {
-    let engine = Engine::new(kit::configure(&mut Config::new())).unwrap();
-    let ticker = EpochTicker::for_engine(&engine).unwrap();
+    let (engine, ticker) = kit::engine().unwrap();
     let mut linker = Linker::<Embedder>::new(&engine);
     kit::add_to_linker(&mut linker).unwrap();
     let component = Component::from_file(&engine, guest).unwrap();
@@ -74,7 +73,7 @@ async fn run_on_own_linker(guest: &str, policy: Policy, limits: Limits, args: &[
             notices.lock().unwrap().push(line.to_owned());
         }))
         .build(&ticker, &mut wasi);
-    let mut store = Store::new(
+    let store = Store::new(
         &engine,
         Embedder {
             wasi: wasi.build(),
@@ -82,11 +81,7 @@ async fn run_on_own_linker(guest: &str, policy: Policy, limits: Limits, args: &[
             table: ResourceTable::new(),
         },
     );
-    kit::prepare(&mut store);
-    let exit = kit::call_run(&mut store, &component, &linker).await;
-    let finish = store.data().moat.finish();
-    drop(store);
-    finish.await;
+    let exit = kit::run_to_end(store, &component, &linker).await;
     let notices = told.lock().unwrap().clone();
     Ran {
         exit,

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use crate::support::certs::{Ca, Leaf};
 use moat_host::net::{
-    ConnectOptions, ListenOptions, Net, NetError, Reader, TcpConn, TlsClientOptions,
-    TlsServerOptions, TlsTrust, Writer,
+    ConnectOptions, ListenOptions, Net, NetConfig, NetError, PendingWrites, Reader, TcpConn,
+    TlsClientOptions, TlsServerOptions, TlsTrust, Writer,
 };
 use moat_host::policy::Policy;
 use rustls::pki_types::ServerName;
@@ -18,6 +18,13 @@ use tokio::net::{TcpListener, TcpStream};
 
 fn net() -> Net {
     Net::new(Policy::allow_all())
+}
+
+/// A network that grants everything, as `config` says otherwise.
+fn net_with(config: impl FnOnce(&mut NetConfig)) -> Net {
+    let mut all = NetConfig::new(Policy::allow_all());
+    config(&mut all);
+    Net::build(all, PendingWrites::new())
 }
 
 async fn read(reader: &mut Reader, buf: &mut [u8]) -> Result<usize, NetError> {
@@ -174,7 +181,8 @@ async fn untrusted_wrong_name_and_expired_certificates_are_told_apart() {
 async fn run_wide_trust_makes_a_private_root_trusted() {
     let ca = Ca::new("moat test CA");
     let (port, _server) = echo_server(&ca.leaf(&["localhost"]), &[]).await;
-    let net = net().with_tls_trust(TlsTrust::webpki().with_pem(ca.pem().as_bytes()).unwrap());
+    let trust = TlsTrust::webpki().with_pem(ca.pem().as_bytes()).unwrap();
+    let net = net_with(|c| c.tls_trust = Some(trust));
     net.connect_tls(
         "localhost",
         port,
@@ -562,10 +570,7 @@ impl tokio::io::AsyncWrite for FirstWritePrefixed {
 #[tokio::test]
 async fn a_guest_cannot_give_its_handshakes_longer_than_the_run_allows() {
     let ca = Ca::new("moat test CA");
-    let net = net().with_limits(moat_host::net::Limits {
-        tls_handshake_timeout: Duration::from_millis(200),
-        ..moat_host::net::Limits::default()
-    });
+    let net = net_with(|c| c.limits.tls_handshake_timeout = Duration::from_millis(200));
     let options = TlsServerOptions {
         // What a hostile guest asks for: an hour per handshake.
         handshake_timeout: Some(Duration::from_secs(3600)),

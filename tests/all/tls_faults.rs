@@ -163,10 +163,9 @@ async fn a_server_that_accepts_and_never_answers_is_a_timeout_and_the_connection
     let ca = Ca::new("moat test CA");
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
-    let net = net().with_limits(moat_host::net::Limits {
-        tls_handshake_timeout: std::time::Duration::from_millis(300),
-        ..moat_host::net::Limits::default()
-    });
+    let mut config = moat_host::net::NetConfig::new(Policy::allow_all());
+    config.limits.tls_handshake_timeout = std::time::Duration::from_millis(300);
+    let net = Net::build(config, moat_host::net::PendingWrites::new());
     let (options, client) = (Default::default(), trusting(&ca));
     let connecting = net.connect_tls("127.0.0.1", port, &options, &client);
     let server = async {
@@ -183,10 +182,10 @@ async fn a_server_that_accepts_and_never_answers_is_a_timeout_and_the_connection
     })
     .await;
     match failed {
-        Err(NetError::TimedOut(why)) => assert_eq!(
-            why,
-            "TLS handshake took longer than 300ms, the handshake timeout (at most the run's \
-             --tls-handshake-timeout)"
+        Err(NetError::TimedOut(timed_out)) => assert_eq!(
+            timed_out.to_string(),
+            "TLS handshake took longer than 300ms, the handshake timeout, which the run caps \
+             (--tls-handshake-timeout)"
         ),
         Err(other) => panic!("a handshake nobody answers: {other:?}"),
         Ok(_) => panic!("a handshake nobody answers succeeded"),

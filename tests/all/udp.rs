@@ -331,8 +331,11 @@ async fn a_name_sent_to_again_and_again_is_looked_up_once_per_answer_lifetime() 
             asked: Default::default(),
             lifetime,
         });
-        let net = moat_host::net::Net::new(grants("127.0.0.1:0", "counted.test"))
-            .with_resolver(resolver.clone());
+        let config = moat_host::net::NetConfig {
+            resolver: Some(resolver.clone()),
+            ..moat_host::net::NetConfig::new(grants("127.0.0.1:0", "counted.test"))
+        };
+        let net = moat_host::net::Net::build(config, moat_host::net::PendingWrites::new());
         let socket = net
             .bind_udp("127.0.0.1", 0, &Default::default())
             .await

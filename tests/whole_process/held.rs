@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::support::{Running, eventually, guests, open_sockets, rss, start_with, within};
-use moat_host::net::MAX_ANSWER_ADDRESSES;
+use moat_host::net::limits::MAX_ANSWER_ADDRESSES;
 use moat_host::net::{Answer, AnswerLookup, Limits, Lookup, Resolver};
 use moat_host::policy::Policy;
 use moat_host::{Input, RunOptions};

@@ -10,7 +10,7 @@ use crate::support;
 use std::net::SocketAddr;
 
 use crate::support::{guests, open_sockets, rss, within};
-use moat_host::net::DEFAULT_MAX_WAITING_CALLS;
+use moat_host::limits::DEFAULT_MAX_WAITING_CALLS;
 use moat_host::policy::Policy;
 
 /// Receives the guest parks: where an unbounded host held 1.74 GB.

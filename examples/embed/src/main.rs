@@ -25,11 +25,11 @@ use anyhow::Context;
 use moat_host::kit::{self, MoatCtx, MoatCtxView, MoatView};
 use moat_host::net::Notices;
 use moat_host::policy::Policy;
-use moat_host::{Captured, EpochTicker, Input, Moat, MoatConfig, Output, RunOptions};
+use moat_host::{Captured, Input, Moat, MoatConfig, Output, RunOptions};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
+use wasmtime::Store;
 use wasmtime::component::{Component, Linker, ResourceTable};
-use wasmtime::{Engine, Store};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
@@ -136,9 +136,9 @@ impl MoatView for Host {
 }
 
 async fn run_own_linker(stock_path: &str, port: u16) -> anyhow::Result<()> {
-    let engine = Engine::new(kit::configure(&mut wasmtime::Config::new()))?;
-    // Ticks the epoch while some socket of these runs has bytes queued.
-    let ticker = EpochTicker::for_engine(&engine)?;
+    // The ticker ticks the epoch while some socket of these runs has bytes
+    // queued.
+    let (engine, ticker) = kit::engine()?;
     let mut linker = Linker::<Host>::new(&engine);
     kit::add_to_linker(&mut linker)?;
     let component = Component::from_file(&engine, stock_path).map_err(|e| {
@@ -162,13 +162,9 @@ async fn run_own_linker(stock_path: &str, port: u16) -> anyhow::Result<()> {
             moat,
             table: ResourceTable::new(),
         };
-        let mut store = Store::new(&engine, host);
-        kit::prepare(&mut store);
-        let ran = kit::call_run(&mut store, &component, &linker).await?;
-        // Sockets the guest closed with bytes queued get to send them.
-        let finish = store.data().moat.finish();
-        drop(store);
-        finish.await;
+        // Sockets the guest closed with bytes queued get to send them
+        // before this returns.
+        let ran = kit::run_to_end(Store::new(&engine, host), &component, &linker).await?;
         println!(
             "std-fetch to localhost:{target_port} {}",
             if ran == 0 { "succeeded" } else { "failed" }

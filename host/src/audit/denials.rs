@@ -145,7 +145,7 @@ impl DenialCounts {
 mod tests {
     use super::*;
     use crate::audit::Reason;
-    use crate::policy::Host;
+    use moat_policy::policy::Host;
 
     fn denial(port: u16) -> Event {
         Event::new(

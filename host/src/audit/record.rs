@@ -8,7 +8,8 @@ use std::time::SystemTime;
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::policy::{Host, Provenance, Source};
+use moat_policy::policy::{Host, Provenance, Source};
+use moat_policy::setting::Spelled;
 
 /// The version of the records' form, the `schema` field of every record.
 /// It changes when a field changes meaning or goes away; fields may be
@@ -152,8 +153,11 @@ pub enum Reason {
     },
     /// A bound of the run was reached.
     Limit {
-        /// The setting that raises it, as the run's granter writes it.
-        setting: String,
+        /// The setting that raises it, as the run's granter writes it;
+        /// `None` for a fixed cap of moat's.
+        setting: Option<Spelled>,
+        /// What was reached, in words.
+        reached: String,
     },
     /// The call could not be judged: the host or address is not one a
     /// call may name (the unspecified address as a destination, ...).
@@ -309,7 +313,7 @@ pub enum Body {
         /// The cap, in bytes.
         limit: u64,
         /// The setting that raises it, as the run writes it.
-        setting: &'static str,
+        setting: Spelled,
     },
 }
 
@@ -535,7 +539,10 @@ fn decision_json(record: &mut Map<String, Value>, event: &Event) {
                         "address": address.map(address_json),
                     }),
                 ),
-                Reason::Limit { setting } => {
+                Reason::Limit { setting, reached } => {
+                    // A fixed cap has no setting: the record says what was
+                    // reached instead.
+                    let setting = setting.map_or_else(|| reached.clone(), |s| s.to_string());
                     (Value::Null, json!({ "kind": "limit", "setting": setting }))
                 }
                 Reason::Invalid => (Value::Null, json!({ "kind": "invalid" })),

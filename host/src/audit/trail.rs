@@ -9,12 +9,14 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
+pub use moat_policy::limits::DEFAULT_MAX_AUDIT_SIZE;
+
 use super::Destination;
 use super::denials::DenialCounts;
 use super::record::{AuditRecord, Body, Context, Event, SettingRecord};
 use super::udp::UdpCounts;
-use crate::policy::Host;
-use crate::setting::{Setting, Spelling};
+use moat_policy::policy::Host;
+use moat_policy::setting::{Setting, Spelled, Spelling};
 
 /// Most records waiting for the sink; the writer holds at most as many
 /// more, the batch it is writing. A record is a few hundred bytes, so 1024
@@ -41,16 +43,6 @@ pub const AUDIT_BATCH_WAIT: Duration = Duration::from_millis(1);
 /// MiB. 4 MiB holds 1024 ordinary records many times over; the writer's
 /// batch is bounded the same way, so the trail holds 8 MiB at most.
 pub const MAX_AUDIT_QUEUE_BYTES: usize = 4 << 20;
-
-/// The most a run's trail writes unless the run sets another
-/// (`--max-audit-size`): 1 GiB. Repeated denials and UDP sends are counted,
-/// not copied, so a guest that floods one refused destination writes a
-/// record a second; 1 GiB is then millions of distinct decisions, more
-/// than any run makes, and far less than a disk. Past it the trail takes
-/// nothing more and the run's network is refused, as for a trail that
-/// cannot be written. (The records that close it, the cap's own and the
-/// counts still pending, go after it: at most a few MiB more.)
-pub const DEFAULT_MAX_AUDIT_SIZE: u64 = 1 << 30;
 
 /// Where records go, one at a time, in order, on the trail's own thread.
 /// Implement it to send the trail to a log pipeline; [`JsonLines`] writes
@@ -158,7 +150,7 @@ pub enum AuditError {
         /// The cap, in bytes.
         limit: u64,
         /// The setting that raises it, as the run writes it.
-        setting: &'static str,
+        setting: Spelled,
     },
 }
 
@@ -195,7 +187,7 @@ struct Shared {
     counted: AtomicBool,
     /// The size cap and the setting that raises it.
     max_bytes: u64,
-    cap_setting: &'static str,
+    cap_setting: Spelled,
 }
 
 impl Shared {
@@ -523,7 +515,7 @@ impl Audit {
             denials: Mutex::new(DenialCounts::default()),
             counted: AtomicBool::new(false),
             max_bytes,
-            cap_setting: Setting::MaxAuditSize.named(spelling),
+            cap_setting: Setting::MaxAuditSize.spelled(spelling),
         });
         let for_writer = Arc::clone(&shared);
         let writer = std::thread::Builder::new()
@@ -806,15 +798,16 @@ mod tests {
         // repeat).
         let large = |i: usize| {
             let mut event = denial(i);
-            event.resolved = vec!["10.0.0.1".parse().unwrap(); crate::net::MAX_ANSWER_ADDRESSES];
+            event.resolved =
+                vec!["10.0.0.1".parse().unwrap(); crate::net::limits::MAX_ANSWER_ADDRESSES];
             event.refused = event
                 .resolved
                 .iter()
                 .map(|&address| crate::audit::Refusal {
                     address,
-                    rule: crate::policy::Provenance {
+                    rule: moat_policy::policy::Provenance {
                         entry: "private".to_owned(),
-                        source: crate::policy::Source::Embedding,
+                        source: moat_policy::policy::Source::Embedding,
                     },
                 })
                 .collect();
@@ -936,7 +929,10 @@ mod tests {
                 refused,
                 AuditError::Full {
                     limit: 16384,
-                    setting: "--max-audit-size"
+                    setting: Spelled {
+                        setting: Setting::MaxAuditSize,
+                        spelling: Spelling::Flags
+                    }
                 }
             ),
             "{refused}"

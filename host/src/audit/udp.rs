@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
 
 use super::record::Body;
-use crate::policy::Host;
+use moat_policy::policy::Host;
 
 /// Most destinations counted at once. A guest that sends to more
 /// destinations than this has every count written out and starts over:

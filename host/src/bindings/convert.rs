@@ -7,7 +7,7 @@ use super::generated::moat::net::types::{
     Capability as WitCapability, Denial, ErrorCode, IpAddress, SocketAddress,
 };
 use crate::net::{NetError, host_port};
-use crate::policy::Capability;
+use moat_policy::policy::Capability;
 
 impl From<NetError> for ErrorCode {
     /// Each case with the core's text; where the call named an address,
@@ -29,7 +29,7 @@ impl From<NetError> for ErrorCode {
             NetError::NameNotResolved(why) => ErrorCode::NameNotResolved(why),
             NetError::ConnectionRefused => ErrorCode::ConnectionRefused(text),
             NetError::ConnectionReset => ErrorCode::ConnectionReset(text),
-            NetError::TimedOut(why) => ErrorCode::TimedOut(why),
+            NetError::TimedOut(timed_out) => ErrorCode::TimedOut(timed_out.to_string()),
             NetError::AddressInUse => ErrorCode::AddressInUse(text),
             NetError::AddressNotAvailable => ErrorCode::AddressNotAvailable(text),
             NetError::Unreachable => ErrorCode::Unreachable(text),
@@ -38,7 +38,8 @@ impl From<NetError> for ErrorCode {
             NetError::CertificateNameMismatch(why) => ErrorCode::CertificateNameMismatch(why),
             NetError::CertificateExpired(why) => ErrorCode::CertificateExpired(why),
             NetError::TlsHandshake(why) => ErrorCode::TlsHandshake(why),
-            NetError::LimitReached(why) => ErrorCode::LimitReached(why),
+            NetError::LimitReached(limit) => ErrorCode::LimitReached(limit.to_string()),
+            NetError::AuditFailed(why) => ErrorCode::LimitReached(why),
             NetError::AccessDenied(_) => ErrorCode::AccessDenied(text),
             NetError::DatagramTooLarge => ErrorCode::DatagramTooLarge(text),
             NetError::Other(why) => ErrorCode::Other(why),
@@ -116,4 +117,4 @@ pub(super) fn duration(nanos: u64) -> Duration {
     Duration::from_nanos(nanos)
 }
 
-impl super::generated::moat::net::types::Host for super::MoatCtxView<'_> {}
+impl super::generated::moat::net::types::Host for super::NetCtxView<'_> {}

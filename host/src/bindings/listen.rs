@@ -7,7 +7,7 @@ use super::generated::moat::net::listen::{
     Accepted, Host, HostListener, HostListenerWithStore, HostWithStore, ListenOptions,
 };
 use super::generated::moat::net::types::{ErrorCode, SocketAddress};
-use super::{MoatCtxView, MoatNet};
+use super::{MoatNet, NetCtxView};
 use crate::net::{self, TcpListener};
 
 /// The core's listen options from the WIT record.
@@ -21,7 +21,7 @@ pub(super) fn listen_options(options: ListenOptions) -> net::ListenOptions {
     }
 }
 
-impl Host for MoatCtxView<'_> {}
+impl Host for NetCtxView<'_> {}
 
 impl<T: Send> HostWithStore<T> for MoatNet {
     async fn listen(
@@ -82,7 +82,7 @@ impl<T: Send> HostListenerWithStore<T> for MoatNet {
     }
 }
 
-impl HostListener for MoatCtxView<'_> {
+impl HostListener for NetCtxView<'_> {
     fn local_address(
         &mut self,
         listener: Resource<TcpListener>,

@@ -6,7 +6,7 @@
 //! check and no socket logic lives in this layer (the wasi:sockets glue
 //! only ties wasmtime-wasi's socket resources to the core's socket count).
 //! It is private to moat: [`crate::kit::add_to_linker`] adds it to a
-//! linker, and a store's data reaches it through [`crate::kit::MoatView`].
+//! linker, and a store's data reaches it through [`crate::kit::NetView`].
 
 /// The bindings of a `moat:net` version's `imports` world, from the WIT
 /// at `$path`: every version generated alike, with the core's types for
@@ -54,24 +54,24 @@ pub mod generated {
 }
 
 /// What the `moat:net` host functions need from a store's data.
-pub struct MoatCtxView<'a> {
+pub struct NetCtxView<'a> {
     /// The run's network (policy and host tasks).
     pub net: &'a Net,
     /// The resource table holding sockets and listeners.
     pub table: &'a mut ResourceTable,
 }
 
-/// Implemented by a store's data type to expose [`MoatCtxView`].
-pub trait MoatView: Send {
+/// Implemented by a store's data type to expose [`NetCtxView`].
+pub trait NetView: Send {
     /// The network context and resource table of this store.
-    fn moat(&mut self) -> MoatCtxView<'_>;
+    fn moat(&mut self) -> NetCtxView<'_>;
 }
 
 /// The [`HasData`] marker of the `moat:net` bindings.
 pub struct MoatNet;
 
 impl HasData for MoatNet {
-    type Data<'a> = MoatCtxView<'a>;
+    type Data<'a> = NetCtxView<'a>;
 }
 
 /// Adds every `moat:net` interface to `linker`, at every version served
@@ -79,7 +79,7 @@ impl HasData for MoatNet {
 ///
 /// # Errors
 /// If the linker already defines one of them.
-pub fn add_to_linker<T: MoatView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
+pub fn add_to_linker<T: NetView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
     generated::Imports::add_to_linker::<T, MoatNet>(linker, T::moat)?;
     v0_2::generated::Imports::add_to_linker::<T, MoatNet>(linker, T::moat)
 }

@@ -8,7 +8,7 @@ use super::generated::moat::net::tcp::{
 };
 use super::generated::moat::net::types::{ErrorCode, SocketAddress};
 use super::streams::{ReceiveProducer, SendConsumer};
-use super::{MoatCtxView, MoatNet};
+use super::{MoatNet, NetCtxView};
 use crate::net::{self, TcpConn};
 
 fn keepalive(k: Keepalive) -> net::Keepalive {
@@ -30,7 +30,7 @@ pub(super) fn connect_options(options: ConnectOptions) -> net::ConnectOptions {
     }
 }
 
-impl Host for MoatCtxView<'_> {}
+impl Host for NetCtxView<'_> {}
 
 impl<T: Send> HostWithStore<T> for MoatNet {
     async fn connect(
@@ -91,7 +91,7 @@ impl<T: Send> HostTcpSocketWithStore<T> for MoatNet {
     }
 }
 
-impl HostTcpSocket for MoatCtxView<'_> {
+impl HostTcpSocket for NetCtxView<'_> {
     fn local_address(
         &mut self,
         socket: Resource<TcpConn>,

@@ -9,7 +9,7 @@ use super::generated::moat::net::tls::{
     ClientOptions, Host, HostWithStore, Identity, ServerOptions,
 };
 use super::generated::moat::net::types::ErrorCode;
-use super::{MoatCtxView, MoatNet, listen::listen_options, tcp::connect_options};
+use super::{MoatNet, NetCtxView, listen::listen_options, tcp::connect_options};
 use crate::net::{self, NetError, TcpConn, TcpListener};
 
 fn identity(id: Identity) -> net::TlsIdentity {
@@ -40,7 +40,7 @@ fn server(options: ServerOptions) -> net::TlsServerOptions {
     }
 }
 
-impl Host for MoatCtxView<'_> {
+impl Host for NetCtxView<'_> {
     fn alpn_protocol(&mut self, socket: Resource<TcpConn>) -> wasmtime::Result<Option<String>> {
         let conn = self.table.get(&socket)?;
         Ok(conn

@@ -8,7 +8,7 @@ use super::generated::moat::net::udp::{
     BindOptions, Datagram, Host, HostUdpSocket, HostUdpSocketWithStore, HostWithStore,
     MulticastInterface, OutgoingDatagram,
 };
-use super::{MoatCtxView, MoatNet};
+use super::{MoatNet, NetCtxView};
 use crate::net::{self, UdpSocket};
 
 fn datagram(d: net::Datagram) -> Datagram {
@@ -35,7 +35,7 @@ fn handle<T>(
     store.with(|mut access| Ok(access.get().table.get(socket)?.clone()))
 }
 
-impl Host for MoatCtxView<'_> {}
+impl Host for NetCtxView<'_> {}
 
 impl<T: Send> HostWithStore<T> for MoatNet {
     async fn bind(
@@ -130,7 +130,7 @@ impl<T: Send> HostUdpSocketWithStore<T> for MoatNet {
     }
 }
 
-impl HostUdpSocket for MoatCtxView<'_> {
+impl HostUdpSocket for NetCtxView<'_> {
     fn join_multicast(
         &mut self,
         socket: Resource<UdpSocket>,

@@ -13,7 +13,7 @@
 use wasmtime::component::{Access, Accessor, Resource, StreamReader};
 
 use super::generated::moat::net as now;
-use super::{MoatCtxView, MoatNet};
+use super::{MoatNet, NetCtxView};
 use crate::net::{TcpConn, TcpListener, UdpSocket};
 
 /// Generated bindings for `moat:net/imports@0.2.0` (`host/wit/moat-net-0.2.0`).
@@ -107,7 +107,7 @@ impl From<old::types::SocketAddress> for now::types::SocketAddress {
     }
 }
 
-impl old::types::Host for MoatCtxView<'_> {}
+impl old::types::Host for NetCtxView<'_> {}
 
 // tcp
 
@@ -133,7 +133,7 @@ impl From<old::tcp::ConnectOptions> for now::tcp::ConnectOptions {
     }
 }
 
-impl old::tcp::Host for MoatCtxView<'_> {}
+impl old::tcp::Host for NetCtxView<'_> {}
 
 impl<T: Send> old::tcp::HostWithStore<T> for MoatNet {
     async fn connect(
@@ -168,7 +168,7 @@ impl<T: Send> old::tcp::HostTcpSocketWithStore<T> for MoatNet {
     }
 }
 
-impl old::tcp::HostTcpSocket for MoatCtxView<'_> {
+impl old::tcp::HostTcpSocket for NetCtxView<'_> {
     fn receive_outcome(
         &mut self,
         socket: Resource<TcpConn>,
@@ -237,7 +237,7 @@ impl From<now::listen::Accepted> for old::listen::Accepted {
     }
 }
 
-impl old::listen::Host for MoatCtxView<'_> {}
+impl old::listen::Host for NetCtxView<'_> {}
 
 impl<T: Send> old::listen::HostWithStore<T> for MoatNet {
     async fn listen(
@@ -268,7 +268,7 @@ impl<T: Send> old::listen::HostListenerWithStore<T> for MoatNet {
     }
 }
 
-impl old::listen::HostListener for MoatCtxView<'_> {
+impl old::listen::HostListener for NetCtxView<'_> {
     fn local_address(
         &mut self,
         listener: Resource<TcpListener>,
@@ -313,7 +313,7 @@ impl From<old::tls::ServerOptions> for now::tls::ServerOptions {
     }
 }
 
-impl old::tls::Host for MoatCtxView<'_> {
+impl old::tls::Host for NetCtxView<'_> {
     fn alpn_protocol(&mut self, socket: Resource<TcpConn>) -> wasmtime::Result<Option<String>> {
         now::tls::Host::alpn_protocol(self, socket)
     }
@@ -418,7 +418,7 @@ impl From<old::udp::MulticastInterface> for now::udp::MulticastInterface {
     }
 }
 
-impl old::udp::Host for MoatCtxView<'_> {}
+impl old::udp::Host for NetCtxView<'_> {}
 
 impl<T: Send> old::udp::HostWithStore<T> for MoatNet {
     async fn bind(
@@ -494,7 +494,7 @@ impl<T: Send> old::udp::HostUdpSocketWithStore<T> for MoatNet {
     }
 }
 
-impl old::udp::HostUdpSocket for MoatCtxView<'_> {
+impl old::udp::HostUdpSocket for NetCtxView<'_> {
     fn join_multicast(
         &mut self,
         socket: Resource<UdpSocket>,

@@ -6,7 +6,7 @@
 //! names:
 //!
 //! 1. [`AddressGate::lookup`] refuses, before any DNS query, a name that no
-//!    grant names ([`Policy::check_lookup`](crate::policy::Policy::check_lookup)),
+//!    grant names ([`Policy::check_lookup`](moat_policy::policy::Policy::check_lookup)),
 //!    and records the addresses a granted name resolved to, for the
 //!    answer's lifetime (see [`super::dns`]).
 //! 2. [`AddressGate::judge`] runs before each syscall that uses an
@@ -37,13 +37,13 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::budget::Charge;
 use super::dns::{Addresses, RecordFull};
-use super::error::NetError;
+use super::error::{LimitReached, NetError, TimedOut};
 use super::limits::{DEFAULT_ANSWER_LIFETIME, MAX_NOTICES, MAX_WASI_UDP_RECEIVES, SocketSlot};
 use super::own_listeners::OwnListener;
 use super::run::{Admitted, Run, capability_of, unspecified_destination};
 use crate::audit::{Event, Operation, Outcome, Reason};
-use crate::policy::{Capability, Denied, Host, LookupDenied, Provenance};
-use crate::setting::Setting;
+use moat_policy::policy::{Capability, Denied, Host, LookupDenied, Provenance};
+use moat_policy::setting::Setting;
 
 /// What a program does with an address, as the gate judges it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,19 +80,24 @@ pub enum LookupError {
     /// The resolver has no address for it, or failed.
     #[error("{0}")]
     NotResolved(String),
-    /// The lookup took longer than the run's lookup timeout.
-    #[error("the lookup timed out")]
-    TimedOut,
-    /// The run has its maximum of calls waiting.
+    /// The lookup took longer than the run's lookup timeout (which it
+    /// names, typed).
     #[error("{0}")]
-    LimitReached(String),
+    TimedOut(#[source] Box<TimedOut>),
+    /// A bound of the run: its calls waiting, its host memory.
+    #[error("{0}")]
+    LimitReached(#[source] Box<LimitReached>),
+    /// The audit trail could not take the record of the lookup.
+    #[error("the audit trail failed: {0}")]
+    AuditFailed(String),
 }
 
 impl From<NetError> for LookupError {
     fn from(err: NetError) -> LookupError {
         match err {
-            NetError::TimedOut(_) => LookupError::TimedOut,
-            NetError::LimitReached(why) => LookupError::LimitReached(why),
+            NetError::TimedOut(timed_out) => LookupError::TimedOut(timed_out),
+            NetError::LimitReached(limit) => LookupError::LimitReached(limit),
+            NetError::AuditFailed(why) => LookupError::AuditFailed(why),
             other => LookupError::NotResolved(other.to_string()),
         }
     }
@@ -342,7 +347,7 @@ impl AddressGate {
             }
         };
         self.record_lookup(&host, Ok(&answer.addresses))
-            .map_err(|e| LookupError::LimitReached(e.to_string()))?;
+            .map_err(|e| LookupError::AuditFailed(e.to_string()))?;
         let lifetime = answer.lifetime.unwrap_or(DEFAULT_ANSWER_LIFETIME);
         let pinned = self.run.policy.denies_by_name(&host);
         tracing::debug!(target: "moat::net", name = %host, addresses = ?answer.addresses, ?lifetime, pinned, "resolved and recorded");
@@ -353,13 +358,15 @@ impl AddressGate {
             .record(&host, &answer.addresses, lifetime, pinned)
             .map_err(|RecordFull| {
                 let max = self.run.limits.max_recorded_addresses;
-                let setting = Setting::MaxHostMemory.named(self.run.policy.spelling());
+                let setting = Setting::MaxHostMemory.spelled(self.run.policy.spelling());
                 tracing::debug!(target: "moat::net", name = %host, max, "record full: lookup refused");
-                LookupError::LimitReached(format!(
-                    "the run's record of resolved addresses holds {max} pairs for names that \
-                     deny entries name, none expired, or the run's host memory is spent \
-                     ({setting})"
-                ))
+                LookupError::LimitReached(Box::new(LimitReached {
+                    reached: format!(
+                        "the run's record of resolved addresses holds {max} pairs for names \
+                         that deny entries name, none expired, or the run's host memory is spent"
+                    ),
+                    setting: Some(setting),
+                }))
             })?;
         Ok(answer.addresses)
     }
@@ -422,7 +429,7 @@ impl AddressGate {
             .try_acquire_owned()
             .map_err(|_| {
                 tracing::debug!(target: "moat::net", max = MAX_WASI_UDP_RECEIVES, "wasi UDP receive limit reached");
-                NetError::LimitReached(format!(
+                NetError::fixed_limit(format!(
                     "the run has {MAX_WASI_UDP_RECEIVES} UDP receives waiting already (each holds a 64 KiB buffer)"
                 ))
             })?;
@@ -455,7 +462,7 @@ pub(crate) struct UdpReceiveTurn {
 mod tests {
     use super::*;
 
-    fn gate_for(policy: crate::policy::Policy) -> AddressGate {
+    fn gate_for(policy: moat_policy::policy::Policy) -> AddressGate {
         AddressGate::new(
             Arc::new(Run::new(policy, crate::net::Limits::default(), None)),
             Notices::default(),
@@ -482,7 +489,7 @@ mod tests {
 
     #[test]
     fn a_denial_of_a_recorded_address_names_the_name() {
-        let policy = crate::policy::Policy::new()
+        let policy = moat_policy::policy::Policy::new()
             .allow_connect("api.test:443")
             .unwrap();
         let gate = gate_for(policy);
@@ -508,7 +515,7 @@ mod tests {
             other => panic!("{other:?}"),
         }
         // A listener on a port-0 bind is judged as port 0.
-        let listen = crate::policy::Policy::new()
+        let listen = moat_policy::policy::Policy::new()
             .allow_listen("127.0.0.1:0,127.0.0.1:8080")
             .unwrap();
         let listens = gate_for(listen);
@@ -516,7 +523,7 @@ mod tests {
         assert!(listens.judge(local(37141), AddressUse::Listen).is_ok());
         assert!(listens.judge(local(8080), AddressUse::Bind).is_ok());
         assert!(listens.judge(local(8081), AddressUse::Bind).is_err());
-        let only_8080 = crate::policy::Policy::new()
+        let only_8080 = moat_policy::policy::Policy::new()
             .allow_listen("127.0.0.1:8080")
             .unwrap();
         let only_8080 = gate_for(only_8080);
@@ -560,8 +567,8 @@ mod tests {
         let ip: IpAddr = "10.0.0.7".parse().unwrap();
         let to = |port| SocketAddr::new(ip, port);
         for policy in [
-            crate::policy::Policy::allow_all(),
-            crate::policy::Policy::new()
+            moat_policy::policy::Policy::allow_all(),
+            moat_policy::policy::Policy::new()
                 .allow_connect("*.lan.test")
                 .unwrap(),
         ] {
@@ -588,7 +595,7 @@ mod tests {
 
     #[test]
     fn a_name_whose_answer_is_unspecified_never_grants_every_interface() {
-        let policy = crate::policy::Policy::new()
+        let policy = moat_policy::policy::Policy::new()
             .allow_listen("zero.lan.test:28080")
             .unwrap();
         let gate = gate_for(policy);

@@ -9,9 +9,11 @@ use tokio::net::TcpListener as PeerListener;
 use tokio::net::UdpSocket as Peer;
 
 use crate::audit::{Audit, AuditRecord, AuditSink, Body, Context, Operation, Outcome, Reason};
-use crate::net::{BindOptions, ConnectOptions, Lookup, Net, NetError, Resolver};
-use crate::policy::Source;
-use crate::settings::{Origin, Setting, Settings};
+use crate::net::{
+    BindOptions, ConnectOptions, Lookup, Net, NetConfig, NetError, PendingWrites, Resolver,
+};
+use moat_policy::policy::Source;
+use moat_policy::settings::{Origin, Setting, Settings};
 
 /// A sink that keeps what it is given.
 #[derive(Clone, Default)]
@@ -38,6 +40,14 @@ impl Resolver for Fixed {
 /// trail whose records are returned by the closure, after the trail is
 /// finished.
 fn audited(flags: &[(Setting, &str)]) -> (Net, Audit, Kept) {
+    audited_with(flags, None)
+}
+
+/// As [`audited`], names resolved by `resolver`.
+fn audited_with(
+    flags: &[(Setting, &str)],
+    resolver: Option<Arc<dyn crate::net::Resolver>>,
+) -> (Net, Audit, Kept) {
     let mut settings = Settings::new();
     for (setting, value) in flags {
         settings.set(&Origin::Flag, *setting, *value).unwrap();
@@ -49,7 +59,12 @@ fn audited(flags: &[(Setting, &str)]) -> (Net, Audit, Kept) {
         crate::settings::audited(&settings),
     )
     .unwrap();
-    let net = Net::new(settings.policy).with_audit(audit.clone());
+    let config = NetConfig {
+        audit: audit.clone(),
+        resolver,
+        ..NetConfig::new(settings.policy)
+    };
+    let net = Net::build(config, PendingWrites::new());
     (net, audit, kept)
 }
 
@@ -134,16 +149,18 @@ async fn a_connect_is_recorded_with_its_rule_and_the_address_used() {
 
 #[tokio::test]
 async fn a_name_whose_every_address_is_denied_names_them_all() {
-    let (net, audit, kept) = audited(&[
-        (Setting::AllowNet, "rebind.test"),
-        (Setting::DenyNet, "private"),
-        (Setting::DenyNet, "metadata"),
-    ]);
     let addresses: Vec<IpAddr> = ["10.0.0.5", "169.254.169.254", "192.168.1.9"]
         .iter()
         .map(|a| a.parse().unwrap())
         .collect();
-    let net = net.with_resolver(Arc::new(Fixed(addresses.clone())));
+    let (net, audit, kept) = audited_with(
+        &[
+            (Setting::AllowNet, "rebind.test"),
+            (Setting::DenyNet, "private"),
+            (Setting::DenyNet, "metadata"),
+        ],
+        Some(Arc::new(Fixed(addresses.clone()))),
+    );
     let refused = net
         .connect("rebind.test", 80, &ConnectOptions::default())
         .await
@@ -277,7 +294,7 @@ async fn a_listen_and_a_multicast_join_are_recorded_with_the_address_bound() {
 
 #[tokio::test]
 async fn with_no_trail_nothing_is_recorded_and_decisions_are_the_same() {
-    let net = Net::new(crate::policy::Policy::new());
+    let net = Net::new(moat_policy::policy::Policy::new());
     assert!(!net.audit().is_on());
     let refused = net
         .connect("127.0.0.1", 9, &ConnectOptions::default())
@@ -301,7 +318,11 @@ async fn a_trail_that_cannot_be_written_stops_the_runs_network() {
     let peer = PeerListener::bind("127.0.0.1:0").await.unwrap();
     let port = peer.local_addr().unwrap().port();
     let audit = Audit::start(Box::new(Full), Context::new(None), Vec::new()).unwrap();
-    let net = Net::new(crate::policy::Policy::allow_all()).with_audit(audit.clone());
+    let config = NetConfig {
+        audit: audit.clone(),
+        ..NetConfig::new(moat_policy::policy::Policy::allow_all())
+    };
+    let net = Net::build(config, PendingWrites::new());
     // The settings record fails the sink; wait until the trail knows.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     while audit.record(unreachable_event).is_ok() {
@@ -317,7 +338,7 @@ async fn a_trail_that_cannot_be_written_stops_the_runs_network() {
         .err()
         .expect("refused");
     assert!(
-        matches!(&refused, NetError::LimitReached(why) if why.contains("no space left on device")),
+        matches!(&refused, NetError::AuditFailed(why) if why.contains("no space left on device")),
         "{refused}"
     );
     let socket = net.bind_udp("127.0.0.1", 0, &BindOptions::default()).await;
@@ -327,7 +348,7 @@ async fn a_trail_that_cannot_be_written_stops_the_runs_network() {
 fn unreachable_event() -> crate::audit::Event {
     crate::audit::Event::new(
         Operation::Connect,
-        &crate::policy::Host::parse("192.0.2.1").unwrap(),
+        &moat_policy::policy::Host::parse("192.0.2.1").unwrap(),
         Some(9),
         Outcome::Allowed { rule: None },
     )

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::error::NetError;
-use crate::setting::{Setting, Spelling};
+use moat_policy::setting::{Setting, Spelled, Spelling};
 
 /// One run's account of host memory.
 #[derive(Debug)]
@@ -32,7 +32,7 @@ pub(crate) struct Budget {
     max: usize,
     /// The setting a refusal names (`--max-host-memory`,
     /// `MOAT_MAX_HOST_MEMORY`).
-    setting: &'static str,
+    setting: Spelled,
 }
 
 /// Bytes paid from a [`Budget`], given back when dropped.
@@ -54,7 +54,7 @@ impl Budget {
         Arc::new(Budget {
             used: AtomicUsize::new(0),
             max: max.unwrap_or(usize::MAX),
-            setting: Setting::MaxHostMemory.named(spelling),
+            setting: Setting::MaxHostMemory.spelled(spelling),
         })
     }
 
@@ -85,11 +85,14 @@ impl Budget {
             }
         }
         tracing::debug!(target: "moat::net", used, bytes, max = self.max, what, "host memory budget reached");
-        Err(NetError::LimitReached(format!(
-            "{what} needs {bytes} bytes of host memory, and the run holds {used} of its {} \
-             already; raise it with {}",
-            self.max, self.setting
-        )))
+        Err(NetError::limit(
+            format!(
+                "{what} needs {bytes} bytes of host memory, and the run holds {used} of its {} \
+                 already",
+                self.max
+            ),
+            self.setting,
+        ))
     }
 }
 
@@ -146,7 +149,11 @@ mod tests {
         let a = budget.charge(60, "a test").unwrap();
         let err = budget.charge(41, "a lookup answer").unwrap_err();
         assert!(
-            matches!(&err, NetError::LimitReached(why) if why.contains("raise it with MOAT_MAX_HOST_MEMORY") && why.contains("a lookup answer")),
+            err.limit_setting() == Some(Setting::MaxHostMemory)
+                && err.to_string().contains("a lookup answer")
+                && err
+                    .to_string()
+                    .contains("raise it with MOAT_MAX_HOST_MEMORY"),
             "{err}"
         );
         let mut b = budget.charge(40, "a test").unwrap();

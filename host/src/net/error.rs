@@ -4,7 +4,8 @@ use std::io;
 
 use rustix::io::Errno;
 
-use crate::policy::{Denied, HostError};
+use moat_policy::policy::{Denied, HostError};
+use moat_policy::setting::Spelled;
 
 /// Everything a socket operation can fail with. Each case maps to one case
 /// of the WIT variant `moat:net/types.error-code`, so a guest can match on
@@ -35,10 +36,11 @@ pub enum NetError {
     /// The peer or the network reset or aborted the connection.
     #[error("connection reset")]
     ConnectionReset,
-    /// The operation did not complete in the time allowed; the text says
-    /// what took too long and which timeout ended it.
+    /// The operation did not complete in the time allowed: what took too
+    /// long, and the run's setting that bounds it, typed. Boxed, as
+    /// [`Denied`](Self::Denied) is.
     #[error("{0}")]
-    TimedOut(String),
+    TimedOut(Box<TimedOut>),
     /// The local address is in use.
     #[error("address in use")]
     AddressInUse,
@@ -63,10 +65,14 @@ pub enum NetError {
     /// TLS: the handshake failed otherwise.
     #[error("tls handshake failed: {0}")]
     TlsHandshake(String),
-    /// A bound of the run was reached (sockets, ...); the text names it and
-    /// the flag that raises it.
+    /// A bound of the run was reached: which one, typed, and what was
+    /// reached. Boxed, as [`Denied`](Self::Denied) is.
     #[error("limit reached: {0}")]
-    LimitReached(String),
+    LimitReached(Box<LimitReached>),
+    /// The audit trail could not take the record of the call, so the call
+    /// was not made: nothing is done that the trail does not hold.
+    #[error("the audit trail failed: {0}")]
+    AuditFailed(String),
     /// The operating system refused the call (EACCES, EPERM: a privileged
     /// port, broadcast without SO_BROADCAST, a firewall rule); moat's
     /// policy allowed it.
@@ -79,6 +85,68 @@ pub enum NetError {
     /// Anything else the operating system reported.
     #[error("{0}")]
     Other(String),
+}
+
+/// A bound of the run that refused a call.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{reached}{}", match .setting { Some(s) => format!("; raise it with {s}"), None => String::new() })]
+pub struct LimitReached {
+    /// What was reached, in words: "the run holds 1024 sockets and
+    /// listeners".
+    pub reached: String,
+    /// The setting that raises it, as the run writes it; `None` for a
+    /// fixed cap of moat's that no setting raises.
+    pub setting: Option<Spelled>,
+}
+
+/// A call that took longer than it was given.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{what}{}", match .setting { Some(s) => format!(" ({s})"), None => String::new() })]
+pub struct TimedOut {
+    /// What took too long and which timeout ended it, in words: "lookup of
+    /// example.com took longer than 15s, the run's lookup timeout".
+    pub what: String,
+    /// The run's setting that sets or caps that timeout, as the run writes
+    /// it; `None` for the call's own timeout or the operating system's.
+    pub setting: Option<Spelled>,
+}
+
+impl NetError {
+    /// A call that took longer than `what` says, under the run's
+    /// `setting` (`None`: the call's own timeout).
+    pub(crate) fn timed_out(what: impl Into<String>, setting: Option<Spelled>) -> NetError {
+        NetError::TimedOut(Box::new(TimedOut {
+            what: what.into(),
+            setting,
+        }))
+    }
+
+    /// A refusal by the bound `setting`, having reached what `reached`
+    /// says.
+    pub(crate) fn limit(reached: impl Into<String>, setting: Spelled) -> NetError {
+        NetError::LimitReached(Box::new(LimitReached {
+            reached: reached.into(),
+            setting: Some(setting),
+        }))
+    }
+
+    /// A refusal by a fixed cap of moat's that no setting raises.
+    pub(crate) fn fixed_limit(reached: impl Into<String>) -> NetError {
+        NetError::LimitReached(Box::new(LimitReached {
+            reached: reached.into(),
+            setting: None,
+        }))
+    }
+
+    /// The setting whose bound refused the call or whose timeout ended
+    /// it, if the run's setting did.
+    pub fn limit_setting(&self) -> Option<moat_policy::setting::Setting> {
+        match self {
+            NetError::LimitReached(limit) => limit.setting.map(|s| s.setting),
+            NetError::TimedOut(timed_out) => timed_out.setting.map(|s| s.setting),
+            _ => None,
+        }
+    }
 }
 
 /// `host:port` as a guest would write it back: an IPv6 literal in brackets.
@@ -121,7 +189,7 @@ impl From<io::Error> for NetError {
             K::ConnectionReset | K::ConnectionAborted | K::BrokenPipe | K::NotConnected => {
                 NetError::ConnectionReset
             }
-            K::TimedOut => NetError::TimedOut(err.to_string()),
+            K::TimedOut => NetError::timed_out(err.to_string(), None),
             K::AddrInUse => NetError::AddressInUse,
             K::AddrNotAvailable => NetError::AddressNotAvailable,
             K::HostUnreachable | K::NetworkUnreachable | K::NetworkDown => NetError::Unreachable,
@@ -142,7 +210,9 @@ mod tests {
         assert_eq!(from(libc_errno::ECONNRESET), NetError::ConnectionReset);
         assert_eq!(from(libc_errno::EPIPE), NetError::ConnectionReset);
         assert_eq!(from(libc_errno::EADDRINUSE), NetError::AddressInUse);
-        assert!(matches!(from(libc_errno::ETIMEDOUT), NetError::TimedOut(_)));
+        assert!(
+            matches!(from(libc_errno::ETIMEDOUT), NetError::TimedOut(t) if t.setting.is_none())
+        );
         assert_eq!(from(libc_errno::EHOSTUNREACH), NetError::Unreachable);
         assert!(matches!(
             from(libc_errno::EACCES),

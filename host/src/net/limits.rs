@@ -1,6 +1,9 @@
-//! The bounds of a run: every constant that caps what a guest (or its
-//! peers) can make the host hold or wait for, the [`Limits`] an embedder
-//! sets, and the slots that count sockets against them.
+//! The socket core's fixed caps, which no setting raises: what a guest's
+//! call meets (public: `MAX_PEM_BYTES`, ...) and the host's own tuning
+//! (crate-private); and the slots that count sockets against the run's
+//! [`Limits`]. The bounds a setting sets, with their defaults, are
+//! `moat_host::limits` (moat-policy's); `docs/inventory.md` names every
+//! cap with what it bounds.
 //!
 //! A socket's `SocketSlot` lives as long as its file descriptor: in the
 //! socket's core, which a drain task keeps alive after the guest dropped
@@ -16,24 +19,14 @@ use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::error::NetError;
-use crate::setting::{Setting, Spelling};
+use moat_policy::setting::{Setting, Spelled, Spelling};
+
+// The bounds a setting sets, and their defaults, are moat-policy's: plain
+// data beside the settings table (public as `moat_host::limits`).
+pub(crate) use moat_policy::limits::DEFAULT_CLOSE_LINGER;
+pub use moat_policy::limits::Limits;
 
 // Sockets, waiting calls and host memory.
-
-/// Sockets and listeners a run may hold at once, counting closed sockets
-/// still writing out their last bytes. A client with a connection pool
-/// holds tens; 1024 is also the usual soft limit on a process's open files.
-/// A server expecting more concurrent clients raises it (`--max-sockets`);
-/// each socket can hold up to 64 KiB of queued bytes in the host, so the
-/// default bounds that at 64 MiB.
-pub const DEFAULT_MAX_SOCKETS: u32 = 1024;
-
-/// Calls a run may have waiting at once for something that may never come:
-/// UDP receives, accepts, and name lookups. A waiting call holds no buffer,
-/// only its own state in the host and in wasmtime, about 2 KiB; 4096 of
-/// them is 8 MiB. A program waits on a few per socket it serves; only a
-/// guest parking calls on purpose comes near this.
-pub const DEFAULT_MAX_WAITING_CALLS: u32 = 4096;
 
 /// UDP receives a wasi:sockets 0.3 program may have waiting at once.
 /// wasmtime-wasi holds a 64 KiB buffer for each while it waits, so this
@@ -43,27 +36,7 @@ pub const DEFAULT_MAX_WAITING_CALLS: u32 = 4096;
 /// too.
 pub const MAX_WASI_UDP_RECEIVES: u32 = 256;
 
-/// Host memory a run's guest may make the host keep, all kinds together
-/// (see [`Limits::max_host_memory`]): 64 MiB, the size of a guest's own
-/// memory that the budget is meant to keep from being multiplied. A
-/// program with a thousand connections whose peers stall holds its 64 KiB
-/// send backlogs in it, and a handful of TLS configurations and DNS
-/// answers are a few KiB each. An embedder or a server with more stalled
-/// peers raises it (`--max-host-memory`).
-pub const DEFAULT_MAX_HOST_MEMORY: usize = 64 << 20;
-
 // Name lookups, their answers, and the names recorded for stock programs.
-
-/// Name lookups a run has in flight at once; more wait for a turn (within
-/// their timeout). Lookups are asynchronous (no thread each), so this bounds
-/// the DNS traffic a guest can cause, not threads; 16 is more than a
-/// browser's per-host connection limit needs.
-pub const DEFAULT_MAX_LOOKUPS: u32 = 16;
-
-/// How long one name lookup may take, waiting for a turn included. The
-/// resolver's own retries (two, five seconds each, as glibc's defaults)
-/// fit inside it.
-pub const DEFAULT_LOOKUP_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// Most names whose answers a run keeps. A name is at most 253 bytes and
 /// an answer a few addresses, so a full cache of common answers is under
@@ -71,7 +44,7 @@ pub const DEFAULT_LOOKUP_TIMEOUT: Duration = Duration::from_secs(15);
 /// (a name can have thousands of addresses). A guest that talks to more
 /// names than this at once has the earliest-expiring answers dropped (and
 /// looked up again when next used).
-pub const MAX_KEPT_ANSWERS: usize = 1024;
+pub(crate) const MAX_KEPT_ANSWERS: usize = 1024;
 
 /// Most addresses of one answer the run keeps and uses, in the resolver's
 /// order. A DNS answer over UDP (1,232 bytes with EDNS) holds about 75 A
@@ -85,31 +58,22 @@ pub const MAX_ANSWER_ADDRESSES: usize = 256;
 /// are common behind CDNs, and a program connects after its lookup
 /// returns, not within the TTL: a minute covers a slow connect and its
 /// retries.
-pub const MIN_ANSWER_LIFETIME: Duration = Duration::from_secs(60);
+pub(crate) const MIN_ANSWER_LIFETIME: Duration = Duration::from_secs(60);
 
 /// How long a stock program's answer is recorded when the resolver does
 /// not say (a custom [`Resolver`](super::Resolver) that gives no
 /// lifetime): five minutes, a common TTL.
-pub const DEFAULT_ANSWER_LIFETIME: Duration = Duration::from_secs(300);
+pub(crate) const DEFAULT_ANSWER_LIFETIME: Duration = Duration::from_secs(300);
 
 /// The longest time an answer is kept or recorded. A day is the longest
 /// TTL most resolvers honour (hickory caps at one day too).
-pub const MAX_ANSWER_LIFETIME: Duration = Duration::from_secs(24 * 3600);
-
-/// (address, name) pairs a run remembers from its wasi:sockets name
-/// lookups, so that a connect to an address can be judged as a connect to
-/// the name it came from (see [`AddressGate`](super::AddressGate)). A pair
-/// costs about 64 bytes, so 4096 is 256 KiB; a program that looks up a few
-/// hundred names with a few addresses each stays under it. When full, the
-/// answers closest to expiry are forgotten (their addresses are judged as
-/// addresses).
-pub const DEFAULT_MAX_RECORDED_ADDRESSES: usize = 4096;
+pub(crate) const MAX_ANSWER_LIFETIME: Duration = Duration::from_secs(24 * 3600);
 
 /// Distinct denials a run reports through its
 /// [`Notices`](super::Notices); later ones are logged on `moat::net` only.
 /// A program retrying a denied connect in a loop must not flood the
 /// terminal, and the first few name what to fix.
-pub const MAX_NOTICES: usize = 32;
+pub(crate) const MAX_NOTICES: usize = 32;
 
 // TCP: sending, closing, accepting.
 
@@ -119,18 +83,7 @@ pub const MAX_NOTICES: usize = 32;
 /// waits for this much to drain, which bounds a stalled socket's cost at
 /// 64 KiB (10,000 stalled sockets: 640 MiB) and nothing for an idle one:
 /// the buffer is allocated when needed and freed once drained.
-pub const SEND_BACKLOG_LIMIT: usize = 64 * 1024;
-
-/// How long one socket the guest closed, while its run goes on, may still
-/// write out its queued bytes to a peer that does not read, before they are
-/// dropped and the connection reset (the default of
-/// [`Limits::close_linger`]). Linux's own FIN timeout for an orphaned
-/// socket (60 s) would be too generous here: 30 s bounds what a peer that
-/// never reads can hold. Until then the socket still counts against the
-/// run's socket cap. It is longer than [`DEFAULT_LINGER`] because nothing
-/// waits for it: the guest has gone on, and only the socket's slot and
-/// backlog are held.
-pub const DEFAULT_CLOSE_LINGER: Duration = Duration::from_secs(30);
+pub(crate) const SEND_BACKLOG_LIMIT: usize = 64 * 1024;
 
 /// How long a finished run waits for its sockets to write out the bytes
 /// they still hold before closing them anyway (the default of
@@ -147,7 +100,7 @@ pub const DEFAULT_LINGER: Duration = Duration::from_secs(10);
 /// Eight: enough to absorb a burst while the guest's accept loop turns
 /// round; beyond it the accept task stops accepting and clients wait in the
 /// kernel's backlog, so the guest's own loop is the backpressure.
-pub const ACCEPT_QUEUE: usize = 8;
+pub(crate) const ACCEPT_QUEUE: usize = 8;
 
 // TLS.
 
@@ -159,16 +112,6 @@ pub const ACCEPT_QUEUE: usize = 8;
 /// working network (a few round trips). Never more than the run's cap
 /// ([`Limits::tls_handshake_timeout`]).
 pub const DEFAULT_TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// The run's cap on any TLS handshake, client or server, whatever the
-/// guest asks for (the default of [`Limits::tls_handshake_timeout`],
-/// `--tls-handshake-timeout`): a handshake holds a socket and session
-/// state, and a peer that stalls one must not hold them for long. The same
-/// ten seconds as [`DEFAULT_TLS_HANDSHAKE_TIMEOUT`], so that by default a
-/// guest can ask for no longer than it gets without asking; an operator
-/// raising the cap (a slow link) lets a guest's longer bound through and
-/// leaves that default as it is.
-pub const DEFAULT_MAX_TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// TLS handshakes a listener runs at once. Each costs a socket and a few
 /// KiB of session state; past this many, the listener stops accepting until
@@ -209,190 +152,9 @@ pub const MAX_TLS_CONFIGS: usize = 1024;
 /// receives in flight at once without allocating; a burst of more takes
 /// more, and the surplus is freed, not kept (4 × 64 KiB is the most an idle
 /// socket holds).
-pub const POOL_KEEP: usize = 4;
+pub(crate) const POOL_KEEP: usize = 4;
 
 // HTTP (wasi:http guests, `moat serve`).
-
-/// wasi:http requests a run has in flight at once, each from its send
-/// until its response body ends or is dropped. Each holds a connection
-/// (an HTTP/1 connection carries one request at a time), so the socket
-/// cap bounds them too; this bounds the requests of a guest that starts
-/// many and reads none. 256: far more than a client keeps busy at once
-/// (browsers: 6 per host), a quarter of the socket cap.
-pub const DEFAULT_MAX_HTTP_REQUESTS: u32 = 256;
-
-/// The run's cap on an outgoing request's connect (lookup, TCP and TLS
-/// together): 30 s, beyond any working network, short enough that a
-/// black-holed address does not hold the request for the kernel's two
-/// minutes of SYN retries.
-pub const DEFAULT_HTTP_CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// The run's cap on the wait for a response's head after the request was
-/// sent: 60 s, what nginx and most proxies give an upstream
-/// (`proxy_read_timeout`); a slow API that computes longer raises it.
-pub const DEFAULT_HTTP_FIRST_BYTE_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// The run's cap on a pause between two pieces of a response body: 60 s,
-/// as the first byte's.
-pub const DEFAULT_HTTP_BETWEEN_BYTES_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// The largest HTTP head, a response's to the guest and a request's to
-/// `moat serve`: 64 KiB, four times what common servers accept
-/// (nginx's default large buffers are 4 × 8 KiB; Node's is 16 KiB) and a
-/// sixth of hyper's own default (~400 KB), which each connection would
-/// hold.
-pub const DEFAULT_MAX_HTTP_HEADER_SIZE: usize = 64 << 10;
-
-/// `moat serve`: client connections open at once, and requests being
-/// answered at once. 1024, the socket cap's default; past it new clients
-/// wait in the kernel's backlog, and an HTTP/2 stream is answered 503.
-pub const DEFAULT_MAX_HTTP_CONNECTIONS: u32 = 1024;
-
-/// `moat serve`: how long a client may take to send a request's head,
-/// counted from when the connection is ready for one, so it is also how
-/// long a kept-alive connection may sit idle between requests. 10 s: a
-/// real client sends a head in one round trip; a client that sends one
-/// byte a second is cut off and gives its slot back.
-pub const DEFAULT_HTTP_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// `moat serve`: the largest request body a client may send: 64 MiB. The
-/// body is streamed to the handler, not held, so this bounds what a client
-/// can make a handler read, not the host's memory; past it the client gets
-/// 413 (at once when Content-Length says so).
-pub const DEFAULT_MAX_HTTP_BODY_SIZE: u64 = 64 << 20;
-
-/// `moat serve`: handler instances running at once. Each may grow to
-/// `--max-memory`, so the guests of a server hold at most this many times
-/// that (16 × the default 512 MiB: 8 GiB; a server of small handlers sets
-/// `--max-memory=64MiB`, 1 GiB in all). 16 keeps two cores busy with room
-/// for handlers that wait on upstreams; a request waits for an instance
-/// within its `--timeout`, then gets 503.
-pub const DEFAULT_MAX_INSTANCES: u32 = 16;
-
-/// `moat serve`: the longest pause in a request body while its handler
-/// waits for more: 10 s, as for the head ([`DEFAULT_HTTP_HEADER_READ_TIMEOUT`]).
-/// The clock runs only while the handler waits, so a handler that reads
-/// slowly, or stops reading, never makes its client look slow. Past it the
-/// client gets 408 (or, if the response has started, the response is cut
-/// off) and the handler is stopped, giving its instance back.
-pub const DEFAULT_HTTP_REQUEST_BODY_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// `moat serve`: the longest a response may wait for its client to take
-/// more of it (TCP's window, or HTTP/2's, closed): 30 s, half the default
-/// request time, long enough for any client that reads at all. Past it
-/// the response is cut off (the HTTP/1.1 connection closed, the HTTP/2
-/// stream reset) and its handler stopped, giving its instance back.
-pub const DEFAULT_HTTP_RESPONSE_SEND_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// `moat serve`: handler instances one client address (an IPv4 address, an
-/// IPv6 /64) holds at once: 4, a quarter of the default
-/// [`DEFAULT_MAX_INSTANCES`], so that one client (slow bodies, unread
-/// responses, a hundred HTTP/2 streams) leaves three quarters of the
-/// server to the others. Its further requests wait for its own instances,
-/// within their `--timeout`, then get 429. A server behind a reverse
-/// proxy sees one address and raises it.
-pub const DEFAULT_MAX_INSTANCES_PER_CLIENT: u32 = 4;
-
-/// The bounds of one run. The defaults are what a normal program never
-/// meets and a hostile one does; `None` means unbounded (the embedder's
-/// choice, never a default).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Limits {
-    /// Open sockets and listeners ([`DEFAULT_MAX_SOCKETS`]). A listener
-    /// counts twice while it waits for a connection: itself, and the place
-    /// it holds for the connection it is about to accept (so that accepting
-    /// never goes past the cap).
-    pub max_sockets: Option<u32>,
-    /// UDP receives, accepts and lookups waiting at once
-    /// ([`DEFAULT_MAX_WAITING_CALLS`]).
-    pub max_waiting_calls: u32,
-    /// Name lookups in flight ([`DEFAULT_MAX_LOOKUPS`]).
-    pub max_lookups: u32,
-    /// One lookup's time ([`DEFAULT_LOOKUP_TIMEOUT`]).
-    pub lookup_timeout: Duration,
-    /// Cap on any TLS handshake's time ([`DEFAULT_MAX_TLS_HANDSHAKE_TIMEOUT`]).
-    pub tls_handshake_timeout: Duration,
-    /// Connections one listener has open at once, for listeners whose
-    /// guest sets no cap of its own (`None`: only the socket cap).
-    pub max_connections: Option<u32>,
-    /// Connections one listener has open at once from one peer, for
-    /// listeners whose guest sets no cap of its own. A peer is an IPv4
-    /// address or an IPv6 /64 (`peer_of`): one IPv6 client is usually
-    /// given a whole /64, so counting each /128 would give it 2^64 shares.
-    pub max_connections_per_peer: Option<u32>,
-    /// How long a socket the guest closed may go on writing out its queued
-    /// bytes before they are dropped and the connection reset
-    /// ([`DEFAULT_CLOSE_LINGER`]).
-    pub close_linger: Duration,
-    /// (address, name) pairs remembered from wasi:sockets name lookups
-    /// ([`DEFAULT_MAX_RECORDED_ADDRESSES`]).
-    pub max_recorded_addresses: usize,
-    /// Host memory the run's guest may make the host keep, every kind
-    /// together ([`DEFAULT_MAX_HOST_MEMORY`]; see `net/budget.rs`).
-    pub max_host_memory: Option<usize>,
-    /// wasi:http requests in flight ([`DEFAULT_MAX_HTTP_REQUESTS`]).
-    pub max_http_requests: u32,
-    /// Cap on an outgoing request's connect ([`DEFAULT_HTTP_CONNECT_TIMEOUT`]).
-    pub http_connect_timeout: Duration,
-    /// Cap on the wait for a response's head
-    /// ([`DEFAULT_HTTP_FIRST_BYTE_TIMEOUT`]).
-    pub http_first_byte_timeout: Duration,
-    /// Cap on a pause in a response body
-    /// ([`DEFAULT_HTTP_BETWEEN_BYTES_TIMEOUT`]).
-    pub http_between_bytes_timeout: Duration,
-    /// Largest HTTP head ([`DEFAULT_MAX_HTTP_HEADER_SIZE`]; at least
-    /// 8 KiB, hyper's smallest buffer).
-    pub max_http_header_size: usize,
-    /// `moat serve`'s open connections, and its requests being answered
-    /// at once ([`DEFAULT_MAX_HTTP_CONNECTIONS`]; HTTP/2 carries many on
-    /// one connection).
-    pub max_http_connections: u32,
-    /// `moat serve`'s wait for a request's head
-    /// ([`DEFAULT_HTTP_HEADER_READ_TIMEOUT`]).
-    pub http_header_read_timeout: Duration,
-    /// `moat serve`'s largest request body ([`DEFAULT_MAX_HTTP_BODY_SIZE`]).
-    pub max_http_body_size: u64,
-    /// `moat serve`'s instances at once ([`DEFAULT_MAX_INSTANCES`]).
-    pub max_instances: u32,
-    /// `moat serve`'s longest pause in a request body a handler waits on
-    /// ([`DEFAULT_HTTP_REQUEST_BODY_TIMEOUT`]).
-    pub http_request_body_timeout: Duration,
-    /// `moat serve`'s longest wait for a client to take more of a response
-    /// ([`DEFAULT_HTTP_RESPONSE_SEND_TIMEOUT`]).
-    pub http_response_send_timeout: Duration,
-    /// `moat serve`'s instances one client address holds at once
-    /// ([`DEFAULT_MAX_INSTANCES_PER_CLIENT`]).
-    pub max_instances_per_client: u32,
-}
-
-impl Default for Limits {
-    fn default() -> Limits {
-        Limits {
-            max_sockets: Some(DEFAULT_MAX_SOCKETS),
-            max_waiting_calls: DEFAULT_MAX_WAITING_CALLS,
-            max_lookups: DEFAULT_MAX_LOOKUPS,
-            lookup_timeout: DEFAULT_LOOKUP_TIMEOUT,
-            tls_handshake_timeout: DEFAULT_MAX_TLS_HANDSHAKE_TIMEOUT,
-            max_connections: None,
-            max_connections_per_peer: None,
-            close_linger: DEFAULT_CLOSE_LINGER,
-            max_recorded_addresses: DEFAULT_MAX_RECORDED_ADDRESSES,
-            max_host_memory: Some(DEFAULT_MAX_HOST_MEMORY),
-            max_http_requests: DEFAULT_MAX_HTTP_REQUESTS,
-            http_connect_timeout: DEFAULT_HTTP_CONNECT_TIMEOUT,
-            http_first_byte_timeout: DEFAULT_HTTP_FIRST_BYTE_TIMEOUT,
-            http_between_bytes_timeout: DEFAULT_HTTP_BETWEEN_BYTES_TIMEOUT,
-            max_http_header_size: DEFAULT_MAX_HTTP_HEADER_SIZE,
-            max_http_connections: DEFAULT_MAX_HTTP_CONNECTIONS,
-            http_header_read_timeout: DEFAULT_HTTP_HEADER_READ_TIMEOUT,
-            max_http_body_size: DEFAULT_MAX_HTTP_BODY_SIZE,
-            max_instances: DEFAULT_MAX_INSTANCES,
-            http_request_body_timeout: DEFAULT_HTTP_REQUEST_BODY_TIMEOUT,
-            http_response_send_timeout: DEFAULT_HTTP_RESPONSE_SEND_TIMEOUT,
-            max_instances_per_client: DEFAULT_MAX_INSTANCES_PER_CLIENT,
-        }
-    }
-}
 
 /// The run's socket count.
 #[derive(Clone)]
@@ -400,7 +162,7 @@ pub(crate) struct SocketSlots {
     slots: Option<Arc<Semaphore>>,
     max: u32,
     /// The setting a refusal names (`--max-sockets`, `MOAT_MAX_SOCKETS`).
-    setting: &'static str,
+    setting: Spelled,
 }
 
 /// One socket's place in its run's count (and in its listener's), given
@@ -432,7 +194,7 @@ impl SocketSlots {
         SocketSlots {
             slots: max.map(|n| Arc::new(Semaphore::new(n as usize))),
             max: max.unwrap_or(u32::MAX),
-            setting: Setting::MaxSockets.named(spelling),
+            setting: Setting::MaxSockets.spelled(spelling),
         }
     }
 
@@ -448,10 +210,13 @@ impl SocketSlots {
             }),
             Err(_) => {
                 tracing::debug!(target: "moat::net", max = self.max, "socket limit reached");
-                Err(NetError::LimitReached(format!(
-                    "the run holds {} sockets and listeners (closed sockets still sending count too); raise it with {}",
-                    self.max, self.setting
-                )))
+                Err(NetError::limit(
+                    format!(
+                        "the run holds {} sockets and listeners (closed sockets still sending count too)",
+                        self.max
+                    ),
+                    self.setting,
+                ))
             }
         }
     }
@@ -500,7 +265,7 @@ pub(crate) struct WaitingCalls {
     turns: Arc<Semaphore>,
     max: u32,
     /// The setting a refusal names.
-    setting: &'static str,
+    setting: Spelled,
 }
 
 impl WaitingCalls {
@@ -510,7 +275,7 @@ impl WaitingCalls {
         WaitingCalls {
             turns: Arc::new(Semaphore::new(max.max(1) as usize)),
             max,
-            setting: Setting::MaxWaitingCalls.named(spelling),
+            setting: Setting::MaxWaitingCalls.spelled(spelling),
         }
     }
 
@@ -518,10 +283,13 @@ impl WaitingCalls {
     pub(crate) fn enter(&self, what: &str) -> Result<OwnedSemaphorePermit, NetError> {
         Arc::clone(&self.turns).try_acquire_owned().map_err(|_| {
             tracing::debug!(target: "moat::net", max = self.max, what, "waiting-call limit reached");
-            NetError::LimitReached(format!(
-                "the run has {} receives, accepts and lookups waiting already; raise it with {}",
-                self.max, self.setting
-            ))
+            NetError::limit(
+                format!(
+                    "the run has {} receives, accepts and lookups waiting already",
+                    self.max
+                ),
+                self.setting,
+            )
         })
     }
 }

@@ -1,7 +1,8 @@
-//! The socket core: policy-checked TCP on tokio, with no wasmtime in sight.
+//! The socket core: policy-checked TCP, UDP, TLS, name lookups and HTTP
+//! on tokio, with no wasmtime in sight.
 //!
-//! [`Net`] is one run's network: its [`Policy`] and the host tasks its
-//! sockets spawn. Everything here is plain tokio, so it is tested with plain
+//! [`Net`] is one run's network: its [`Policy`], its bounds and the host
+//! tasks its sockets spawn, made once from a [`NetConfig`]. Everything here is plain tokio, so it is tested with plain
 //! tokio; the WIT glue (`host/src/bindings`, private) is a thin layer over it.
 //!
 //! - `tcp`: a connected socket, its reader and its writer.
@@ -13,8 +14,11 @@
 //!   stock programs.
 //! - `address_gate`: the policy for programs that name peers by address
 //!   (wasi:sockets).
-//! - `limits`: every bound of a run ([`Limits`] and the constants
-//!   re-exported here), and the slots that count sockets.
+//! - `limits`: the host's fixed caps, the bounds a setting sets ([`Limits`],
+//!   moat-policy's, re-exported here), and the slots that count sockets.
+//! - `config`: [`NetConfig`], what a network is made from.
+//! - `http`: the wasi:http client ([`HttpClient`]): its pool, its checks
+//!   and its bodies.
 //! - `error`: [`NetError`], the WIT `error-code` as a Rust enum.
 //!
 //! A run's shared state and the checks every call passes are in `run`
@@ -26,11 +30,12 @@ mod address_gate;
 #[cfg(test)]
 mod audit_tests;
 pub(crate) mod budget;
+mod config;
 mod dns;
 mod error;
 mod http;
 mod io;
-pub(crate) mod limits;
+pub mod limits;
 mod listen;
 mod options;
 pub(crate) mod own_listeners;
@@ -44,39 +49,27 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 pub use address_gate::{AddressGate, AddressUse, LookupError, Notices};
+pub use config::NetConfig;
 pub use dns::{Addresses, Answer, AnswerLookup, Lookup, Resolver, SystemResolver};
-pub use error::NetError;
 pub(crate) use error::host_port;
-pub(crate) use http::ChargedBody;
+pub use error::{LimitReached, NetError, TimedOut};
 pub use http::{
-    Abandoned, BoxError, CONNECTION_BYTES, H2_CONNECTION_WINDOW, H2_RECEIVE_WINDOW, HttpClient,
-    HttpError, HttpRequestOptions, MIN_HTTP_HEADER_SIZE, POOL_IDLE_TIMEOUT, POOL_MAX_PER_AUTHORITY,
-    RequestBody, ResponseBody, Unfinished, request_cut_short,
+    Abandoned, BoxError, HttpClient, HttpError, HttpRequestOptions, RequestBody, ResponseBody,
+    Unfinished, request_cut_short,
 };
-pub use limits::{
-    ACCEPT_QUEUE, DEFAULT_ANSWER_LIFETIME, DEFAULT_CLOSE_LINGER,
-    DEFAULT_HTTP_BETWEEN_BYTES_TIMEOUT, DEFAULT_HTTP_CONNECT_TIMEOUT,
-    DEFAULT_HTTP_FIRST_BYTE_TIMEOUT, DEFAULT_HTTP_HEADER_READ_TIMEOUT,
-    DEFAULT_HTTP_REQUEST_BODY_TIMEOUT, DEFAULT_HTTP_RESPONSE_SEND_TIMEOUT, DEFAULT_LOOKUP_TIMEOUT,
-    DEFAULT_MAX_HOST_MEMORY, DEFAULT_MAX_HTTP_BODY_SIZE, DEFAULT_MAX_HTTP_CONNECTIONS,
-    DEFAULT_MAX_HTTP_HEADER_SIZE, DEFAULT_MAX_HTTP_REQUESTS, DEFAULT_MAX_INSTANCES,
-    DEFAULT_MAX_INSTANCES_PER_CLIENT, DEFAULT_MAX_LOOKUPS, DEFAULT_MAX_RECORDED_ADDRESSES,
-    DEFAULT_MAX_SOCKETS, DEFAULT_MAX_TLS_HANDSHAKE_TIMEOUT, DEFAULT_MAX_WAITING_CALLS,
-    DEFAULT_TLS_HANDSHAKE_TIMEOUT, Limits, MAX_ANSWER_ADDRESSES, MAX_ANSWER_LIFETIME,
-    MAX_CHAIN_CERTIFICATES, MAX_GUEST_ROOTS, MAX_HANDSHAKES, MAX_KEPT_ANSWERS, MAX_NOTICES,
-    MAX_PEM_BYTES, MAX_TLS_CONFIGS, MAX_WASI_UDP_RECEIVES, MIN_ANSWER_LIFETIME, POOL_KEEP,
-    SEND_BACKLOG_LIMIT,
-};
+pub(crate) use http::{ChargedBody, MIN_HTTP_HEADER_SIZE};
+pub use limits::Limits;
 pub use listen::{AcceptQueue, ListenOptions, TcpListener};
 pub use tasks::PendingWrites;
 pub use tcp::{ConnectOptions, Keepalive, Outcome, Reader, TcpConn, Upgrade, Upgraded, Writer};
 pub use tls::{TlsClientOptions, TlsContext, TlsIdentity, TlsServerOptions, TlsTrust};
-pub use udp::{BindOptions, Datagram, MulticastInterface, RECEIVE_BUFFER, UdpSocket};
+pub use udp::{BindOptions, Datagram, MulticastInterface, UdpSocket};
 
 use tokio_rustls::TlsAcceptor;
 
 use crate::audit::{self, Audit, Operation};
-use crate::policy::Policy;
+use moat_policy::policy::Policy;
+use moat_policy::setting::{Setting, Spelled};
 use run::Run;
 use tasks::Tasks;
 
@@ -94,34 +87,35 @@ pub struct Net {
 }
 
 impl Net {
-    /// A network governed by `policy`, with its own [`PendingWrites`] gauge.
+    /// A network governed by `policy`, every bound at its default, with
+    /// its own [`PendingWrites`] gauge.
     pub fn new(policy: Policy) -> Net {
-        Net::with_pending_writes(policy, PendingWrites::new())
+        Net::build(NetConfig::new(policy), PendingWrites::new())
     }
 
-    /// A network governed by `policy` that counts its sockets with queued
-    /// bytes on `pending` (the host shares one gauge between runs).
-    pub fn with_pending_writes(policy: Policy, pending: Arc<PendingWrites>) -> Net {
-        let run = Arc::new(Run::new(policy, Limits::default(), None));
+    /// The network `config` describes, made once; it counts its sockets
+    /// with queued bytes on `pending` (a host shares one gauge between
+    /// runs).
+    pub fn build(config: NetConfig, pending: Arc<PendingWrites>) -> Net {
+        let NetConfig {
+            policy,
+            limits,
+            resolver,
+            tls_trust,
+            audit,
+        } = config;
         let tasks = Tasks::new(pending);
+        tasks.set_close_linger(limits.close_linger);
+        let mut run = Run::new(policy, limits, resolver);
+        run.audit = audit;
+        let run = Arc::new(run);
         tasks.set_budget(Arc::clone(&run.budget));
         Net {
             run,
             tasks,
-            tls: Arc::default(),
+            tls: Arc::new(tls_trust.map(TlsContext::new).unwrap_or_default()),
             http: Arc::default(),
         }
-    }
-
-    /// This network with `limits` instead of [`Limits::default`]. Call it
-    /// before opening sockets (they count against the limits they were
-    /// opened under).
-    pub fn with_limits(mut self, limits: Limits) -> Net {
-        self.tasks.set_close_linger(limits.close_linger);
-        self.run = Arc::new(self.run.rebuilt(Some(limits), None));
-        self.http = Arc::default();
-        self.tasks.set_budget(Arc::clone(&self.run.budget));
-        self
     }
 
     /// The gate for this network's address-named sockets (wasi:sockets),
@@ -129,27 +123,6 @@ impl Net {
     /// reported to `notices`.
     pub fn address_gate(&self, notices: Notices) -> AddressGate {
         AddressGate::new(Arc::clone(&self.run), notices)
-    }
-
-    /// This network resolving names with `resolver` instead of the
-    /// [`SystemResolver`]. The lookup limits and the deny rules apply to
-    /// its answers as to the system's.
-    pub fn with_resolver(mut self, resolver: Arc<dyn Resolver>) -> Net {
-        self.run = Arc::new(self.run.rebuilt(None, Some(resolver)));
-        self.http = Arc::default();
-        self.tasks.set_budget(Arc::clone(&self.run.budget));
-        self
-    }
-
-    /// This network recording every decision on `audit` (see
-    /// [`crate::audit`]). Call it before opening sockets.
-    pub fn with_audit(mut self, audit: Audit) -> Net {
-        let mut run = self.run.rebuilt(None, None);
-        run.audit = audit;
-        self.run = Arc::new(run);
-        self.http = Arc::default();
-        self.tasks.set_budget(Arc::clone(&self.run.budget));
-        self
     }
 
     /// The run's audit trail (off unless [`with_audit`](Self::with_audit)).
@@ -168,12 +141,10 @@ impl Net {
         self.run.budget.used()
     }
 
-    /// This network with `trust` as the roots TLS clients trust (the
-    /// default is webpki-roots' Mozilla set).
-    pub fn with_tls_trust(mut self, trust: TlsTrust) -> Net {
-        self.tls = Arc::new(TlsContext::new(trust));
-        self.http = Arc::default();
-        self
+    /// The setting that caps every TLS handshake of the run, as the run
+    /// writes it.
+    fn handshake_cap(&self) -> Spelled {
+        Setting::TlsHandshakeTimeout.spelled(self.run.policy.spelling())
     }
 
     /// The policy every call is checked against.
@@ -292,6 +263,7 @@ impl Net {
                 name,
                 config,
                 limits::DEFAULT_TLS_HANDSHAKE_TIMEOUT.min(self.run.limits.tls_handshake_timeout),
+                self.handshake_cap(),
             )
             .await?;
             Ok(TcpConn::with_io(
@@ -302,11 +274,14 @@ impl Net {
         };
         match options.timeout {
             Some(limit) => tokio::time::timeout(limit, attempt).await.map_err(|_| {
-                NetError::TimedOut(format!(
-                    "TLS connect to {} took longer than {limit:?}, the connect's own \
+                NetError::timed_out(
+                    format!(
+                        "TLS connect to {} took longer than {limit:?}, the connect's own \
                          timeout (its `timeout` option)",
-                    error::host_port(host, port)
-                ))
+                        error::host_port(host, port)
+                    ),
+                    None,
+                )
             })?,
             None => attempt.await,
         }
@@ -329,7 +304,12 @@ impl Net {
         // The policy first: a denied listen builds no configuration.
         let admitted = self.run.admit(Operation::Listen, host, port)?;
         let config = self.tls.server_config(tls, &self.run.budget)?;
-        let server = tls::ServerTls::new(config, tls, self.run.limits.tls_handshake_timeout);
+        let server = tls::ServerTls::new(
+            config,
+            tls,
+            self.run.limits.tls_handshake_timeout,
+            self.handshake_cap(),
+        );
         listen::listen(&self.run, &self.tasks, &admitted, options, Some(server)).await
     }
 
@@ -358,7 +338,7 @@ impl Net {
         already_read: Vec<u8>,
         tls: &TlsClientOptions,
     ) -> Result<Upgrade, NetError> {
-        let host = crate::policy::Host::parse(server_name)?;
+        let host = moat_policy::policy::Host::parse(server_name)?;
         let name = tls::server_name(&host)?;
         let config = self.tls.client_config(tls, &self.run.budget)?;
         let port = conn.peer_addr()?.port();
@@ -369,6 +349,7 @@ impl Net {
             name,
             config,
             limit,
+            cap: self.handshake_cap(),
         };
         conn.upgrade(side, already_read)
     }
@@ -386,9 +367,18 @@ impl Net {
         tls: &TlsServerOptions,
     ) -> Result<Upgrade, NetError> {
         let config = self.tls.server_config(tls, &self.run.budget)?;
-        let server = tls::ServerTls::new(config, tls, self.run.limits.tls_handshake_timeout);
+        let server = tls::ServerTls::new(
+            config,
+            tls,
+            self.run.limits.tls_handshake_timeout,
+            self.handshake_cap(),
+        );
         let local = conn.local_addr()?;
-        self.record_upgrade(conn, crate::policy::Host::ip(local.ip()), local.port())?;
+        self.record_upgrade(
+            conn,
+            moat_policy::policy::Host::ip(local.ip()),
+            local.port(),
+        )?;
         conn.upgrade(tcp::upgrade::Side::Server(server), already_read)
     }
 
@@ -400,7 +390,7 @@ impl Net {
     fn record_upgrade(
         &self,
         conn: &TcpConn,
-        host: crate::policy::Host,
+        host: moat_policy::policy::Host,
         port: u16,
     ) -> Result<(), NetError> {
         let peer = conn.peer_addr().ok();
@@ -416,7 +406,7 @@ impl Net {
                 event.address = peer;
                 event
             })
-            .map_err(|e| NetError::LimitReached(e.to_string()))
+            .map_err(|e| NetError::AuditFailed(e.to_string()))
     }
 
     /// Binds a UDP socket to `host`:`port` (port 0: any free port).

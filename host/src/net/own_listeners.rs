@@ -44,7 +44,7 @@ use std::collections::{HashMap, VecDeque};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use crate::policy::Provenance;
+use moat_policy::policy::Provenance;
 
 /// How many closed listeners' addresses a run remembers, newest first, so
 /// that a denied connect to one can say whose port it was: 64 covers a
@@ -192,7 +192,7 @@ impl Drop for OwnListener {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::Source;
+    use moat_policy::policy::Source;
 
     fn rule(entry: &str) -> Arc<Provenance> {
         Arc::new(Provenance {

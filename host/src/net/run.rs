@@ -4,7 +4,7 @@
 //! policy on the host as written, the run's limits, and the policy again on
 //! every address a name resolved to.
 //!
-//! [`crate::policy`] decides; this file is where the socket core asks it,
+//! [`moat_policy::policy`] decides; this file is where the socket core asks it,
 //! for all of TCP, listeners and UDP:
 //!
 //! 1. [`Run::admit`] parses the guest's host and checks the grant and the
@@ -35,10 +35,9 @@ use super::error::NetError;
 use super::limits::{Limits, SocketSlot, SocketSlots, WaitingCalls};
 use super::own_listeners::OwnListeners;
 use crate::audit::{Audit, Event, Operation, Outcome, Reason, Refusal};
-use crate::policy::{
+use moat_policy::policy::{
     Capability, Denied, DenyReason, Host, OwnListenerOnPort, Policy, Provenance, Source,
 };
-use crate::setting::Setting;
 
 /// The capability an operation needs.
 pub(crate) fn capability_of(operation: Operation) -> Capability {
@@ -80,7 +79,7 @@ pub(crate) struct Resolved {
 }
 
 /// Why `error` refused a call, for the audit trail.
-fn reason_of(error: &NetError, spelling: crate::setting::Spelling) -> Reason {
+fn reason_of(error: &NetError) -> Reason {
     match error {
         NetError::Denied(denied) => match &denied.reason {
             DenyReason::NotGranted => Reason::NoGrant {
@@ -99,22 +98,12 @@ fn reason_of(error: &NetError, spelling: crate::setting::Spelling) -> Reason {
                 address: address.or(carried.map(IpAddr::V4)),
             },
         },
-        NetError::LimitReached(why) => Reason::Limit {
-            setting: limit_setting(why, spelling),
+        NetError::LimitReached(limit) => Reason::Limit {
+            setting: limit.setting,
+            reached: limit.reached.clone(),
         },
         _ => Reason::Invalid,
     }
-}
-
-/// The setting a limit's message names (each names the one that raises
-/// it), or the whole message.
-fn limit_setting(why: &str, spelling: crate::setting::Spelling) -> String {
-    Setting::ALL
-        .into_iter()
-        .map(|s| s.named(spelling))
-        .filter(|name| why.contains(name))
-        .max_by_key(|name| name.len())
-        .map_or_else(|| why.to_owned(), str::to_owned)
 }
 
 /// What one run's sockets share: its policy, limits, socket slots, waiting
@@ -148,6 +137,7 @@ impl Run {
                 resolver,
                 limits.max_lookups,
                 limits.lookup_timeout,
+                spelling,
                 Arc::clone(&budget),
             ),
             slots: SocketSlots::new(limits.max_sockets, spelling),
@@ -159,22 +149,6 @@ impl Run {
             audit: Audit::off(),
             own_listeners: Arc::default(),
         }
-    }
-
-    /// This run's state with other limits or another resolver (a fresh
-    /// socket count: call before any socket exists).
-    pub(crate) fn rebuilt(
-        &self,
-        limits: Option<Limits>,
-        resolver: Option<Arc<dyn Resolver>>,
-    ) -> Run {
-        let mut run = Run::new(
-            self.policy.clone(),
-            limits.unwrap_or_else(|| self.limits.clone()),
-            Some(resolver.unwrap_or_else(|| self.lookups.resolver())),
-        );
-        run.audit = self.audit.clone();
-        run
     }
 
     /// Records a refusal of `operation` on `host`:`port`, and returns it.
@@ -222,7 +196,7 @@ impl Run {
                 host,
                 port,
                 Outcome::Denied {
-                    reason: reason_of(&error, self.policy.spelling()),
+                    reason: reason_of(&error),
                     message: error.to_string(),
                 },
             );
@@ -243,7 +217,7 @@ impl Run {
     /// resolved to, and the address it used.
     ///
     /// # Errors
-    /// [`NetError::LimitReached`] if the trail cannot take the record:
+    /// [`NetError::AuditFailed`] if the trail cannot take the record:
     /// the caller drops what it made and fails the call.
     pub(crate) fn allowed(
         &self,
@@ -252,7 +226,7 @@ impl Run {
         used: Option<SocketAddr>,
     ) -> Result<(), NetError> {
         self.went_ahead(admitted, resolved, used, None)
-            .map_err(|e| NetError::LimitReached(e.to_string()))
+            .map_err(|e| NetError::AuditFailed(e.to_string()))
     }
 
     /// Records that the admitted call failed at the network (its name has

@@ -331,7 +331,7 @@ impl Serving {
                             hyper::StatusCode::SERVICE_UNAVAILABLE,
                             format!(
                                 "the server is answering its {} requests at once\n",
-                                crate::setting::Setting::MaxHttpConnections.flag()
+                                moat_policy::setting::Setting::MaxHttpConnections.flag()
                             ),
                         )
                     }

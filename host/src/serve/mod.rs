@@ -89,19 +89,18 @@ use crate::engines::{INCOMING_HANDLER, SERVICE_HANDLER};
 use crate::error::MoatError;
 use crate::kit::MoatCtx;
 use crate::moat::{Guest, Moat};
-use crate::net::{
-    DEFAULT_TLS_HANDSHAKE_TIMEOUT, MIN_HTTP_HEADER_SIZE, Net, TlsIdentity, TlsServerOptions,
-};
+use crate::net::limits::DEFAULT_TLS_HANDSHAKE_TIMEOUT;
+use crate::net::{MIN_HTTP_HEADER_SIZE, Net, TlsIdentity, TlsServerOptions};
 use crate::options::RunOptions;
-use crate::policy::{Host, Provenance, Source};
-use crate::setting::Spelling;
+use moat_policy::policy::{Host, Provenance, Source};
+use moat_policy::setting::Spelling;
 
 /// Where `moat serve` listens unless told otherwise: loopback only, never
 /// every interface unless the operator writes `0.0.0.0` or `[::]`.
 pub const DEFAULT_ADDR: &str = "127.0.0.1:8080";
 
 /// How long one request may take when the run sets no `--timeout`: 60 s,
-/// as an upstream's first byte ([`crate::net::DEFAULT_HTTP_FIRST_BYTE_TIMEOUT`]).
+/// as an upstream's first byte ([`crate::net::limits::DEFAULT_HTTP_FIRST_BYTE_TIMEOUT`]).
 /// A handler stuck in a loop or waiting forever must not hold a client,
 /// an instance and its memory for longer.
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
@@ -216,18 +215,9 @@ impl Moat {
         let run = options.run;
         let notices = crate::moat::notices(&run);
         record_serve_bind(&run, &options.addr, addr)?;
-        let mut builder = MoatCtx::builder(run.policy.clone())
-            .limits(run.limits.clone())
+        let builder = MoatCtx::configured(run.net.clone())
             .notices(notices)
-            .max_memory(run.max_memory.unwrap_or(crate::bounds::DEFAULT_MAX_MEMORY))
-            .linger(self.linger())
-            .audit(run.audit.clone());
-        if let Some(resolver) = run.resolver.clone() {
-            builder = builder.resolver(resolver);
-        }
-        if let Some(trust) = run.tls_trust.clone() {
-            builder = builder.tls_trust(trust);
-        }
+            .linger(self.linger());
         let (net, notices, max_memory, _linger) = builder.into_net(self.ticker());
         let tls = options
             .tls
@@ -412,7 +402,7 @@ impl request::Shared {
 /// operator's grant, `--addr` (`MOAT_HTTP_ADDR` under the shim), as
 /// written, and the address bound.
 fn record_serve_bind(run: &RunOptions, written: &str, bound: SocketAddr) -> Result<(), MoatError> {
-    let source = match run.policy.spelling() {
+    let source = match run.net.policy.spelling() {
         Spelling::Flags => Source::Flag {
             flag: "--addr".to_owned(),
         },
@@ -421,7 +411,8 @@ fn record_serve_bind(run: &RunOptions, written: &str, bound: SocketAddr) -> Resu
         },
         Spelling::Embedding => Source::Embedding,
     };
-    run.audit
+    run.net
+        .audit
         .record(|| {
             let mut event = Event::new(
                 Operation::ServeBind,

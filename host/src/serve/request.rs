@@ -27,9 +27,9 @@ use crate::bindings::http::HttpView;
 use crate::bounds::{MemoryLimitReached, TimeLimitReached, deadline_callback};
 use crate::error::MoatError;
 use crate::kit::{self, MoatCtx};
-use crate::moat::RunState;
 use crate::net::{Abandoned, Net, Notices, Unfinished};
 use crate::options::RunOptions;
+use crate::run_state::RunState;
 
 /// How often the server's ticker interrupts running handlers so that each
 /// checks its request's deadline: 10 ms, so a handler in a loop is stopped
@@ -131,7 +131,12 @@ impl Shared {
         if declared.is_some_and(|n| n > max_body) {
             return too_large(max_body);
         }
-        let limit = self.run.timeout.unwrap_or(DEFAULT_REQUEST_TIMEOUT);
+        let limit = self
+            .run
+            .net
+            .limits
+            .timeout
+            .unwrap_or(DEFAULT_REQUEST_TIMEOUT);
         // One wait for both places, within the request's time: the
         // client's own share first, so that a client past its share waits
         // behind its own requests, never ahead of anyone else's.
@@ -148,7 +153,7 @@ impl Shared {
                 StatusCode::SERVICE_UNAVAILABLE,
                 format!(
                     "the server's {} handlers are all busy\n",
-                    crate::setting::Setting::MaxInstances.flag()
+                    moat_policy::setting::Setting::MaxInstances.flag()
                 ),
             );
         };
@@ -186,7 +191,7 @@ impl Shared {
             },
         );
         kit::prepare(&mut store);
-        let spelling = self.run.policy.spelling();
+        let spelling = self.run.net.policy.spelling();
         let mut callback = deadline_callback(Instant::now() + limit, limit, spelling);
         store.epoch_deadline_callback(move |_| callback());
 
@@ -338,14 +343,14 @@ struct Stopped;
 /// `call`, stopped at the request's time limit.
 async fn bounded(
     limit: Duration,
-    spelling: crate::setting::Spelling,
+    spelling: moat_policy::setting::Spelling,
     call: impl Future<Output = wasmtime::Result<()>>,
 ) -> wasmtime::Result<()> {
     match tokio::time::timeout(limit, call).await {
         Ok(ended) => ended,
         Err(_) => Err(wasmtime::Error::new(TimeLimitReached {
             limit,
-            setting: crate::setting::Setting::Timeout.named(spelling),
+            setting: moat_policy::setting::Setting::Timeout.spelled(spelling),
         })),
     }
 }
@@ -392,7 +397,7 @@ fn request_timeout(pause: Duration) -> Response<HyperOutgoingBody> {
         StatusCode::REQUEST_TIMEOUT,
         format!(
             "the request body paused for longer than {pause:?} (the server's {})\n",
-            crate::setting::Setting::HttpRequestBodyTimeout.flag()
+            moat_policy::setting::Setting::HttpRequestBodyTimeout.flag()
         ),
     );
     response.headers_mut().insert(
@@ -407,7 +412,7 @@ fn too_many_from_client(share: u32) -> Response<HyperOutgoingBody> {
         StatusCode::TOO_MANY_REQUESTS,
         format!(
             "this client has {share} requests being answered already (the server's {})\n",
-            crate::setting::Setting::MaxInstancesPerClient.flag()
+            moat_policy::setting::Setting::MaxInstancesPerClient.flag()
         ),
     );
     response.headers_mut().insert(
@@ -422,7 +427,7 @@ fn too_large(max: u64) -> Response<HyperOutgoingBody> {
         StatusCode::PAYLOAD_TOO_LARGE,
         format!(
             "request body larger than {max} bytes (the server's {})\n",
-            crate::setting::Setting::MaxHttpBodySize.flag()
+            moat_policy::setting::Setting::MaxHttpBodySize.flag()
         ),
     )
 }

@@ -265,7 +265,7 @@ impl FromStr for DenyList {
 
     /// A comma-separated list of deny entries; an empty list is an error.
     fn from_str(list: &str) -> Result<DenyList, PolicyError> {
-        let entries: Vec<DenyEntry> = super::entries(list, PolicyError::EmptyDenyList)?;
+        let entries: Vec<DenyEntry> = super::grant::entries(list, PolicyError::EmptyDenyList)?;
         let names = entries.iter().any(|e| e.rules.iter().any(Rule::names_only));
         Ok(DenyList { entries, names })
     }

@@ -22,118 +22,22 @@ mod values;
 
 use std::fmt;
 use std::path::PathBuf;
-use std::time::Duration;
 
+use crate::limits::{Bound, Limits};
 use crate::policy::{Capability, DenyList, Grant, Policy, PolicyError, Rule, Source};
 pub use crate::setting::{Kind, Setting, Spelling};
 pub use destination::Destination;
 pub use policy_file::{KEYS, PolicyFile, PolicyFileError, Statement};
 pub use values::{Value, parse_duration, parse_size};
 
-/// The bounds a person set; `None` leaves the default (or an earlier
-/// statement's value).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Bounds {
-    /// `max-sockets`.
-    pub max_sockets: Option<u32>,
-    /// `max-waiting-calls`.
-    pub max_waiting_calls: Option<u32>,
-    /// `max-memory`, in bytes.
-    pub max_memory: Option<u64>,
-    /// `max-host-memory`, in bytes.
-    pub max_host_memory: Option<u64>,
-    /// `timeout`.
-    pub timeout: Option<Duration>,
-    /// `max-lookups`.
-    pub max_lookups: Option<u32>,
-    /// `lookup-timeout`.
-    pub lookup_timeout: Option<Duration>,
-    /// `tls-handshake-timeout`.
-    pub tls_handshake_timeout: Option<Duration>,
-    /// `max-connections` (per listener).
-    pub max_connections: Option<u32>,
-    /// `max-connections-per-peer` (per listener).
-    pub max_connections_per_peer: Option<u32>,
-    /// `max-http-requests`.
-    pub max_http_requests: Option<u32>,
-    /// `http-connect-timeout`.
-    pub http_connect_timeout: Option<Duration>,
-    /// `http-first-byte-timeout`.
-    pub http_first_byte_timeout: Option<Duration>,
-    /// `http-between-bytes-timeout`.
-    pub http_between_bytes_timeout: Option<Duration>,
-    /// `max-http-header-size`, in bytes.
-    pub max_http_header_size: Option<u64>,
-    /// `max-http-connections` (`moat serve`).
-    pub max_http_connections: Option<u32>,
-    /// `http-header-read-timeout` (`moat serve`).
-    pub http_header_read_timeout: Option<Duration>,
-    /// `max-http-body-size` (`moat serve`), in bytes.
-    pub max_http_body_size: Option<u64>,
-    /// `max-instances` (`moat serve`).
-    pub max_instances: Option<u32>,
-    /// `http-request-body-timeout` (`moat serve`).
-    pub http_request_body_timeout: Option<Duration>,
-    /// `http-response-send-timeout` (`moat serve`).
-    pub http_response_send_timeout: Option<Duration>,
-    /// `max-instances-per-client` (`moat serve`).
-    pub max_instances_per_client: Option<u32>,
-    /// `max-audit-size`, in bytes.
-    pub max_audit_size: Option<u64>,
-}
-
-impl Bounds {
-    /// These bounds, with `later`'s values where it sets one.
-    pub fn overridden_by(self, later: Bounds) -> Bounds {
-        Bounds {
-            max_sockets: later.max_sockets.or(self.max_sockets),
-            max_waiting_calls: later.max_waiting_calls.or(self.max_waiting_calls),
-            max_memory: later.max_memory.or(self.max_memory),
-            max_host_memory: later.max_host_memory.or(self.max_host_memory),
-            timeout: later.timeout.or(self.timeout),
-            max_lookups: later.max_lookups.or(self.max_lookups),
-            lookup_timeout: later.lookup_timeout.or(self.lookup_timeout),
-            tls_handshake_timeout: later.tls_handshake_timeout.or(self.tls_handshake_timeout),
-            max_connections: later.max_connections.or(self.max_connections),
-            max_connections_per_peer: later
-                .max_connections_per_peer
-                .or(self.max_connections_per_peer),
-            max_http_requests: later.max_http_requests.or(self.max_http_requests),
-            http_connect_timeout: later.http_connect_timeout.or(self.http_connect_timeout),
-            http_first_byte_timeout: later
-                .http_first_byte_timeout
-                .or(self.http_first_byte_timeout),
-            http_between_bytes_timeout: later
-                .http_between_bytes_timeout
-                .or(self.http_between_bytes_timeout),
-            max_http_header_size: later.max_http_header_size.or(self.max_http_header_size),
-            max_http_connections: later.max_http_connections.or(self.max_http_connections),
-            http_header_read_timeout: later
-                .http_header_read_timeout
-                .or(self.http_header_read_timeout),
-            max_http_body_size: later.max_http_body_size.or(self.max_http_body_size),
-            max_instances: later.max_instances.or(self.max_instances),
-            http_request_body_timeout: later
-                .http_request_body_timeout
-                .or(self.http_request_body_timeout),
-            http_response_send_timeout: later
-                .http_response_send_timeout
-                .or(self.http_response_send_timeout),
-            max_instances_per_client: later
-                .max_instances_per_client
-                .or(self.max_instances_per_client),
-            max_audit_size: later.max_audit_size.or(self.max_audit_size),
-        }
-    }
-}
-
 /// One place's grants, deny lists and bounds.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Settings {
     /// What the guest may reach and where it may listen.
     pub policy: Policy,
-    /// The bounds set.
-    pub bounds: Bounds,
+    /// The bounds: each at its default unless a statement set it (which
+    /// ones did is in [`applied`](Self::applied)).
+    pub limits: Limits,
     /// Where the audit trail goes (`audit`), if it was set.
     pub audit: Option<Destination>,
     /// Every statement that set something, in the order applied, with
@@ -325,7 +229,6 @@ impl Settings {
             Value::Text(text) => Ok(text.trim().to_owned()),
             Value::Integer(_) => Err(bad("expected a list of entries, found a number".to_owned())),
         };
-        let b = &mut self.bounds;
         match setting {
             Setting::AllowNet | Setting::AllowListen => {
                 let capability = if setting == Setting::AllowNet {
@@ -360,59 +263,6 @@ impl Settings {
                     self.policy = std::mem::take(&mut self.policy).with_denied(capability, denied);
                 }
             }
-            Setting::MaxSockets => b.max_sockets = Some(values::count(value).map_err(bad)?),
-            Setting::MaxWaitingCalls => {
-                b.max_waiting_calls = Some(values::count(value).map_err(bad)?);
-            }
-            Setting::MaxMemory => b.max_memory = Some(values::size(value).map_err(bad)?),
-            Setting::MaxHostMemory => b.max_host_memory = Some(values::size(value).map_err(bad)?),
-            Setting::Timeout => b.timeout = Some(values::duration(value).map_err(bad)?),
-            Setting::MaxLookups => b.max_lookups = Some(values::count(value).map_err(bad)?),
-            Setting::LookupTimeout => {
-                b.lookup_timeout = Some(values::duration(value).map_err(bad)?);
-            }
-            Setting::TlsHandshakeTimeout => {
-                b.tls_handshake_timeout = Some(values::duration(value).map_err(bad)?);
-            }
-            Setting::MaxConnections => b.max_connections = Some(values::count(value).map_err(bad)?),
-            Setting::MaxConnectionsPerPeer => {
-                b.max_connections_per_peer = Some(values::count(value).map_err(bad)?);
-            }
-            Setting::MaxHttpRequests => {
-                b.max_http_requests = Some(values::count(value).map_err(bad)?);
-            }
-            Setting::HttpConnectTimeout => {
-                b.http_connect_timeout = Some(values::duration(value).map_err(bad)?);
-            }
-            Setting::HttpFirstByteTimeout => {
-                b.http_first_byte_timeout = Some(values::duration(value).map_err(bad)?);
-            }
-            Setting::HttpBetweenBytesTimeout => {
-                b.http_between_bytes_timeout = Some(values::duration(value).map_err(bad)?);
-            }
-            Setting::MaxHttpHeaderSize => {
-                b.max_http_header_size = Some(values::size(value).map_err(bad)?);
-            }
-            Setting::MaxHttpConnections => {
-                b.max_http_connections = Some(values::count(value).map_err(bad)?);
-            }
-            Setting::HttpHeaderReadTimeout => {
-                b.http_header_read_timeout = Some(values::duration(value).map_err(bad)?);
-            }
-            Setting::MaxHttpBodySize => {
-                b.max_http_body_size = Some(values::size(value).map_err(bad)?);
-            }
-            Setting::MaxInstances => b.max_instances = Some(values::count(value).map_err(bad)?),
-            Setting::HttpRequestBodyTimeout => {
-                b.http_request_body_timeout = Some(values::duration(value).map_err(bad)?);
-            }
-            Setting::HttpResponseSendTimeout => {
-                b.http_response_send_timeout = Some(values::duration(value).map_err(bad)?);
-            }
-            Setting::MaxInstancesPerClient => {
-                b.max_instances_per_client = Some(values::count(value).map_err(bad)?);
-            }
-            Setting::MaxAuditSize => b.max_audit_size = Some(values::size(value).map_err(bad)?),
             Setting::Audit => match value {
                 Value::Text(text) if text.trim().is_empty() => {}
                 Value::Text(text) => self.audit = Some(Destination::parse(text.trim())),
@@ -420,6 +270,21 @@ impl Settings {
                     return Err(bad("expected a file's path, found a number".to_owned()));
                 }
             },
+            bound => {
+                let read = match bound.kind() {
+                    Kind::Count => values::count(value).map(Bound::Count),
+                    Kind::Size => values::size(value).map(Bound::Size),
+                    Kind::Duration => values::duration(value).map(Bound::Duration),
+                    Kind::Grant | Kind::Deny | Kind::File => {
+                        unreachable!("{bound:?} is a bound: the arms above take the rest")
+                    }
+                };
+                // A value of the setting's own kind, read above: `set`
+                // takes it.
+                self.limits
+                    .set(bound, read.map_err(bad)?)
+                    .map_err(|e| bad(e.to_string()))?;
+            }
         }
         Ok(())
     }
@@ -475,11 +340,19 @@ impl Settings {
                 .with_grant(capability, granted)
                 .with_denied(capability, later.policy.denied(capability).clone());
         }
+        // The bounds `later` set replace these; the rest stay.
+        let mut limits = self.limits;
+        for a in &later.applied {
+            if let Some(bound) = later.limits.get(a.setting) {
+                // Read from a Limits, so of the setting's kind.
+                let _ = limits.set(a.setting, bound);
+            }
+        }
         let mut applied = self.applied;
         applied.extend(later.applied);
         Settings {
             policy,
-            bounds: self.bounds.overridden_by(later.bounds),
+            limits,
             audit: later.audit.or(self.audit),
             applied,
         }
@@ -490,6 +363,7 @@ impl Settings {
 mod tests {
     use super::*;
     use crate::policy::Host;
+    use std::time::Duration;
 
     fn host(s: &str) -> Host {
         Host::parse(s).expect("a valid host")
@@ -514,8 +388,8 @@ mod tests {
         assert!(p.check(Capability::Connect, &host("10.2.0.1"), 5).is_ok());
         assert!(p.check(Capability::Connect, &host("10.1.0.1"), 5).is_err());
         assert!(p.check(Capability::Listen, &host("10.2.0.1"), 5).is_err());
-        assert_eq!(s.bounds.max_memory, Some(64 << 20));
-        assert_eq!(s.bounds.timeout, Some(Duration::from_secs(30)));
+        assert_eq!(s.limits.max_memory, 64 << 20);
+        assert_eq!(s.limits.timeout, Some(Duration::from_secs(30)));
     }
 
     #[test]
@@ -587,8 +461,8 @@ mod tests {
             }
             s.set(&origin, Setting::MaxMemory, "64MiB").unwrap();
             s.set(&origin, Setting::LookupTimeout, "2s").unwrap();
-            assert_eq!(s.bounds.max_memory, Some(64 << 20));
-            assert_eq!(s.bounds.lookup_timeout, Some(Duration::from_secs(2)));
+            assert_eq!(s.limits.max_memory, 64 << 20);
+            assert_eq!(s.limits.lookup_timeout, Duration::from_secs(2));
         }
     }
 
@@ -613,7 +487,7 @@ mod tests {
         assert!(p.check(Capability::Connect, &host("a.example"), 1).is_ok());
         assert!(p.check(Capability::Connect, &host("c.example"), 3).is_ok());
         assert!(p.check(Capability::Connect, &host("b.example"), 2).is_err());
-        assert_eq!(both.bounds.max_sockets, Some(9));
-        assert_eq!(both.bounds.max_lookups, Some(3));
+        assert_eq!(both.limits.max_sockets, Some(9));
+        assert_eq!(both.limits.max_lookups, 3);
     }
 }

@@ -429,8 +429,9 @@ fn path_text(
 mod tests {
     use super::*;
 
+    use crate::limits::Limits;
     use crate::policy::{Capability, Grant, Host};
-    use crate::settings::{Bounds, Settings};
+    use crate::settings::Settings;
     use std::time::Duration;
 
     fn parse(text: &str) -> Result<PolicyFile, PolicyFileError> {
@@ -480,7 +481,7 @@ mod tests {
     fn max_memory(value: &str) -> Result<u64, (usize, Option<String>, String)> {
         let text = format!("max-memory = {value}\n");
         match settings(&text) {
-            Ok(s) => Ok(s.bounds.max_memory.unwrap_or_default()),
+            Ok(s) => Ok(s.limits.max_memory),
             Err(_) => Err(invalid(&text)),
         }
     }
@@ -488,7 +489,7 @@ mod tests {
     fn timeout(value: &str) -> Result<Duration, (usize, Option<String>, String)> {
         let text = format!("timeout = {value}\n");
         match settings(&text) {
-            Ok(s) => Ok(s.bounds.timeout.unwrap_or_default()),
+            Ok(s) => Ok(s.limits.timeout.unwrap_or_default()),
             Err(_) => Err(invalid(&text)),
         }
     }
@@ -535,31 +536,32 @@ max-audit-size = "100MiB"
     fn full_file() {
         let s = settings(FULL).unwrap();
         assert_eq!(
-            s.bounds,
-            Bounds {
+            s.limits,
+            Limits {
                 max_sockets: Some(256),
-                max_waiting_calls: Some(100),
-                max_memory: Some(512 << 20),
+                max_waiting_calls: 100,
+                max_memory: 512 << 20,
                 max_host_memory: Some(128 << 20),
                 timeout: Some(Duration::from_secs(30)),
-                max_lookups: Some(16),
-                lookup_timeout: Some(Duration::from_secs(10)),
-                tls_handshake_timeout: Some(Duration::from_secs(5)),
+                max_lookups: 16,
+                lookup_timeout: Duration::from_secs(10),
+                tls_handshake_timeout: Duration::from_secs(5),
                 max_connections: Some(512),
                 max_connections_per_peer: Some(64),
-                max_http_requests: Some(32),
-                http_connect_timeout: Some(Duration::from_secs(5)),
-                http_first_byte_timeout: Some(Duration::from_secs(20)),
-                http_between_bytes_timeout: Some(Duration::from_secs(7)),
-                max_http_header_size: Some(32 << 10),
-                max_http_connections: Some(100),
-                http_header_read_timeout: Some(Duration::from_secs(3)),
-                max_http_body_size: Some(1 << 20),
-                max_instances: Some(4),
-                http_request_body_timeout: Some(Duration::from_secs(2)),
-                http_response_send_timeout: Some(Duration::from_secs(15)),
-                max_instances_per_client: Some(2),
-                max_audit_size: Some(100 << 20),
+                max_http_requests: 32,
+                http_connect_timeout: Duration::from_secs(5),
+                http_first_byte_timeout: Duration::from_secs(20),
+                http_between_bytes_timeout: Duration::from_secs(7),
+                max_http_header_size: 32 << 10,
+                max_http_connections: 100,
+                http_header_read_timeout: Duration::from_secs(3),
+                max_http_body_size: 1 << 20,
+                max_instances: 4,
+                http_request_body_timeout: Duration::from_secs(2),
+                http_response_send_timeout: Duration::from_secs(15),
+                max_instances_per_client: 2,
+                max_audit_size: 100 << 20,
+                ..Limits::default()
             }
         );
         let p = &s.policy;
@@ -658,7 +660,7 @@ max-audit-size = "100MiB"
     fn crlf_line_endings_count_lines() {
         let text = "# c\r\n\r\nmax-sockets = 3\r\n";
         assert_eq!(lines(text), [(Setting::MaxSockets, 3)]);
-        assert_eq!(settings(text).unwrap().bounds.max_sockets, Some(3));
+        assert_eq!(settings(text).unwrap().limits.max_sockets, Some(3));
     }
 
     #[test]
@@ -800,9 +802,9 @@ max-audit-size = "100MiB"
         );
         let s = settings("max-sockets = 4294967295\nmax-lookups = 0x10\nmax-connections = 1_000\n")
             .unwrap();
-        assert_eq!(s.bounds.max_sockets, Some(u32::MAX));
-        assert_eq!(s.bounds.max_lookups, Some(16));
-        assert_eq!(s.bounds.max_connections, Some(1000));
+        assert_eq!(s.limits.max_sockets, Some(u32::MAX));
+        assert_eq!(s.limits.max_lookups, 16);
+        assert_eq!(s.limits.max_connections, Some(1000));
     }
 
     #[test]

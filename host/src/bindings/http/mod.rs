@@ -34,9 +34,10 @@ use wasmtime_wasi_http::{
     WasiHttpHooks,
 };
 
+use crate::net::MIN_HTTP_HEADER_SIZE;
 use crate::net::{
-    Abandoned, BoxError, HttpClient, HttpError as CoreError, HttpRequestOptions,
-    MIN_HTTP_HEADER_SIZE, Net, NetError, Notices, Unfinished, request_cut_short,
+    Abandoned, BoxError, HttpClient, HttpError as CoreError, HttpRequestOptions, Net, NetError,
+    Notices, Unfinished, request_cut_short,
 };
 use held::Held;
 
@@ -240,6 +241,7 @@ fn tells_the_user(e: &CoreError) -> bool {
             | CoreError::Denied(_)
             | CoreError::AddressDenied(_)
             | CoreError::LimitReached(_)
+            | CoreError::AuditFailed(_)
     )
 }
 
@@ -251,8 +253,12 @@ fn error_code(e: CoreError) -> WasiHttpError {
         }
         CoreError::BadAuthority { .. } => WasiHttpError::HttpRequestUriInvalid,
         CoreError::AddressDenied(_) => WasiHttpError::DestinationIpProhibited,
-        CoreError::LimitReached(why) => {
-            tracing::debug!(target: "moat::http", %why, "limit reached");
+        CoreError::LimitReached(limit) => {
+            tracing::debug!(target: "moat::http", %limit, "limit reached");
+            WasiHttpError::ConnectionLimitReached
+        }
+        CoreError::AuditFailed(why) => {
+            tracing::debug!(target: "moat::http", %why, "audit trail failed");
             WasiHttpError::ConnectionLimitReached
         }
         CoreError::Lookup(e) => match e {
@@ -280,11 +286,11 @@ fn error_code(e: CoreError) -> WasiHttpError {
             NetError::TimedOut(_) => WasiHttpError::ConnectionTimeout,
             _ => WasiHttpError::TlsProtocolError,
         },
-        CoreError::ConnectTimeout(_) => WasiHttpError::ConnectionTimeout,
-        CoreError::FirstByteTimeout(_) => WasiHttpError::HttpResponseTimeout,
-        CoreError::BetweenBytesTimeout(_) => WasiHttpError::ConnectionReadTimeout,
-        CoreError::HeaderTooLarge(n) => {
-            WasiHttpError::HttpResponseHeaderSectionSize(u32::try_from(n).ok())
+        CoreError::ConnectTimeout { .. } => WasiHttpError::ConnectionTimeout,
+        CoreError::FirstByteTimeout { .. } => WasiHttpError::HttpResponseTimeout,
+        CoreError::BetweenBytesTimeout { .. } => WasiHttpError::ConnectionReadTimeout,
+        CoreError::HeaderTooLarge { limit, .. } => {
+            WasiHttpError::HttpResponseHeaderSectionSize(u32::try_from(limit).ok())
         }
         CoreError::Protocol(e) if e.is_incomplete_message() => {
             WasiHttpError::HttpResponseIncomplete

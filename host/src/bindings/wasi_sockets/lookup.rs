@@ -88,7 +88,9 @@ fn p2_code(err: &LookupError) -> ErrorCode {
         LookupError::Denied(_) => ErrorCode::AccessDenied,
         LookupError::InvalidName(_) => ErrorCode::InvalidArgument,
         LookupError::NotResolved(_) => ErrorCode::NameUnresolvable,
-        LookupError::TimedOut | LookupError::LimitReached(_) => ErrorCode::TemporaryResolverFailure,
+        LookupError::TimedOut(_) | LookupError::LimitReached(_) | LookupError::AuditFailed(_) => {
+            ErrorCode::TemporaryResolverFailure
+        }
     }
 }
 
@@ -97,8 +99,9 @@ fn p3_code(err: LookupError) -> P3ErrorCode {
         LookupError::Denied(_) => P3ErrorCode::AccessDenied,
         LookupError::InvalidName(_) => P3ErrorCode::InvalidArgument,
         LookupError::NotResolved(_) => P3ErrorCode::NameUnresolvable,
-        LookupError::TimedOut => P3ErrorCode::TemporaryResolverFailure,
-        LookupError::LimitReached(why) => P3ErrorCode::Other(Some(why)),
+        LookupError::TimedOut(_) => P3ErrorCode::TemporaryResolverFailure,
+        LookupError::LimitReached(limit) => P3ErrorCode::Other(Some(limit.to_string())),
+        LookupError::AuditFailed(why) => P3ErrorCode::Other(Some(why)),
     }
 }
 

@@ -12,7 +12,8 @@ use super::resolver::Resolver;
 use crate::net::budget::Budget;
 use crate::net::error::NetError;
 use crate::net::limits::MAX_ANSWER_ADDRESSES;
-use crate::policy::Host;
+use moat_policy::policy::Host;
+use moat_policy::setting::{Setting, Spelled, Spelling};
 
 /// A run's lookups: its resolver, how many may run at once, how long each
 /// may take, and the answers kept for their lifetime.
@@ -21,6 +22,8 @@ pub(crate) struct Lookups {
     resolver: Arc<dyn Resolver>,
     turns: Arc<Semaphore>,
     timeout: Duration,
+    /// The setting `timeout` comes from, as the run writes it.
+    setting: Spelled,
     answers: Arc<Answers>,
     budget: Arc<Budget>,
 }
@@ -30,19 +33,17 @@ impl Lookups {
         resolver: Arc<dyn Resolver>,
         max: u32,
         timeout: Duration,
+        spelling: Spelling,
         budget: Arc<Budget>,
     ) -> Lookups {
         Lookups {
             resolver,
             turns: Arc::new(Semaphore::new(max.max(1) as usize)),
             timeout,
+            setting: Setting::LookupTimeout.spelled(spelling),
             answers: Arc::default(),
             budget,
         }
-    }
-
-    pub(crate) fn resolver(&self) -> Arc<dyn Resolver> {
-        Arc::clone(&self.resolver)
     }
 
     /// The addresses for `host`:`port`, in the resolver's order. An IP
@@ -94,11 +95,13 @@ impl Lookups {
             Ok(answer) => answer.map_err(|e| NetError::NameNotResolved(format!("{name}: {e}")))?,
             Err(_) => {
                 tracing::debug!(target: "moat::net", %name, timeout = ?self.timeout, "lookup timed out");
-                return Err(NetError::TimedOut(format!(
-                    "lookup of {name} took longer than {:?}, the run's lookup timeout \
-                     (--lookup-timeout)",
-                    self.timeout
-                )));
+                return Err(NetError::timed_out(
+                    format!(
+                        "lookup of {name} took longer than {:?}, the run's lookup timeout",
+                        self.timeout
+                    ),
+                    Some(self.setting),
+                ));
             }
         };
         if answer.addresses.is_empty() {

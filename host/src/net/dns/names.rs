@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use crate::net::budget::{Budget, Charge};
 use crate::net::limits::{MAX_ANSWER_LIFETIME, MIN_ANSWER_LIFETIME};
-use crate::policy::Host;
+use moat_policy::policy::Host;
 
 /// Host memory one recorded pair costs beyond its name's bytes: the entry,
 /// its place in the address map and in the two expiry indexes.

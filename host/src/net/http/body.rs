@@ -18,11 +18,14 @@ use tokio::time::{Instant, Sleep};
 
 use super::{BoxError, HttpError};
 use crate::net::budget::Charge;
+use moat_policy::setting::Spelled;
 
 /// The body of a response to an outgoing request.
 pub struct ResponseBody {
     incoming: Incoming,
     between_bytes: Duration,
+    /// The run's cap on `between_bytes`, for the error.
+    setting: Spelled,
     timer: Pin<Box<Sleep>>,
     /// The request's place under the run's bound on requests in flight,
     /// and (over HTTP/2) its stream's send buffer paid from the run's host
@@ -34,12 +37,14 @@ impl ResponseBody {
     pub(super) fn new(
         incoming: Incoming,
         between_bytes: Duration,
+        setting: Spelled,
         permit: OwnedSemaphorePermit,
         stream: Option<Charge>,
     ) -> ResponseBody {
         ResponseBody {
             incoming,
             between_bytes,
+            setting,
             timer: Box::pin(tokio::time::sleep(between_bytes)),
             permit: Some((permit, stream)),
         }
@@ -72,9 +77,10 @@ impl Body for ResponseBody {
             Poll::Pending => match this.timer.as_mut().poll(cx) {
                 Poll::Ready(()) => {
                     this.permit = None;
-                    Poll::Ready(Some(Err(HttpError::BetweenBytesTimeout(
-                        this.between_bytes,
-                    ))))
+                    Poll::Ready(Some(Err(HttpError::BetweenBytesTimeout {
+                        after: this.between_bytes,
+                        setting: this.setting,
+                    })))
                 }
                 Poll::Pending => Poll::Pending,
             },

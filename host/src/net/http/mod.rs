@@ -38,6 +38,7 @@
 //! request body ([`H2_SEND_BUFFER`]), all paid from the run's host memory.
 
 mod body;
+mod error;
 mod pool;
 
 use std::net::SocketAddr;
@@ -65,11 +66,12 @@ use super::tasks::Tasks;
 use super::tcp::{self, ConnectOptions};
 use super::tls::{self, TlsClientOptions, TlsContext};
 use crate::audit::Operation;
-use crate::policy::{Denied, Host};
-use crate::setting::Setting;
+use moat_policy::policy::Host;
+use moat_policy::setting::Setting;
 
 pub(crate) use body::ChargedBody;
 pub use body::{Abandoned, ResponseBody, Unfinished, request_cut_short};
+pub use error::{HttpError, HttpRequestOptions};
 use pool::{Key, Pool, Sender};
 
 /// What one kept-alive connection costs the host at most, paid from the
@@ -120,109 +122,6 @@ pub const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 /// keeps busy to one service at once (browsers use 6 per host). A
 /// connection finished past it is closed, not kept.
 pub const POOL_MAX_PER_AUTHORITY: usize = 16;
-
-/// Bounds on time a guest may ask for on one request; each is capped by
-/// the run's ([`Limits`](crate::net::Limits)).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct HttpRequestOptions {
-    /// Resolving, connecting and the TLS handshake together.
-    pub connect_timeout: Option<Duration>,
-    /// From the request's head sent to the response's head received.
-    pub first_byte_timeout: Option<Duration>,
-    /// Between two pieces of the response body.
-    pub between_bytes_timeout: Option<Duration>,
-}
-
-/// Why an outgoing request failed. Each maps to one wasi:http
-/// `error-code`, and says which setting or grant would change it.
-#[derive(Debug, thiserror::Error)]
-pub enum HttpError {
-    /// The request's URI has no authority, or an empty one.
-    #[error(
-        "HTTP request denied: it names no host (its URI has {0} authority); \
-         moat judges the URI's authority, never the Host header"
-    )]
-    NoAuthority(&'static str),
-    /// The authority is not a host moat can judge (`127.1`, a bad IPv6
-    /// literal, a port out of range).
-    #[error("HTTP request to {authority} denied: {reason}")]
-    BadAuthority {
-        /// The authority as written.
-        authority: String,
-        /// What is wrong with it.
-        reason: String,
-    },
-    /// A scheme other than `http` and `https`.
-    #[error("HTTP request with scheme {0} denied: moat sends http and https only")]
-    Scheme(String),
-    /// The host as written is not granted, or a deny entry names it.
-    #[error("HTTP request: {0}")]
-    Denied(Box<Denied>),
-    /// Every address the name resolved to is refused by a deny entry.
-    #[error("HTTP request: {0}")]
-    AddressDenied(Box<Denied>),
-    /// A bound of the run: requests in flight, sockets, host memory.
-    #[error("HTTP request refused: {0}")]
-    LimitReached(String),
-    /// The name could not be resolved.
-    #[error("HTTP request: name not resolved: {0}")]
-    Lookup(#[source] NetError),
-    /// Connecting failed (refused, unreachable, reset, timed out).
-    #[error("HTTP request: connect to {host} failed: {source}")]
-    Connect {
-        /// The host and port as written.
-        host: String,
-        /// Why (the last address tried).
-        #[source]
-        source: NetError,
-    },
-    /// The TLS handshake failed or the certificate was not accepted.
-    #[error("HTTP request: TLS: {0}")]
-    Tls(#[source] NetError),
-    /// Connecting took longer than the connect timeout.
-    #[error("HTTP request: connecting took longer than {0:?} (the run's cap is {setting})", setting = Setting::HttpConnectTimeout.flag())]
-    ConnectTimeout(Duration),
-    /// The response's head took longer than the first-byte timeout.
-    #[error("HTTP request: no response within {0:?} (the run's cap is {setting})", setting = Setting::HttpFirstByteTimeout.flag())]
-    FirstByteTimeout(Duration),
-    /// The body paused longer than the between-bytes timeout.
-    #[error("HTTP response body: nothing for {0:?} (the run's cap is {setting})", setting = Setting::HttpBetweenBytesTimeout.flag())]
-    BetweenBytesTimeout(Duration),
-    /// The response's head is larger than the run allows.
-    #[error("HTTP response head is larger than {0} bytes; raise it with {setting}", setting = Setting::MaxHttpHeaderSize.flag())]
-    HeaderTooLarge(usize),
-    /// The peer broke HTTP, or closed the connection early.
-    #[error("HTTP: {0}")]
-    Protocol(#[source] hyper::Error),
-    /// The request's own body failed (the guest's side).
-    #[error("HTTP request body: {0}")]
-    RequestBody(String),
-}
-
-impl HttpError {
-    /// A failed connect: a refused address, a lookup, a bound, or the
-    /// connection itself.
-    fn from_connect(err: NetError, target: &Target) -> HttpError {
-        match err {
-            NetError::Denied(_)
-            | NetError::LimitReached(_)
-            | NetError::NameNotResolved(_)
-            | NetError::InvalidArgument(_) => HttpError::from_net(err),
-            source => HttpError::Connect {
-                host: format!("{}:{}", target.host, target.port),
-                source,
-            },
-        }
-    }
-
-    fn from_net(err: NetError) -> HttpError {
-        match err {
-            NetError::Denied(denied) => HttpError::AddressDenied(denied),
-            NetError::LimitReached(why) => HttpError::LimitReached(why),
-            other => HttpError::Lookup(other),
-        }
-    }
-}
 
 /// The error of a [`RequestBody`]: whatever the guest's side failed with.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -365,6 +264,7 @@ impl HttpClient {
             }
         };
         let limits = &self.inner.run.limits;
+        let spelling = self.inner.run.policy.spelling();
         let connect_timeout = capped(options.connect_timeout, limits.http_connect_timeout);
         let first_byte = capped(options.first_byte_timeout, limits.http_first_byte_timeout);
         let between_bytes = capped(
@@ -399,7 +299,10 @@ impl HttpClient {
                     }
                     Err(_) => {
                         self.drain(request.into_body());
-                        return Err(HttpError::ConnectTimeout(connect_timeout));
+                        return Err(HttpError::ConnectTimeout {
+                            after: connect_timeout,
+                            setting: Setting::HttpConnectTimeout.spelled(spelling),
+                        });
                     }
                 },
             };
@@ -445,7 +348,12 @@ impl HttpClient {
                 }
             };
             match sent {
-                Err(_) => return Err(HttpError::FirstByteTimeout(first_byte)),
+                Err(_) => {
+                    return Err(HttpError::FirstByteTimeout {
+                        after: first_byte,
+                        setting: Setting::HttpFirstByteTimeout.spelled(spelling),
+                    });
+                }
                 Ok(Ok(response)) => break (sender, response, fresh),
                 Ok(Err(mut failed)) => match failed.take_message() {
                     Some(unsent) if was_pooled => {
@@ -486,7 +394,15 @@ impl HttpClient {
             status = response.status().as_u16(),
             "response"
         );
-        Ok(response.map(|incoming| ResponseBody::new(incoming, between_bytes, permit, stream)))
+        Ok(response.map(|incoming| {
+            ResponseBody::new(
+                incoming,
+                between_bytes,
+                Setting::HttpBetweenBytesTimeout.spelled(spelling),
+                permit,
+                stream,
+            )
+        }))
     }
 
     /// Step 1 alone, for a binding that sees the authority before the
@@ -554,18 +470,19 @@ impl HttpClient {
             .try_acquire_owned()
             .map_err(|_| {
                 let max = run.limits.max_http_requests;
-                let setting = Setting::MaxHttpRequests.named(run.policy.spelling());
+                let setting = Setting::MaxHttpRequests.spelled(run.policy.spelling());
                 tracing::debug!(target: "moat::http", max, "requests-in-flight limit reached");
-                let why = format!(
-                    "the run has {max} HTTP requests in flight already; raise it with {setting}"
+                let refused = NetError::limit(
+                    format!("the run has {max} HTTP requests in flight already"),
+                    setting,
                 );
                 run.refused(
                     Operation::HttpRequest,
                     &admitted.host,
                     Some(port),
-                    NetError::LimitReached(why.clone()),
+                    refused.clone(),
                 );
-                HttpError::LimitReached(why)
+                HttpError::from_net(refused)
             })?;
         // The request is recorded as it goes; the connection it goes on,
         // when a new one is made, has its own record (a connect).
@@ -603,8 +520,13 @@ impl HttpClient {
             ..target.admitted.clone()
         };
         let connected = match tcp::connect_admitted(run, &connection, &options).await {
-            // Idle kept-alive connections give way to a new one.
-            Err(NetError::LimitReached(_)) if self.inner.pool.close_oldest_idle() => {
+            // Idle kept-alive connections give way to a new one when the
+            // run's sockets are all taken (and only then: host memory or
+            // a failed audit trail is not eased by closing one).
+            Err(e)
+                if e.limit_setting() == Some(Setting::MaxSockets)
+                    && self.inner.pool.close_oldest_idle() =>
+            {
                 tokio::task::yield_now().await;
                 tcp::connect_admitted(run, &connection, &options).await
             }
@@ -628,9 +550,11 @@ impl HttpClient {
                 .map_err(HttpError::Tls)?;
             let name = tls::server_name(&target.host).map_err(HttpError::Tls)?;
             let limit = DEFAULT_TLS_HANDSHAKE_TIMEOUT.min(run.limits.tls_handshake_timeout);
-            let session: TlsStream = tls::handshake_client(stream, Vec::new(), name, config, limit)
-                .await
-                .map_err(HttpError::Tls)?;
+            let cap = Setting::TlsHandshakeTimeout.spelled(run.policy.spelling());
+            let session: TlsStream =
+                tls::handshake_client(stream, Vec::new(), name, config, limit, cap)
+                    .await
+                    .map_err(HttpError::Tls)?;
             Either::Right(session)
         } else {
             Either::Left(stream)
@@ -703,13 +627,11 @@ impl HttpClient {
 
     fn hyper_error(&self, e: hyper::Error) -> HttpError {
         if e.is_parse_too_large() {
-            HttpError::HeaderTooLarge(
-                self.inner
-                    .run
-                    .limits
-                    .max_http_header_size
-                    .max(MIN_HTTP_HEADER_SIZE),
-            )
+            let run = &self.inner.run;
+            HttpError::HeaderTooLarge {
+                limit: run.limits.max_http_header_size.max(MIN_HTTP_HEADER_SIZE),
+                setting: Setting::MaxHttpHeaderSize.spelled(run.policy.spelling()),
+            }
         } else if e.is_user() {
             HttpError::RequestBody(e.to_string())
         } else {

@@ -28,7 +28,7 @@ use super::{POOL_IDLE_TIMEOUT, POOL_MAX_PER_AUTHORITY};
 use tokio_util::sync::CancellationToken;
 
 use crate::net::tasks::Tasks;
-use crate::policy::Host;
+use moat_policy::policy::Host;
 
 /// Which connections may carry a request: the scheme, and the host and
 /// port as judged.

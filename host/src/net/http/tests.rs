@@ -9,7 +9,7 @@ use http::Uri;
 use super::*;
 use crate::net::limits::Limits;
 use crate::net::tasks::{PendingWrites, Tasks};
-use crate::policy::Policy;
+use moat_policy::policy::Policy;
 
 fn client(policy: Policy, limits: Limits) -> HttpClient {
     let run = Arc::new(Run::new(policy, limits, None));
@@ -175,6 +175,11 @@ fn requests_in_flight_are_counted_until_their_permit_is_dropped() {
             .contains("raise it with --max-http-requests"),
         "{refused}"
     );
+    assert!(
+        matches!(&refused, HttpError::LimitReached(limit)
+            if limit.setting.map(|s| s.setting) == Some(Setting::MaxHttpRequests)),
+        "the refusal carries its setting, typed: {refused:?}"
+    );
     drop(a);
     assert!(c.admit(&uri).is_ok());
 }
@@ -195,4 +200,92 @@ fn the_request_line_carries_the_path_only() {
     let origin = |u: &str| origin_form(&u.parse().unwrap()).to_string();
     assert_eq!(origin("http://example.com/a/b?c=d"), "/a/b?c=d");
     assert_eq!(origin("http://example.com"), "/");
+}
+
+/// An HTTP/1.1 server on loopback that answers every request `ok` on a
+/// kept-alive connection, and counts the connections it accepted.
+async fn counting_server() -> (u16, Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&accepted);
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            counted.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 1024];
+                while let Ok(n) = stream.read(&mut buf).await {
+                    if n == 0 {
+                        return;
+                    }
+                    head.extend_from_slice(&buf[..n]);
+                    while let Some(end) = head.windows(4).position(|w| w == b"\r\n\r\n") {
+                        head.drain(..end + 4);
+                        let reply = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
+                        if stream.write_all(reply).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    (port, accepted)
+}
+
+/// One GET of `uri`, its body read to the end (so that its connection
+/// goes back to the pool).
+async fn get(client: &HttpClient, uri: &str) -> Result<(), HttpError> {
+    let body = http_body_util::Empty::<Bytes>::new()
+        .map_err(|never| match never {})
+        .boxed_unsync();
+    let request = Request::get(uri).body(body).unwrap();
+    let response = client.send(request, HttpRequestOptions::default()).await?;
+    response.into_body().collect().await.map(|_| ())
+}
+
+/// A new connection that the run's host memory refuses does not close a
+/// kept-alive one: only a refusal at the socket cap gives way to idle
+/// connections. (Any limit did before: a host-memory refusal cost the pool
+/// its idle connections, and the next request a new connection.)
+#[tokio::test]
+async fn only_the_socket_cap_closes_idle_connections_for_a_new_one() {
+    use std::sync::atomic::Ordering;
+    let (port, accepted) = counting_server().await;
+    let policy = || Policy::new().allow_connect("*").unwrap();
+    let local = format!("http://127.0.0.1:{port}/");
+    // What one idle kept-alive connection holds, measured unbounded.
+    let probe = client(policy(), Limits::default());
+    get(&probe, &local).await.unwrap();
+    let idle = probe.inner.run.budget.used();
+    assert!(idle > 0, "a kept-alive connection is paid for");
+    // Room for a second connection, not for its name's lookup answer.
+    let header = Limits::default().max_http_header_size;
+    let c = client(
+        policy(),
+        Limits {
+            max_host_memory: Some(idle + CONNECTION_BYTES + header + 64),
+            ..Limits::default()
+        },
+    );
+    get(&c, &local).await.unwrap();
+    assert_eq!(accepted.load(Ordering::SeqCst), 2, "one connection each");
+    let refused = get(&c, &format!("http://localhost:{port}/"))
+        .await
+        .expect_err("the lookup's answer is past the budget");
+    assert!(
+        matches!(&refused, HttpError::LimitReached(limit)
+            if limit.setting.map(|s| s.setting) == Some(Setting::MaxHostMemory)),
+        "{refused}"
+    );
+    // The kept-alive connection is still there for the next request.
+    get(&c, &local).await.unwrap();
+    assert_eq!(
+        accepted.load(Ordering::SeqCst),
+        2,
+        "the idle connection was kept"
+    );
 }

@@ -12,7 +12,7 @@ use crate::net::error::NetError;
 use crate::net::limits::SocketSlot;
 use crate::net::options::buffer_size;
 use crate::net::run::{Admitted, Run};
-use crate::policy::{Capability, Host};
+use moat_policy::policy::{Capability, Host};
 
 /// Options for [`crate::net::Net::connect`]. The default is what the
 /// operating system does.
@@ -105,11 +105,14 @@ pub(crate) async fn connect_admitted(
         Some(limit) => tokio::time::timeout(limit, attempt)
             .await
             .unwrap_or_else(|_| {
-                Err(NetError::TimedOut(format!(
-                    "connect to {target}:{} took longer than {limit:?}, the connect's \
-                     own timeout (its `timeout` option)",
-                    admitted.port
-                )))
+                Err(NetError::timed_out(
+                    format!(
+                        "connect to {target}:{} took longer than {limit:?}, the connect's \
+                         own timeout (its `timeout` option)",
+                        admitted.port
+                    ),
+                    None,
+                ))
             }),
         None => attempt.await,
     };

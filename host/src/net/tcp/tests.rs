@@ -9,7 +9,7 @@ use tokio::net::TcpStream as PeerStream;
 
 use super::*;
 use crate::net::{ConnectOptions, ListenOptions, Net};
-use crate::policy::Policy;
+use moat_policy::policy::Policy;
 
 /// A socket from the core connected to a plain tokio peer.
 async fn pair_with(options: ConnectOptions) -> (Net, TcpConn, PeerStream) {
@@ -115,10 +115,14 @@ async fn a_spent_host_memory_budget_queues_nothing_and_the_write_waits_for_the_k
     let peer_listener = PeerListener::bind("127.0.0.1:0").await.unwrap();
     let port = peer_listener.local_addr().unwrap().port();
     // A budget smaller than one backlog: nothing is ever queued.
-    let net = Net::new(Policy::allow_all()).with_limits(crate::net::Limits {
-        max_host_memory: Some(1024),
-        ..crate::net::Limits::default()
-    });
+    let config = crate::net::NetConfig {
+        limits: crate::net::Limits {
+            max_host_memory: Some(1024),
+            ..crate::net::Limits::default()
+        },
+        ..crate::net::NetConfig::new(Policy::allow_all())
+    };
+    let net = Net::build(config, crate::net::PendingWrites::new());
     let options = ConnectOptions {
         send_buffer_size: Some(4096),
         ..ConnectOptions::default()

@@ -32,6 +32,7 @@ use crate::net::io::Io;
 use crate::net::limits::{MAX_ALREADY_READ, SocketSlot};
 use crate::net::tasks::Tasks;
 use crate::net::tls::{ServerTls, handshake_client, handshake_server};
+use moat_policy::setting::Spelled;
 
 /// A connection on its way to TLS: its reader and writer have ended (no
 /// FIN), and the bytes the writer handed over are being written out. Await
@@ -54,6 +55,8 @@ pub(crate) enum Side {
         name: ServerName<'static>,
         config: Arc<ClientConfig>,
         limit: Duration,
+        /// The run's setting that caps `limit`.
+        cap: Spelled,
     },
     Server(ServerTls),
 }
@@ -186,7 +189,8 @@ impl Upgrade {
                 name,
                 config,
                 limit,
-            } => handshake_client(stream, already_read, name, config, limit).await?,
+                cap,
+            } => handshake_client(stream, already_read, name, config, limit, cap).await?,
             Side::Server(tls) => handshake_server(&tls, stream, already_read).await?,
         };
         tracing::debug!(target: "moat::net", "tcp socket upgraded to tls");

@@ -11,7 +11,8 @@ use tokio_rustls::TlsConnector;
 use super::{TlsTrust, add_roots, handshake_error, provider, versions_error};
 use crate::net::error::NetError;
 use crate::net::io::{Prefixed, TlsStream};
-use crate::policy::Host;
+use moat_policy::policy::Host;
+use moat_policy::setting::Spelled;
 
 /// A client configuration over `trust` plus the guest's `roots`, with
 /// `identity` as its client certificate.
@@ -56,13 +57,14 @@ pub(crate) fn server_name(host: &Host) -> Result<ServerName<'static>, NetError> 
 }
 
 /// A client handshake over `stream`, after replaying `already_read`,
-/// bounded by `limit`.
+/// bounded by `limit`, which the run's `cap` setting caps.
 pub(crate) async fn handshake_client(
     stream: TcpStream,
     already_read: Vec<u8>,
     name: ServerName<'static>,
     config: Arc<ClientConfig>,
     limit: Duration,
+    cap: Spelled,
 ) -> Result<TlsStream, NetError> {
     let connector = TlsConnector::from(config);
     match tokio::time::timeout(
@@ -71,10 +73,12 @@ pub(crate) async fn handshake_client(
     )
     .await
     {
-        Err(_) => Err(NetError::TimedOut(format!(
-            "TLS handshake took longer than {limit:?}, the handshake timeout (at most the \
-             run's --tls-handshake-timeout)"
-        ))),
+        Err(_) => Err(NetError::timed_out(
+            format!(
+                "TLS handshake took longer than {limit:?}, the handshake timeout, which the run caps"
+            ),
+            Some(cap),
+        )),
         Ok(Err(e)) => Err(handshake_error(e)),
         Ok(Ok(tls)) => Ok(TlsStream::Client(tls)),
     }

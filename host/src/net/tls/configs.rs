@@ -75,7 +75,7 @@ impl<C> Configs<C> {
         }
         if kept.len() >= MAX_TLS_CONFIGS {
             tracing::debug!(target: "moat::net", max = MAX_TLS_CONFIGS, what = self.what, "TLS configuration limit reached");
-            return Err(NetError::LimitReached(format!(
+            return Err(NetError::fixed_limit(format!(
                 "the run has {MAX_TLS_CONFIGS} distinct {}s in use",
                 self.what
             )));

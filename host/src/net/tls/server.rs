@@ -14,6 +14,7 @@ use super::{TlsServerOptions, add_roots, handshake_error, provider, versions_err
 use crate::net::error::NetError;
 use crate::net::io::{Prefixed, TlsStream};
 use crate::net::limits::DEFAULT_TLS_HANDSHAKE_TIMEOUT;
+use moat_policy::setting::Spelled;
 
 /// A server configuration, parsed and checked once (at listen, or at an
 /// upgrade): a certificate or key that cannot be used fails there, not at
@@ -22,6 +23,8 @@ use crate::net::limits::DEFAULT_TLS_HANDSHAKE_TIMEOUT;
 pub(crate) struct ServerTls {
     acceptor: TlsAcceptor,
     limit: Duration,
+    /// The run's setting that caps `limit`, as the run writes it.
+    cap_setting: Spelled,
 }
 
 impl ServerTls {
@@ -31,6 +34,7 @@ impl ServerTls {
         config: Arc<rustls::ServerConfig>,
         options: &TlsServerOptions,
         cap: Duration,
+        cap_setting: Spelled,
     ) -> ServerTls {
         ServerTls {
             acceptor: TlsAcceptor::from(config),
@@ -38,6 +42,7 @@ impl ServerTls {
                 .handshake_timeout
                 .unwrap_or(DEFAULT_TLS_HANDSHAKE_TIMEOUT)
                 .min(cap),
+            cap_setting,
         }
     }
 }
@@ -80,11 +85,14 @@ pub(crate) async fn handshake_server(
 ) -> Result<TlsStream, NetError> {
     let accepting = tls.acceptor.accept(Prefixed::new(stream, already_read));
     match tokio::time::timeout(tls.limit, accepting).await {
-        Err(_) => Err(NetError::TimedOut(format!(
-            "TLS handshake took longer than {:?}, the handshake timeout (the \
-             `handshake-timeout` option, at most the run's --tls-handshake-timeout)",
-            tls.limit
-        ))),
+        Err(_) => Err(NetError::timed_out(
+            format!(
+                "TLS handshake took longer than {:?}, the handshake timeout (the \
+                 `handshake-timeout` option), which the run caps",
+                tls.limit
+            ),
+            Some(tls.cap_setting),
+        )),
         Ok(Err(e)) => Err(handshake_error(e)),
         Ok(Ok(session)) => Ok(TlsStream::Server(session)),
     }

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::net::budget::Budget;
+use moat_policy::setting::Setting;
 
 #[test]
 fn certificate_errors_map_to_what_a_guest_can_act_on() {
@@ -145,7 +146,8 @@ fn configurations_past_the_budget_are_refused_and_unused_ones_make_room() {
         .server_config(&server_options(self_signed("b.test")), &budget)
         .unwrap_err();
     assert!(
-        matches!(&refused, NetError::LimitReached(why) if why.contains("--max-host-memory")),
+        refused.limit_setting() == Some(Setting::MaxHostMemory)
+            && refused.to_string().contains("--max-host-memory"),
         "{refused}"
     );
     // Once no socket holds the first, the second takes its place.

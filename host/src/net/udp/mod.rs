@@ -37,7 +37,7 @@ use super::error::NetError;
 use super::limits::SocketSlot;
 use super::run::{Admitted, Resolved, Run};
 use crate::audit::Operation;
-use crate::policy::Host;
+use moat_policy::policy::Host;
 
 /// Where a datagram goes, as judged: the address, and the decision for
 /// the audit trail.
@@ -49,7 +49,6 @@ struct Destination {
 
 pub use bind::BindOptions;
 pub(crate) use bind::bind;
-pub use pool::RECEIVE_BUFFER;
 
 /// The largest UDP payload IPv4 can carry: 65,535 − 20 (IP header) − 8
 /// (UDP header).
@@ -68,7 +67,7 @@ pub struct Datagram {
     pub data: Vec<u8>,
     /// Who sent it.
     pub from: SocketAddr,
-    /// It did not fit in [`RECEIVE_BUFFER`]: the rest is gone.
+    /// It did not fit in [`RECEIVE_BUFFER`](pool::RECEIVE_BUFFER): the rest is gone.
     pub truncated: bool,
 }
 

@@ -4,10 +4,11 @@ use std::time::Duration;
 
 use tokio::net::UdpSocket as Peer;
 
+use super::pool::RECEIVE_BUFFER;
 use super::*;
 use crate::net::Net;
 use crate::net::limits::POOL_KEEP;
-use crate::policy::Policy;
+use moat_policy::policy::Policy;
 
 async fn bound(net: &Net, host: &str) -> UdpSocket {
     net.bind_udp(host, 0, &BindOptions::default())

@@ -1,0 +1,258 @@
+//! `moat serve`: Clients that go slow on purpose (bodies, responses, many streams): each address held to its share.
+
+use super::*;
+
+/// A connection to `addr` from `source` (127.0.0.2, say: any address of
+/// 127/8 reaches the loopback, and the server sees it as another client).
+async fn connect_from(source: &str, addr: SocketAddr) -> TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(format!("{source}:0").parse().unwrap()).unwrap();
+    socket.connect(addr).await.expect("moat serve accepts")
+}
+
+/// `GET path` from `source`, on a connection of its own: the whole answer.
+async fn get_from(source: &str, addr: SocketAddr, path: &str) -> Answer {
+    let stream = connect_from(source, addr).await;
+    let (from, mut to) = stream.into_split();
+    to.write_all(
+        format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes(),
+    )
+    .await
+    .unwrap();
+    let answer = within("an answer", read_answer(&mut BufReader::new(from)))
+        .await
+        .expect("a whole answer");
+    drop(to);
+    answer
+}
+
+/// Sixteen clients from one address that send a request head and the
+/// first byte of its body, then nothing (the slow bodies), take
+/// their address's share of the instances (four) and no more: a client
+/// from another address is answered while they wait, and by then the
+/// server has started handlers for four of them, not sixteen.
+#[tokio::test]
+async fn serve_gives_one_client_address_no_more_than_its_share_of_instances() {
+    let mut server = Serve::start_logging(
+        guests::HTTP_HOSTILE,
+        &["--timeout=60s"],
+        Some("moat::http=debug"),
+    )
+    .await;
+    let addr = server.addr;
+    let mut slow = Vec::new();
+    for _ in 0..16 {
+        let mut stream = TcpStream::connect(addr).await.unwrap();
+        stream
+            .write_all(
+                format!("POST /consume HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 1000\r\n\r\nx")
+                    .as_bytes(),
+            )
+            .await
+            .unwrap();
+        slow.push(stream);
+    }
+    let started = |text: &str, peer: &str| {
+        text.lines()
+            .filter(|l| {
+                l.contains("a handler instance taken") && l.contains(&format!("peer={peer}"))
+            })
+            .count()
+    };
+    within(
+        "four handlers started",
+        server
+            .stderr
+            .wait_for(|seen| seen.closed || started(&seen.text, "127.0.0.1") >= 4),
+    )
+    .await
+    .unwrap();
+    let answer = get_from("127.0.0.2", addr, "/ok").await;
+    assert_eq!((answer.status, answer.text()), (200, "ok\n".to_owned()));
+    // The log lines come through a pipe: once the other client's is in,
+    // every line before it is too.
+    let log = within(
+        "the other client's handler in the log",
+        server
+            .stderr
+            .wait_for(|seen| seen.closed || started(&seen.text, "127.0.0.2") == 1),
+    )
+    .await
+    .unwrap()
+    .text
+    .clone();
+    assert_eq!(started(&log, "127.0.0.1"), 4, "{log}");
+    drop(slow);
+}
+
+/// A request body that pauses longer than --http-request-body-timeout
+/// while its handler waits for it ends the request with 408 (the handler
+/// is stopped and its instance given back), and the next request is
+/// served by that instance.
+#[tokio::test]
+async fn serve_answers_408_to_a_request_body_that_pauses_past_its_bound() {
+    let server = Serve::start(
+        guests::HTTP_HOSTILE,
+        &[
+            "--max-instances=1",
+            "--http-request-body-timeout=1s",
+            "--timeout=120s",
+        ],
+    )
+    .await;
+    let stream = TcpStream::connect(server.addr).await.unwrap();
+    let (from, mut to) = stream.into_split();
+    to.write_all(
+        format!(
+            "POST /consume HTTP/1.1\r\nHost: {}\r\nContent-Length: 10\r\n\r\nabc",
+            server.addr
+        )
+        .as_bytes(),
+    )
+    .await
+    .unwrap();
+    let answer = within("the 408", read_answer(&mut BufReader::new(from)))
+        .await
+        .expect("a whole answer");
+    assert_eq!(answer.status, 408, "{answer:?}");
+    assert!(
+        answer.text().contains("--http-request-body-timeout"),
+        "{answer:?}"
+    );
+    drop(to);
+    let next = get(server.addr, "/ok").await;
+    assert_eq!((next.status, next.text()), (200, "ok\n".to_owned()));
+}
+
+/// A client that asks for a large response and does not read it is cut
+/// off once the piece the server holds for it has waited
+/// --http-response-send-timeout, and its handler's instance (the only
+/// one) serves the next client, long before the request's own time.
+#[tokio::test]
+async fn serve_cuts_off_a_response_its_client_does_not_read() {
+    let server = Serve::start(
+        guests::HTTP_HOSTILE,
+        &[
+            "--max-instances=1",
+            "--http-response-send-timeout=1s",
+            "--timeout=120s",
+        ],
+    )
+    .await;
+    let mut stuck = TcpStream::connect(server.addr).await.unwrap();
+    stuck
+        .write_all(b"GET /big?bytes=268435456 HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    // The response has begun (the handler holds the only instance); from
+    // here on it is never read: the kernel's buffers fill, then the
+    // server's.
+    let mut first = [0u8; 12];
+    within(
+        "the head of the large response",
+        stuck.read_exact(&mut first),
+    )
+    .await
+    .unwrap();
+    assert_eq!(&first, b"HTTP/1.1 200");
+    let next = get_from("127.0.0.2", server.addr, "/ok").await;
+    assert_eq!((next.status, next.text()), (200, "ok\n".to_owned()));
+    // The stuck connection was closed: reading it to its end ends.
+    let mut all = Vec::new();
+    let _ = within("the stuck connection's end", stuck.read_to_end(&mut all)).await;
+    assert!(all.len() < 268_435_456, "the whole body was sent");
+}
+
+/// One HTTP/2 connection with 100 POST streams whose bodies never come
+/// holds its address's share of instances and no more: a client from
+/// another address is answered while they wait.
+#[tokio::test]
+async fn serve_gives_one_http2_connection_of_100_stalled_streams_no_more_than_its_share() {
+    use http_body_util::StreamBody;
+    let server = Serve::start(guests::HTTP_HOSTILE, &["--timeout=120s"]).await;
+    let stream = TcpStream::connect(server.addr).await.unwrap();
+    type Stalled = StreamBody<
+        futures::stream::Pending<
+            Result<hyper::body::Frame<bytes::Bytes>, std::convert::Infallible>,
+        >,
+    >;
+    let (mut send, conn) = hyper::client::conn::http2::handshake::<_, _, Stalled>(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(stream),
+    )
+    .await
+    .expect("an HTTP/2 handshake with moat serve");
+    tokio::spawn(conn);
+    let mut held = Vec::new();
+    for _ in 0..100 {
+        let request = hyper::Request::post(format!("http://{}/consume", server.addr))
+            .body(StreamBody::new(futures::stream::pending()))
+            .unwrap();
+        held.push(send.send_request(request));
+    }
+    let mut held = futures::future::join_all(held);
+    // Polled once, so that every stream is opened.
+    let _ = tokio::time::timeout(std::time::Duration::from_millis(200), &mut held).await;
+    let answer = get_from("127.0.0.2", server.addr, "/ok").await;
+    assert_eq!((answer.status, answer.text()), (200, "ok\n".to_owned()));
+}
+
+/// Under RUST_BACKTRACE=1 (common in Rust users' shells), a stream error a
+/// handler reads (a bad chunk size in a request body) carries the error
+/// and its causes, never the host's stack: what the handler passes on to
+/// the client names no host internals.
+#[tokio::test]
+async fn serve_hands_a_handler_no_host_backtrace_whatever_rust_backtrace_says() {
+    let mut command = Command::new(MOAT);
+    command
+        .env("RUST_BACKTRACE", "1")
+        .env("RUST_LIB_BACKTRACE", "1");
+    let mut child = command
+        .arg("serve")
+        .arg(cache_flag())
+        .arg("--addr=127.0.0.1:0")
+        .arg(guests::HTTP_HOSTILE)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stderr = drain(child.stderr.take().unwrap());
+    // The whole line: the address follows "http://" in a later write.
+    let seen = within(
+        "moat serve serving",
+        stderr.wait_for(|seen| {
+            seen.closed
+                || seen
+                    .text
+                    .split_once(SERVING)
+                    .is_some_and(|(_, rest)| rest.contains('\n'))
+        }),
+    )
+    .await
+    .unwrap()
+    .text
+    .clone();
+    let addr: SocketAddr = seen
+        .split_once(SERVING)
+        .and_then(|(_, rest)| rest.lines().next())
+        .map(|l| l.trim_start_matches("://").trim_end_matches('/'))
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("{seen}"));
+    let answer = exchange(
+        addr,
+        format!(
+            "POST /consume HTTP/1.1\r\nHost: {addr}\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+        ),
+        b"zz\r\nabc\r\n".to_vec(),
+    )
+    .await;
+    assert_eq!(answer.status, 500, "{answer:?}");
+    let text = answer.text();
+    assert!(
+        !text.contains("backtrace") && !text.contains("moat_host") && !text.contains(".rs:"),
+        "host internals reached the client: {text}"
+    );
+    assert!(text.len() < 1024, "{} bytes: {text}", text.len());
+}
