@@ -46,6 +46,7 @@ const GUESTS: &[(&str, &str, &str)] = &[
     ),
     ("UNSERVED", "unserved", "tests/guests/unserved"),
     ("NET_V0_2", "net-v0-2", "tests/guests/net-v0-2"),
+    ("ISOLATION", "isolation", "tests/guests/isolation"),
     ("BENCH_SERVER", "bench-server", "bench/guests/bench-server"),
     ("BENCH_STD", "bench-std", "bench/guests/bench-std"),
     ("HELLO", "hello", "bench/guests/hello"),

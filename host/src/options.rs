@@ -78,10 +78,30 @@ impl InstancePool {
     /// the next instance's first call through the table faults; wiping a
     /// Rust component's two tables costs far less than that. What stays
     /// resident is at most what the pool's instances could hold at once
-    /// anyway. (Linear memory is still given back with `madvise`: wiping
-    /// it in place, with the dirty pages found through `PAGEMAP_SCAN`,
-    /// cost more than the faults it saved.)
+    /// anyway.
     pub const TABLE_KEEP_RESIDENT: usize = 64 << 10;
+
+    /// Bytes at the bottom of each linear memory slot put back to the
+    /// component's initial contents in place (copied from its memory
+    /// image, the rest zeroed) when an instance ends, rather than handed
+    /// back with `madvise` and faulted in again, page by page, by the next
+    /// instance; above them, memory is still handed back. 16 MiB: a
+    /// JavaScript handler (componentize-js) starts with a few MiB of heap
+    /// and a Python one (componentize-py) with tens, and each writes much
+    /// of it on every request, so the faults and `madvise` were three
+    /// quarters of a JavaScript request's CPU (BENCHMARKS.md, "Handlers
+    /// from every language"); restoring in place took JavaScript from
+    /// about 2,260 to 3,230 requests a second a core and Python from 390
+    /// to 660 (32 MiB: 715; 64 MiB: 600, the copy then outweighing the
+    /// faults). The price is paid whether the guest touched the bytes or
+    /// not: a handler with a large memory that writes little of it pays
+    /// up to a 16 MiB copy a request (about a millisecond) where faults
+    /// would have cost less. Finding only the written pages
+    /// (`PAGEMAP_SCAN`) cost more than it saved on every handler measured
+    /// (Rust: 17,700 requests a second without it, 15,100 with it). At
+    /// most 16 MiB per slot stays resident after its instance ends, within
+    /// what the pool's instances could hold at once anyway.
+    pub const MEMORY_KEEP_RESIDENT: usize = 16 << 20;
 
     /// The pool for a host running `options`' guests
     /// [`Limits::max_instances`](crate::net::Limits::max_instances) at once.
@@ -104,7 +124,8 @@ impl InstancePool {
             .max_tables_per_module(Self::TABLES_PER_COMPONENT)
             .table_elements(crate::bounds::MAX_TABLE_ELEMENTS)
             .max_memory_size(usize::try_from(self.max_memory).unwrap_or(usize::MAX))
-            .table_keep_resident(Self::TABLE_KEEP_RESIDENT);
+            .table_keep_resident(Self::TABLE_KEEP_RESIDENT)
+            .linear_memory_keep_resident(Self::MEMORY_KEEP_RESIDENT);
         wasmtime::InstanceAllocationStrategy::Pooling(pool)
     }
 }

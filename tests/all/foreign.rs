@@ -22,7 +22,7 @@ use crate::support::{self, connections, watched_port, within};
 
 const MOAT: &str = env!("CARGO_BIN_EXE_moat");
 
-fn cache_flag() -> String {
+pub(crate) fn cache_flag() -> String {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cli-cache");
     format!("--cache-dir={}", dir.display())
 }
@@ -33,7 +33,7 @@ fn text(bytes: &[u8]) -> String {
 
 /// The directory of the built components, or `None` (skip) when this
 /// machine lacks python3 with pip or node with npm, outside CI.
-fn built() -> Option<&'static PathBuf> {
+pub(crate) fn built() -> Option<&'static PathBuf> {
     static BUILT: OnceLock<Option<PathBuf>> = OnceLock::new();
     BUILT
         .get_or_init(|| {
@@ -91,12 +91,14 @@ fn built() -> Option<&'static PathBuf> {
         .as_ref()
 }
 
-const COMPONENTS: [&str; 5] = [
+const COMPONENTS: [&str; 7] = [
     "py-client.wasm",
     "py-p3.wasm",
     "py-handler.wasm",
+    "py-isolation.wasm",
     "js-fetch.wasm",
     "js-net.wasm",
+    "js-isolation.wasm",
 ];
 
 /// `moat run --cache-dir=... FLAGS COMPONENT ARGS`.

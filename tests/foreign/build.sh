@@ -6,8 +6,12 @@
 #                    (asyncio), `http URL` (wasi:http outgoing-handler)
 #   py-p3.wasm       componentize-py, wasi:cli/run 0.3: `tcp HOST PORT MSG`
 #   py-handler.wasm  componentize-py, wasi:http 0.2 proxy
+#   py-isolation.wasm  componentize-py, wasi:http 0.2 proxy: the isolation tests'
+#   py-json.wasm     componentize-py, wasi:http 0.2 proxy: the bench's Python row
 #   js-fetch.wasm    componentize-js (StarlingMonkey), fetch(URL)
 #   js-net.wasm      jco, QuickJS backend, node:net client
+#   js-isolation.wasm  componentize-js, wasi:http 0.2 proxy: the isolation tests'
+#   js-hello.wasm    componentize-js, wasi:http 0.2 proxy: the bench's JavaScript row
 #
 # Usage: tests/foreign/build.sh OUT_DIR
 #
@@ -80,6 +84,13 @@ stage_wit() { # DIR SOURCE_WIT VERSION...
 }
 stage_wit "$out/wit/py" "$here/python/wit/worlds.wit" 0.2.12 0.3.0
 stage_wit "$out/wit/js" "$here/js/wit/worlds.wit" 0.2.12 0.3.0
+# The pinned jco carries no wasi:http at 0.2.10: its 0.2.12 packages, whose
+# interfaces are the same, are laid down under 0.2.10.
+stage_wit "$out/wit/js-handler" "$here/js/wit/handler.wit" 0.2.12
+for package in "$out/wit/js-handler/deps"/*-0.2.12; do
+    sed -i 's/@0\.2\.12\b/@0.2.10/g' "$package"/*.wit
+    mv "$package" "${package%-0.2.12}-0.2.10"
+done
 
 # --- components -------------------------------------------------------------
 
@@ -118,6 +129,8 @@ python_component() { # APP_DIR WORLD
 build py-client python/client/app.py python/wit/worlds.wit -- python_component client client
 build py-p3 python/p3/app.py python/wit/worlds.wit -- python_component p3 p3
 build py-handler python/handler/app.py python/wit/worlds.wit -- python_component handler handler
+build py-isolation python/isolation/app.py python/wit/worlds.wit -- python_component isolation handler
+build py-json python/json/app.py python/wit/worlds.wit -- python_component json handler
 
 # componentize-js's own CLI, so that its pinned version (not the one jco
 # 1.35 nests for itself) builds it.
@@ -129,4 +142,10 @@ js_net() {
     "$jco" componentize "$here/js/net.js" --backend quickjs --bundle -w "$out/wit/js" -n net -o "$tmp" >/dev/null
 }
 build js-fetch js/fetch.js js/wit/worlds.wit -- js_fetch
+# A handler: NAME.js in the `handler` world (a fetch event).
+js_handler() { # NAME
+    "$componentize_js" "$here/js/$1.js" -w "$out/wit/js-handler" -n handler -o "$tmp"
+}
+build js-isolation js/isolation.js js/wit/handler.wit -- js_handler isolation
+build js-hello js/hello.js js/wit/handler.wit -- js_handler hello
 build js-net js/net.js js/wit/worlds.wit -- js_net

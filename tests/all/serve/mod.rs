@@ -76,6 +76,21 @@ impl Serve {
 
     /// As [`start`](Self::start), with `RUST_LOG` set to `log`.
     async fn start_logging(component: &str, flags: &[&str], log: Option<&str>) -> Serve {
+        Serve::start_with(component, flags, log, &cache_flag()).await
+    }
+
+    /// As [`start`](Self::start), compiling into (or loading from) the
+    /// cache of `cache_flag` (`--cache-dir=DIR`).
+    async fn start_cached(component: &str, flags: &[&str], cache_flag: &str) -> Serve {
+        Serve::start_with(component, flags, None, cache_flag).await
+    }
+
+    async fn start_with(
+        component: &str,
+        flags: &[&str],
+        log: Option<&str>,
+        cache_flag: &str,
+    ) -> Serve {
         let mut command = Command::new(MOAT);
         match log {
             Some(filter) => command.env("RUST_LOG", filter),
@@ -83,7 +98,7 @@ impl Serve {
         };
         let mut child = command
             .arg("serve")
-            .arg(cache_flag())
+            .arg(cache_flag)
             .arg("--addr=127.0.0.1:0")
             .args(flags)
             .arg(component)
@@ -402,6 +417,7 @@ async fn curl_post(url: &str, body: &[u8], extra: &[&str]) -> (String, Vec<u8>) 
 mod audit;
 mod engines;
 mod h2;
+mod isolation;
 mod p3;
 /// An HTTP server on 127.0.0.1 that answers every request with 200 and
 /// `body`, one request a connection; its port, and how many connections

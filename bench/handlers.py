@@ -1,0 +1,230 @@
+#!/usr/bin/env python3
+"""The handler rows: the wasi:http handlers people write, served as a user
+serves them, under load from wrk.
+
+Each handler is served by `moat serve`, by the harness's `wasmtime serve`
+(`moat-bench serve-wasi-http`: wasmtime-wasi-http's own ProxyHandler, as
+`wasmtime serve -Scli` sets it up), and, where one exists, by the
+language's own server:
+
+    rust        wstd-serve.wasm (examples/wstd-serve), GET /
+    javascript  js-hello.wasm (componentize-js, tests/foreign/js/hello.js),
+                and Node's own `http` (bench/node-hello.js)
+    python      py-json.wasm (componentize-py, tests/foreign/python/json),
+                GET /items?id=7: parses the request, answers JSON
+
+The server is pinned to CPU 0 and wrk to CPU 1 (`taskset`), so the client's
+cost is not the server's; the server's CPU per request is its own user and
+system time (/proc/PID/stat) over the requests wrk counted. With
+--both-cores, moat serve also runs unpinned (both CPUs) with wrk on CPU 1:
+the client then shares a core with the server: the server's CPU per
+request is still its own time alone, and wrk's own CPU per request (what
+it took from the server's second core) is printed beside the row.
+
+Usage:
+    bench/handlers.py --moat PATH --harness PATH --components DIR
+        [--rust WASM] [--rounds 3] [--seconds 10] [--warmup 3]
+        [--connections 1,16] [--only rust,javascript,python]
+        [--servers moat,wasmtime,native] [--both-cores] [--baseline MOAT]
+        [--out FILE]
+
+--baseline MOAT serves each handler with another build of moat too
+("moat serve (baseline)"), in the same rounds: an A/B.
+
+Prints a Markdown table: requests/s, p50 and p99 (median of the rounds,
+min..max beside), server CPU per request, and moat's ratio to each other
+server on the same handler in the same run.
+"""
+
+import argparse
+import os
+import re
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid):
+    """User plus system time of `pid` and its threads, in seconds."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_ready(port, path, proc, timeout=300):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"server exited ({proc.returncode}) before serving")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
+                s.sendall(f"GET {path} HTTP/1.1\r\nHost: b\r\nConnection: close\r\n\r\n".encode())
+                if s.recv(12).startswith(b"HTTP/1.1 200"):
+                    return
+        except OSError:
+            pass
+        time.sleep(0.1)
+    raise SystemExit("server never answered")
+
+
+def parse_wrk(out):
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+    total = int(re.search(r"(\d+) requests in", out).group(1))
+
+    def ms(label):
+        m = re.search(rf"^\s+{label}%\s+([\d.]+)(us|ms|s)\s*$", out, re.M)
+        value, unit = float(m.group(1)), m.group(2)
+        return value * {"us": 1e-3, "ms": 1.0, "s": 1e3}[unit]
+
+    errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    if errors or "Socket errors" in out:
+        raise SystemExit(f"wrk saw errors:\n{out}")
+    return rps, total, ms("50"), ms("99")
+
+
+def run_wrk(port, path, connections, seconds, cpu="1"):
+    cmd = ["taskset", "-c", cpu, "wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--latency",
+           f"http://127.0.0.1:{port}{path}"]
+    start = time.monotonic()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    out, _ = proc.communicate()
+    return out, proc.pid, time.monotonic() - start
+
+
+def measure(server_cmd, cpus, path, connections, args, env=None):
+    """One round: start, warm up, measure, stop."""
+    port = free_port()
+    cmd = [c.replace("{PORT}", str(port)) for c in server_cmd]
+    proc = subprocess.Popen(["taskset", "-c", cpus] + cmd, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, env=env)
+    try:
+        wait_ready(port, path, proc)
+        run_wrk(port, path, connections, args.warmup)
+        before = cpu_seconds(proc.pid)
+        # wrk's own CPU, for the both-cores row: from its rusage.
+        r0 = os.times()
+        out, _, _ = run_wrk(port, path, connections, args.seconds)
+        r1 = os.times()
+        after = cpu_seconds(proc.pid)
+        rps, total, p50, p99 = parse_wrk(out)
+        client = (r1.children_user - r0.children_user) + (r1.children_system - r0.children_system)
+        return {"rps": rps, "p50": p50, "p99": p99,
+                "cpu_us": (after - before) / total * 1e6,
+                "client_cpu_us": client / total * 1e6}
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def spread(values, fmt):
+    return f"{fmt(statistics.median(values))} ({fmt(min(values))}..{fmt(max(values))})"
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--moat", required=True)
+    p.add_argument("--harness", required=True, help="moat-bench (serve-wasi-http)")
+    p.add_argument("--components", required=True, help="tests/foreign/build.sh's output")
+    p.add_argument("--rust", help="wstd-serve.wasm")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--seconds", type=int, default=10)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--connections", default="1,16")
+    p.add_argument("--only", default="rust,javascript,python")
+    p.add_argument("--servers", default="moat,wasmtime,native")
+    p.add_argument("--both-cores", action="store_true")
+    p.add_argument("--baseline", help="another moat binary, served beside")
+    p.add_argument("--moat-flag", action="append", default=[],
+                   help="an extra flag for moat serve (repeatable)")
+    p.add_argument("--out")
+    args = p.parse_args()
+
+    cache = tempfile.mkdtemp(prefix="moat-handlers-")
+    handlers = {
+        "rust": (args.rust, "/", None),
+        "javascript": (os.path.join(args.components, "js-hello.wasm"), "/",
+                       ["node", os.path.join(HERE, "node-hello.js"), "{PORT}"]),
+        "python": (os.path.join(args.components, "py-json.wasm"), "/items?id=7", None),
+    }
+    wanted = args.only.split(",")
+    servers = args.servers.split(",")
+    rows = []
+    for name in wanted:
+        component, path, native = handlers[name]
+        if not component or not os.path.exists(component):
+            print(f"skipping {name}: no component ({component})", file=sys.stderr)
+            continue
+        subprocess.run([args.moat, "compile", f"--cache-dir={cache}/moat", component],
+                       check=True, stdout=subprocess.DEVNULL)
+        kinds = []
+        if "moat" in servers:
+            kinds.append(("moat serve", "0", [args.moat, "serve", f"--cache-dir={cache}/moat",
+                                              "--addr=127.0.0.1:{PORT}", *args.moat_flag, component]))
+        if args.baseline:
+            subprocess.run([args.baseline, "compile", f"--cache-dir={cache}/baseline", component],
+                           check=True, stdout=subprocess.DEVNULL)
+            kinds.append(("moat serve (baseline)", "0",
+                          [args.baseline, "serve", f"--cache-dir={cache}/baseline",
+                           "--addr=127.0.0.1:{PORT}", *args.moat_flag, component]))
+        if "wasmtime" in servers:
+            kinds.append(("wasmtime serve (harness)", "0",
+                          [args.harness, "serve-wasi-http", "--cache-dir", f"{cache}/wasmtime",
+                           "127.0.0.1:{PORT}", component]))
+        if "native" in servers and native:
+            kinds.append(("node http" if name == "javascript" else "native", "0", native))
+        if args.both_cores and "moat" in servers:
+            kinds.append(("moat serve, both cores", "0,1", kinds[0][2]))
+        for connections in [int(c) for c in args.connections.split(",")]:
+            for label, cpus, cmd in kinds:
+                results = [measure(cmd, cpus, path, connections, args) for _ in range(args.rounds)]
+                row = {"handler": name, "server": label, "connections": connections,
+                       "rps": [r["rps"] for r in results], "p50": [r["p50"] for r in results],
+                       "p99": [r["p99"] for r in results], "cpu": [r["cpu_us"] for r in results],
+                       "client": [r["client_cpu_us"] for r in results]}
+                rows.append(row)
+                print(f"{name} {label} c={connections}: {spread(row['rps'], lambda v: f'{v:,.0f}')} req/s, "
+                      f"p99 {spread(row['p99'], lambda v: f'{v:.2f}')} ms, "
+                      f"cpu {spread(row['cpu'], lambda v: f'{v:.0f}')} us/req, "
+                      f"wrk's cpu {spread(row['client'], lambda v: f'{v:.0f}')} us/req",
+                      file=sys.stderr, flush=True)
+
+    lines = ["| handler | server | conns | requests/s | p50 ms | p99 ms | server CPU µs/request | moat / it (req/s) |",
+             "|---|---|---|---|---|---|---|---|"]
+    for row in rows:
+        moat = next((r for r in rows if r["handler"] == row["handler"] and r["server"] == "moat serve"
+                     and r["connections"] == row["connections"]), None)
+        ratio = ""
+        if moat and row["server"] not in ("moat serve",):
+            m, o = moat["rps"], row["rps"]
+            ratio = (f"{statistics.median(m) / statistics.median(o):.2f} "
+                     f"({min(m) / max(o):.2f}..{max(m) / min(o):.2f})")
+        cpu = row["cpu"]
+        lines.append(
+            f"| {row['handler']} | {row['server']} | {row['connections']} | "
+            f"{spread(row['rps'], lambda v: f'{v:,.0f}')} | {spread(row['p50'], lambda v: f'{v:.2f}')} | "
+            f"{spread(row['p99'], lambda v: f'{v:.2f}')} | {spread(cpu, lambda v: f'{v:.0f}')} | {ratio} |")
+    table = "\n".join(lines)
+    print(table)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(table + "\n")
+
+
+if __name__ == "__main__":
+    main()

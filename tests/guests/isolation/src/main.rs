@@ -1,0 +1,110 @@
+//! A wasi:http 0.2 proxy for the isolation tests: one request plants a
+//! secret in every part of linear memory a Rust guest writes (a static, the
+//! heap, the shadow stack), and a later request looks for it in all of
+//! linear memory.
+//!
+//! - `GET /plant/SEED[/PORT]`: writes the 64-byte secret of SEED (a
+//!   decimal u64) into a static, 512 KiB of heap (the secret repeated,
+//!   over many pages) and 32 KiB of stack; with PORT, then GETs
+//!   `http://127.0.0.1:PORT/` and waits for its answer (so that a test can
+//!   act on the host while this instance holds the secret); answers
+//!   `planted`.
+//! - `GET /probe/SEED`: scans linear memory, 8 bytes at a time, for the
+//!   secret of SEED; answers `clean`, or `found N` with how many copies.
+//!
+//! The secret is never in a request: both sides derive it from the seed
+//! (splitmix64), and the probe derives each word as it compares, in wasm
+//! locals, which are not linear memory, so that the scan cannot find a
+//! copy of its own making.
+
+use wstd::http::{Body, Client, Error, Request, Response, StatusCode};
+
+/// Words of the secret.
+const WORDS: usize = 8;
+
+/// Word `i` of the secret of `seed`.
+fn word(seed: u64, i: usize) -> u64 {
+    let mut z = seed.wrapping_add(0x9e37_79b9_7f4a_7c15u64.wrapping_mul(i as u64 + 1));
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// Where the static copy goes.
+static mut PLANTED: [u64; WORDS] = [0; WORDS];
+
+#[wstd::http_server]
+async fn main(request: Request<Body>) -> Result<Response<Body>, Error> {
+    let path = request.uri().path().to_owned();
+    let mut parts = path.trim_start_matches('/').split('/');
+    let action = parts.next().unwrap_or_default();
+    let seed = parts.next().and_then(|seed| seed.parse::<u64>().ok());
+    let port = parts.next().and_then(|port| port.parse::<u16>().ok());
+    let answer = match (action, seed) {
+        ("plant", Some(seed)) => {
+            plant(seed);
+            if let Some(port) = port {
+                let call = Request::get(format!("http://127.0.0.1:{port}/")).body(Body::empty())?;
+                let mut answer = Client::new().send(call).await?;
+                answer.body_mut().contents().await?;
+            }
+            "planted\n".to_owned()
+        }
+        ("probe", Some(seed)) => match probe(seed) {
+            0 => "clean\n".to_owned(),
+            n => format!("found {n}\n"),
+        },
+        _ => {
+            let mut response = Response::new(Body::from("not found\n"));
+            *response.status_mut() = StatusCode::NOT_FOUND;
+            return Ok(response);
+        }
+    };
+    Ok(Response::new(Body::from(answer)))
+}
+
+fn plant(seed: u64) {
+    let secret: [u64; WORDS] = std::array::from_fn(|i| word(seed, i));
+    // SAFETY: the guest is single-threaded and nothing else refers to
+    // `PLANTED`; a volatile write keeps the store from being optimized away.
+    unsafe { std::ptr::addr_of_mut!(PLANTED).write_volatile(secret) };
+    let heap: Vec<u64> = secret.iter().copied().cycle().take(64 << 10).collect();
+    std::mem::forget(std::hint::black_box(heap));
+    on_stack(&secret);
+}
+
+/// 32 KiB of the secret on the shadow stack (black_box makes it live in
+/// linear memory rather than in wasm locals).
+#[inline(never)]
+fn on_stack(secret: &[u64; WORDS]) {
+    let mut frame = [0u64; 4096];
+    for (slot, word) in frame.iter_mut().zip(secret.iter().cycle()) {
+        *slot = *word;
+    }
+    std::hint::black_box(&frame);
+}
+
+/// Copies of the secret of `seed` in linear memory.
+fn probe(seed: u64) -> usize {
+    let size = std::arch::wasm32::memory_size(0) * 65536;
+    let mut found = 0;
+    // Address 0 is skipped: Rust does not allow reading through a null
+    // pointer, and the data a compiler puts at 0 is never ours.
+    let mut at = 8;
+    while at + WORDS * 8 <= size {
+        let mut i = 0;
+        // SAFETY: `at + 8 * i` is 8-aligned and below memory.size, so it
+        // is a readable address of linear memory; reading bytes that some
+        // other part of the program owns is what this probe is for, and
+        // reading them volatile, as plain integers, makes no reference.
+        while i < WORDS && unsafe { ((at + 8 * i) as *const u64).read_volatile() } == word(seed, i)
+        {
+            i += 1;
+        }
+        if i == WORDS {
+            found += 1;
+        }
+        at += 8;
+    }
+    found
+}
