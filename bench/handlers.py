@@ -26,10 +26,12 @@ Usage:
         [--rust WASM] [--rounds 3] [--seconds 10] [--warmup 3]
         [--connections 1,16] [--only rust,javascript,python]
         [--servers moat,wasmtime,native] [--both-cores] [--baseline MOAT]
-        [--out FILE]
+        [--wasmtime-cli WASMTIME] [--out FILE]
 
 --baseline MOAT serves each handler with another build of moat too
-("moat serve (baseline)"), in the same rounds: an A/B.
+("moat serve (baseline)"), in the same rounds: an A/B. --wasmtime-cli
+WASMTIME serves each with the real wasmtime CLI too (`wasmtime serve -Scli`,
+its own compile cache warm after the first round), beside the harness.
 
 Prints a Markdown table: requests/s, p50 and p99 (median of the rounds,
 min..max beside), server CPU per request, and moat's ratio to each other
@@ -150,6 +152,7 @@ def main():
     p.add_argument("--servers", default="moat,wasmtime,native")
     p.add_argument("--both-cores", action="store_true")
     p.add_argument("--baseline", help="another moat binary, served beside")
+    p.add_argument("--wasmtime-cli", help="the wasmtime CLI, served beside")
     p.add_argument("--moat-flag", action="append", default=[],
                    help="an extra flag for moat serve (repeatable)")
     p.add_argument("--out")
@@ -186,6 +189,9 @@ def main():
             kinds.append(("wasmtime serve (harness)", "0",
                           [args.harness, "serve-wasi-http", "--cache-dir", f"{cache}/wasmtime",
                            "127.0.0.1:{PORT}", component]))
+        if args.wasmtime_cli:
+            kinds.append(("wasmtime serve (CLI)", "0",
+                          [args.wasmtime_cli, "serve", "-Scli", "--addr=127.0.0.1:{PORT}", component]))
         if "native" in servers and native:
             kinds.append(("node http" if name == "javascript" else "native", "0", native))
         if args.both_cores and "moat" in servers:
