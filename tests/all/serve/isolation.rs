@@ -52,12 +52,6 @@ fn handlers() -> Vec<(&'static str, String)> {
     all
 }
 
-/// The cache the foreign tests compiled the components into, so that no
-/// test here compiles a 13-18 MB component again.
-fn foreign_cache() -> String {
-    crate::foreign::cache_flag()
-}
-
 /// A host that reuses one instance: the store of wasmtime-wasi-http's own
 /// documentation.
 struct Reuser {
@@ -176,11 +170,13 @@ async fn a_probe_finds_the_secret_an_instance_used_twice_still_holds() {
     }
 }
 
-/// `moat serve --max-instances=1` of `component`, with `flags`.
+/// `moat serve --max-instances=1` of `component`, with `flags`, sharing the
+/// foreign tests' compile cache so that no test here compiles a 13-18 MB
+/// component again.
 async fn serve_one_at_a_time(component: &str, flags: &[&str]) -> Serve {
     let mut all = vec!["--max-instances=1"];
     all.extend_from_slice(flags);
-    Serve::start_cached(component, &all, &foreign_cache()).await
+    Serve::start_cached(component, &all, &crate::foreign::cache_flag()).await
 }
 
 #[tokio::test]
@@ -189,22 +185,18 @@ async fn the_next_request_finds_nothing_of_the_last_in_its_slot() {
         let serve = serve_one_at_a_time(&component, &[]).await;
         let planted = get(serve.addr, "/plant/42").await;
         assert_eq!(
-            (planted.status, text(&planted.body)),
+            (planted.status, planted.text()),
             (200, "planted\n".to_owned()),
             "{kind}"
         );
         let probed = get(serve.addr, "/probe/42").await;
         assert_eq!(
-            (probed.status, text(&probed.body)),
+            (probed.status, probed.text()),
             (200, "clean\n".to_owned()),
             "{kind}: {}",
             serve.stderr()
         );
     }
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
 }
 
 /// Bytes of `pid` in swap (`VmSwap` of /proc/PID/status).
@@ -308,14 +300,14 @@ async fn a_slot_whose_pages_were_in_swap_is_reset_all_the_same() {
 
         let planted = within("the planting request", planting).await.unwrap();
         assert_eq!(
-            (planted.status, text(&planted.body)),
+            (planted.status, planted.text()),
             (200, "planted\n".to_owned()),
             "{kind}: {}",
             serve.stderr()
         );
         let probed = get(serve.addr, "/probe/43").await;
         assert_eq!(
-            (probed.status, text(&probed.body)),
+            (probed.status, probed.text()),
             (200, "clean\n".to_owned()),
             "{kind}: {}",
             serve.stderr()
