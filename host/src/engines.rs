@@ -27,12 +27,13 @@
 //! not have) is compiled a second time, for the concurrent one. No
 //! component is compiled more than twice.
 
-use wasmtime::component::Linker;
+use std::sync::OnceLock;
+
+use wasmtime::component::{Component, Linker};
 use wasmtime::wasmparser::{Chunk, Encoding, Parser, Payload};
 use wasmtime::{Config, Engine};
 
-use crate::bindings::http as wasi_http;
-use crate::bindings::wasi_sockets;
+use crate::bindings::{self, http as wasi_http, wasi_sockets};
 use crate::kit;
 use crate::options::InstancePool;
 use crate::run_state::RunState;
@@ -46,41 +47,144 @@ pub(crate) enum Support {
     Plain,
 }
 
-/// An engine and the linker of everything moat gives guests on it.
+/// An engine, and linkers of what moat gives guests on it.
+///
+/// A linker holds only the parts ([`Parts`]) the components it links
+/// import from: defining an interface costs the host functions' types and
+/// names, and WASI 0.3, wasi:http and moat:net together are a third of
+/// what a cached `moat run` of a small guest spends making its linker
+/// (BENCHMARKS.md). Each set of parts gets its linker on first use, then
+/// keeps it for every later guest and instance.
 pub(crate) struct Linked {
     pub(crate) engine: Engine,
-    pub(crate) linker: Linker<RunState>,
+    support: Support,
+    /// One cell per set of parts, indexed by [`Parts::index`].
+    linkers: [OnceLock<Linker<RunState>>; Parts::SETS],
 }
 
 impl Linked {
     /// The concurrent engine: `base` (the cache, set by the caller), with
-    /// [`kit::configure`]'s settings, the instance pool if asked for, and
-    /// every interface moat offers.
+    /// [`kit::configure`]'s settings, and the instance pool if asked for.
     pub(crate) fn concurrent(
         base: &Config,
         pool: Option<InstancePool>,
     ) -> wasmtime::Result<Linked> {
         let mut config = base.clone();
         kit::configure(&mut config);
-        let engine = engine(&config, pool)?;
-        let mut linker = Linker::new(&engine);
-        kit::add_to_linker(&mut linker)?;
-        Ok(Linked { engine, linker })
+        Ok(Linked::new(engine(&config, pool)?, Support::Concurrent))
     }
 
     /// The plain engine: as the concurrent one, without the component
-    /// model's concurrency support, linking WASI 0.2 and wasi:http 0.2.
+    /// model's concurrency support; its linkers hold WASI 0.2 and wasi:http
+    /// 0.2 at most.
     pub(crate) fn plain(base: &Config, pool: Option<InstancePool>) -> wasmtime::Result<Linked> {
         let mut config = base.clone();
         kit::configure(&mut config);
         config
             .wasm_component_model_async(false)
             .concurrency_support(false);
-        let engine = engine(&config, pool)?;
-        let mut linker = Linker::new(&engine);
-        wasi_sockets::add_p2_to_linker(&mut linker)?;
-        wasi_http::add_p2_to_linker(&mut linker)?;
-        Ok(Linked { engine, linker })
+        Ok(Linked::new(engine(&config, pool)?, Support::Plain))
+    }
+
+    fn new(engine: Engine, support: Support) -> Linked {
+        Linked {
+            engine,
+            support,
+            linkers: std::array::from_fn(|_| OnceLock::new()),
+        }
+    }
+
+    /// The linker of `parts` on this engine, made on first use. On the
+    /// concurrent engine a linker of every part is what
+    /// [`kit::add_to_linker`] makes.
+    ///
+    /// # Errors
+    /// If wasmtime refuses a definition (two of the same name).
+    pub(crate) fn linker(&self, parts: Parts) -> wasmtime::Result<&Linker<RunState>> {
+        let Some(cell) = self.linkers.get(parts.index()) else {
+            return Err(wasmtime::format_err!("no linker for parts {parts:?}"));
+        };
+        if let Some(linker) = cell.get() {
+            return Ok(linker);
+        }
+        let mut linker = Linker::new(&self.engine);
+        if parts.has(Parts::WASI_0_2) {
+            wasi_sockets::add_p2_to_linker(&mut linker)?;
+        }
+        match self.support {
+            Support::Concurrent => {
+                if parts.has(Parts::WASI_0_3) {
+                    wasi_sockets::add_p3_to_linker(&mut linker)?;
+                }
+                if parts.has(Parts::HTTP) {
+                    wasi_http::add_to_linker(&mut linker)?;
+                }
+                if parts.has(Parts::MOAT) {
+                    bindings::add_to_linker(&mut linker)?;
+                }
+            }
+            Support::Plain => {
+                if parts.has(Parts::HTTP) {
+                    wasi_http::add_p2_to_linker(&mut linker)?;
+                }
+            }
+        }
+        Ok(cell.get_or_init(|| linker))
+    }
+}
+
+/// The parts of what moat links that a component imports from: WASI 0.2,
+/// WASI 0.3, wasi:http (both versions) and moat's own interfaces. A part
+/// is linked whole; what a component imports from no part is missing
+/// whatever the linker holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Parts(u8);
+
+impl Parts {
+    const WASI_0_2: u8 = 1;
+    const WASI_0_3: u8 = 1 << 1;
+    const HTTP: u8 = 1 << 2;
+    const MOAT: u8 = 1 << 3;
+    /// How many sets of parts there are.
+    const SETS: usize = 16;
+
+    /// The parts `component`'s imports come from.
+    pub(crate) fn imported_by(component: &Component) -> Parts {
+        let engine = component.engine();
+        let bits = component
+            .component_type()
+            .imports(engine)
+            .fold(0, |bits, (name, _)| bits | Parts::of(name).0);
+        Parts(bits)
+    }
+
+    /// The parts an import of `name` needs: `wasi:http/...` is wasi:http
+    /// and its WASI version, any other `wasi:` name its WASI version (0.2,
+    /// or 0.3 for every other), `moat:` moat's own.
+    fn of(name: &str) -> Parts {
+        let mut bits = 0;
+        if name.starts_with("moat:") {
+            bits |= Self::MOAT;
+        }
+        if name.starts_with("wasi:") {
+            bits |= if is_wasi_p2(name) {
+                Self::WASI_0_2
+            } else {
+                Self::WASI_0_3
+            };
+            if name.starts_with("wasi:http/") {
+                bits |= Self::HTTP;
+            }
+        }
+        Parts(bits)
+    }
+
+    fn has(self, part: u8) -> bool {
+        self.0 & part != 0
+    }
+
+    fn index(self) -> usize {
+        usize::from(self.0)
     }
 }
 
@@ -185,6 +289,45 @@ fn is_wasi_p2(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_import_needs_the_part_its_name_is_from() {
+        for (name, bits) in [
+            ("wasi:io/streams@0.2.6", Parts::WASI_0_2),
+            ("wasi:cli/environment@0.2.0", Parts::WASI_0_2),
+            ("wasi:http/types@0.2.12", Parts::WASI_0_2 | Parts::HTTP),
+            (
+                "wasi:http/types@0.3.0-rc-2025-09-16",
+                Parts::WASI_0_3 | Parts::HTTP,
+            ),
+            ("wasi:sockets/types@0.3.0", Parts::WASI_0_3),
+            ("wasi:io/streams", Parts::WASI_0_3),
+            ("moat:net/tcp@0.3.0", Parts::MOAT),
+            ("moat:net/tcp@0.2.0", Parts::MOAT),
+            ("example:kv/store@1.0.0", 0),
+            ("my-func", 0),
+        ] {
+            assert_eq!(Parts::of(name), Parts(bits), "{name}");
+        }
+    }
+
+    /// Every set of parts makes a linker on both engines: no part
+    /// defines a name another part defines without shadowing it.
+    #[test]
+    fn every_set_of_parts_links_on_both_engines() {
+        let base = Config::new();
+        for linked in [
+            Linked::concurrent(&base, None).expect("the concurrent engine"),
+            Linked::plain(&base, None).expect("the plain engine"),
+        ] {
+            for bits in 0..Parts::SETS {
+                let parts = Parts(u8::try_from(bits).expect("16 sets"));
+                if let Err(e) = linked.linker(parts) {
+                    panic!("{:?} {parts:?}: {e:#}", linked.support);
+                }
+            }
+        }
+    }
 
     #[test]
     fn only_wasi_0_2_interfaces_count() {

@@ -13,7 +13,7 @@ use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
 use crate::bounds::{Alarm, TimeLimitReached, deadline_callback};
 use crate::cache::{CacheRefused, CodeCache};
-use crate::engines::{self, Linked, Support};
+use crate::engines::{self, Linked, Parts, Support};
 use crate::error::MoatError;
 use crate::kit::{self, MoatCtx};
 use crate::net::Notices;
@@ -55,6 +55,8 @@ pub struct Guest {
     pub(crate) async_run: bool,
     /// The engine it was compiled for.
     pub(crate) support: Support,
+    /// What its linker holds.
+    pub(crate) parts: Parts,
     /// The file it was loaded from, or the name given with its bytes.
     pub(crate) name: Arc<Path>,
 }
@@ -209,10 +211,14 @@ impl Moat {
             && let Some(plain) = self.plain()
         {
             match self.compile(&plain.engine, bytes) {
-                Ok(component) => match plain.linker.instantiate_pre(&component) {
+                Ok(component) => match plain
+                    .linker(Parts::imported_by(&component))
+                    .and_then(|linker| linker.instantiate_pre(&component))
+                {
                     Ok(_) => {
                         return Ok(Guest {
                             async_run: kit::exports_async_run(&component, &plain.engine),
+                            parts: Parts::imported_by(&component),
                             component,
                             support: Support::Plain,
                             name: name.into(),
@@ -234,7 +240,9 @@ impl Moat {
                 path: name.to_owned(),
                 source,
             })?;
-        if let Err(source) = self.concurrent.linker.instantiate_pre(&component) {
+        let parts = Parts::imported_by(&component);
+        let linker = self.concurrent.linker(parts).map_err(MoatError::Engine)?;
+        if let Err(source) = linker.instantiate_pre(&component) {
             let missing = start::missing_imports(&component, engine);
             if !missing.0.is_empty() {
                 return Err(MoatError::MissingImports {
@@ -246,6 +254,7 @@ impl Moat {
         }
         Ok(Guest {
             async_run: kit::exports_async_run(&component, engine),
+            parts,
             component,
             support: Support::Concurrent,
             name: name.into(),
@@ -297,20 +306,22 @@ impl Moat {
             .as_ref()
     }
 
-    /// The engine and linker `guest` was compiled for.
+    /// The engine `guest` was compiled for, and its linker.
     ///
     /// # Errors
     /// [`MoatError::Engine`] for a guest of the plain engine that another
     /// [`Moat`] loaded, when this one has none.
-    pub(crate) fn linked(&self, guest: &Guest) -> Result<&Linked, MoatError> {
-        match guest.support {
-            Support::Concurrent => Ok(&self.concurrent),
+    pub(crate) fn linked(&self, guest: &Guest) -> Result<(&Engine, &Linker<RunState>), MoatError> {
+        let linked = match guest.support {
+            Support::Concurrent => &self.concurrent,
             Support::Plain => self.plain().ok_or_else(|| {
                 MoatError::Engine(wasmtime::format_err!(
                     "the guest was compiled for an engine without concurrency support, which this host does not have"
                 ))
-            }),
-        }
+            })?,
+        };
+        let linker = linked.linker(guest.parts).map_err(MoatError::Engine)?;
+        Ok((&linked.engine, linker))
     }
 
     pub(crate) fn linger(&self) -> Duration {
@@ -434,7 +445,7 @@ impl Moat {
         let builder = MoatCtx::configured(options.net.clone())
             .notices(notices(&options))
             .linger(self.linger());
-        let Linked { engine, linker } = self.linked(guest)?;
+        let (engine, linker) = self.linked(guest)?;
         let mut wasi = wasi_ctx(&options, self.apart())?;
         let moat = builder.build(&self.ticker, &mut wasi);
         let finish = moat.finish();

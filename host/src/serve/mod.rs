@@ -182,9 +182,8 @@ impl Moat {
                 ),
             });
         }
-        let engines = self.linked(guest)?;
-        let linked = engines
-            .linker
+        let (engine, linker) = self.linked(guest)?;
+        let linked = linker
             .instantiate_pre(&guest.component)
             .map_err(MoatError::Instantiate)?;
         let pre = if p3 {
@@ -238,7 +237,7 @@ impl Moat {
                 ),
             })?;
         let shared = Arc::new(request::Shared::new(
-            engines.engine.clone(),
+            engine.clone(),
             pre,
             net,
             notices,

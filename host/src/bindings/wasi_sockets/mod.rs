@@ -165,7 +165,9 @@ pub(crate) fn add_p2_to_linker<T: WasiNetView + 'static>(
 }
 
 /// [`add_to_linker`]'s WASI 0.3 half.
-fn add_p3_to_linker<T: WasiNetView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
+pub(crate) fn add_p3_to_linker<T: WasiNetView + 'static>(
+    linker: &mut Linker<T>,
+) -> wasmtime::Result<()> {
     wasmtime_wasi::p3::add_to_linker(linker)?;
     super::shadowing(linker, |linker| {
         lookup::add_p3_to_linker(linker)?;
