@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use clap::{Arg, ArgAction, ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
-use moat_host::settings::{Kind, Setting, default_of};
+use moat_host::settings::{Defaults, Kind, Setting, default_of};
 
 const ABOUT: &str = "Run WebAssembly components with the network access you grant, and no more";
 
@@ -219,7 +219,7 @@ impl Args for SettingArgs {
 /// list may repeat and adds up; a bound is given once.
 fn flag_of(setting: Setting) -> Arg {
     let kind = setting.kind();
-    let help = match default_of(setting) {
+    let help = match default_of(setting, Defaults::Run) {
         Some(default) => format!("{} [default: {default}]", setting.help()),
         None => setting.help().to_owned(),
     };
@@ -245,7 +245,7 @@ fn run_after_help() -> String {
         "Bounds (defaults in brackets; a policy file takes the same keys, see --policy):\n",
     );
     for setting in Setting::ALL {
-        if let Some(default) = default_of(setting) {
+        if let Some(default) = default_of(setting, Defaults::Run) {
             bounds.push_str(&format!("  {} [{default}]\n", setting.flag()));
         }
     }
@@ -261,10 +261,10 @@ fn serve_after_help() -> String {
          --tls-key=key.pem handler.wasm\n\n\
          Each request runs in a new instance: nothing a handler keeps in memory is seen \
          by the next request. --max-memory is per instance, --timeout per request \
-         [default: {}s]. A handler that traps or reaches a bound answers 500; SIGINT \
+         [default: {}]. A handler that traps or reaches a bound answers 500; SIGINT \
          or SIGTERM stops accepting, lets requests in flight finish (up to {}s), and \
          exits 0.",
-        moat_host::serve::DEFAULT_REQUEST_TIMEOUT.as_secs(),
+        default_of(Setting::Timeout, Defaults::Serve).unwrap_or_default(),
         moat_host::serve::SHUTDOWN_GRACE.as_secs()
     )
 }
@@ -273,7 +273,16 @@ fn serve_after_help() -> String {
 pub(crate) fn parse() -> Cli {
     let command = Cli::command()
         .mut_subcommand("run", |run| run.after_help(run_after_help()))
-        .mut_subcommand("serve", |serve| serve.after_help(serve_after_help()));
+        .mut_subcommand("serve", |serve| {
+            serve
+                .after_help(serve_after_help())
+                .mut_arg(Setting::Timeout.key(), |timeout| {
+                    timeout.help(format!(
+                        "Stop a request's handler after this long, e.g. 30s, 5m [default: {}]",
+                        default_of(Setting::Timeout, Defaults::Serve).unwrap_or_default()
+                    ))
+                })
+        });
     let matches = command.get_matches();
     Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
 }

@@ -7,7 +7,7 @@ use moat_host::audit::{self, Audit, GuestIdentity};
 use moat_host::launch::{Entry, Launch, Launcher, Source, Threads};
 use moat_host::net::{TlsIdentity, TlsTrust};
 use moat_host::preopen::Preopen;
-use moat_host::settings::{Origin, PolicyFile, Setting, Settings};
+use moat_host::settings::{Defaults, Origin, PolicyFile, Setting, Settings};
 use moat_host::{CacheDir, Moat, MoatConfig, MoatError, RunOptions};
 
 use crate::args::{self, CompileArgs, RunArgs, ServeArgs};
@@ -112,7 +112,7 @@ fn init_logging() {
 }
 
 fn run(args: RunArgs) -> ExitCode {
-    let prepared = match prepare(&args) {
+    let prepared = match prepare(&args, Defaults::Run) {
         Ok(prepared) => prepared,
         Err(e) => {
             eprintln!("moat: error: {}", chain(&e));
@@ -123,7 +123,7 @@ fn run(args: RunArgs) -> ExitCode {
 }
 
 fn serve(args: ServeArgs) -> ExitCode {
-    let prepared = prepare(&args.run).and_then(|prepared| {
+    let prepared = prepare(&args.run, Defaults::Serve).and_then(|prepared| {
         let tls = match (&args.tls_cert, &args.tls_key) {
             (Some(cert), Some(key)) => Some(TlsIdentity {
                 certificate_chain_pem: std::fs::read(cert)
@@ -274,9 +274,9 @@ fn spaced_grant(args: &RunArgs) -> Option<&'static str> {
         .map(Setting::flag)
 }
 
-/// Turns the flags (and the policy file, if any) into a run's options and
-/// the engine's configuration.
-fn prepare(args: &RunArgs) -> anyhow::Result<Prepared> {
+/// Turns the flags (and the policy file, if any) into the options of a
+/// run with `defaults` and the engine's configuration.
+fn prepare(args: &RunArgs, defaults: Defaults) -> anyhow::Result<Prepared> {
     let from_file = match &args.policy {
         Some(path) => Settings::from_file(&PolicyFile::read(path)?)?,
         None => Settings::new(),
@@ -304,7 +304,7 @@ fn prepare(args: &RunArgs) -> anyhow::Result<Prepared> {
         let audit = Audit::to_destination(
             destination,
             audit::Context::new(guest),
-            moat_host::settings::audited(&settings),
+            moat_host::settings::audited(&settings, defaults),
             settings.limits.max_audit_size,
             moat_host::settings::Spelling::Flags,
         )?;

@@ -13,10 +13,35 @@ pub fn run_options(settings: &Settings) -> RunOptions {
     RunOptions::new(settings.policy.clone()).limits(settings.limits.clone())
 }
 
+/// Whose defaults the bounds have: most are the same for both commands,
+/// but `--timeout` bounds a whole run of `moat run` (none by default) and
+/// each request of `moat serve` (60 s by default,
+/// [`crate::serve::DEFAULT_REQUEST_TIMEOUT`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Defaults {
+    /// `moat run`: a command to its end.
+    Run,
+    /// `moat serve`: an instance per request.
+    Serve,
+}
+
+impl Defaults {
+    /// The bounds when nothing sets them.
+    pub fn limits(self) -> Limits {
+        match self {
+            Defaults::Run => Limits::default(),
+            Defaults::Serve => Limits {
+                timeout: Some(crate::serve::DEFAULT_REQUEST_TIMEOUT),
+                ..Limits::default()
+            },
+        }
+    }
+}
+
 /// Every setting of a run under `settings`, for the audit trail's first
 /// record: each statement that set something with its source, then each
-/// bound no statement set, at its default.
-pub fn audited(settings: &Settings) -> Vec<SettingRecord> {
+/// bound no statement set, at its default in `defaults`.
+pub fn audited(settings: &Settings, defaults: Defaults) -> Vec<SettingRecord> {
     let mut records: Vec<_> = settings
         .applied
         .iter()
@@ -30,7 +55,7 @@ pub fn audited(settings: &Settings) -> Vec<SettingRecord> {
         if settings.applied.iter().any(|a| a.setting == setting) {
             continue;
         }
-        if let Some(default) = default_of(setting) {
+        if let Some(default) = default_of(setting, defaults) {
             records.push(SettingRecord {
                 setting: setting.key(),
                 value: default,
@@ -41,11 +66,12 @@ pub fn audited(settings: &Settings) -> Vec<SettingRecord> {
     records
 }
 
-/// The default of `setting` as `moat run --help` prints it: the value a
-/// run has when nothing sets it, `None` for grants, deny lists and the
-/// audit trail's destination, which are empty.
-pub fn default_of(setting: Setting) -> Option<String> {
-    Limits::default()
+/// The default of `setting` in `defaults`, as its command's `--help` prints it: the
+/// value it has when nothing sets it, `None` for grants, deny lists and
+/// the audit trail's destination, which are empty.
+pub fn default_of(setting: Setting, defaults: Defaults) -> Option<String> {
+    defaults
+        .limits()
         .get(setting)
         .map(|bound| bound.to_string())
 }
@@ -56,12 +82,32 @@ mod tests {
 
     #[test]
     fn defaults_are_the_runs_own() {
-        assert_eq!(default_of(Setting::MaxSockets).as_deref(), Some("1024"));
-        assert_eq!(default_of(Setting::MaxMemory).as_deref(), Some("512MiB"));
-        assert_eq!(default_of(Setting::MaxHostMemory).as_deref(), Some("64MiB"));
-        assert_eq!(default_of(Setting::LookupTimeout).as_deref(), Some("15s"));
-        assert_eq!(default_of(Setting::Timeout).as_deref(), Some("none"));
-        assert_eq!(default_of(Setting::AllowNet), None);
+        let run = Defaults::Run;
+        assert_eq!(
+            default_of(Setting::MaxSockets, run).as_deref(),
+            Some("1024")
+        );
+        assert_eq!(
+            default_of(Setting::MaxMemory, run).as_deref(),
+            Some("512MiB")
+        );
+        assert_eq!(
+            default_of(Setting::MaxHostMemory, run).as_deref(),
+            Some("64MiB")
+        );
+        assert_eq!(
+            default_of(Setting::LookupTimeout, run).as_deref(),
+            Some("15s")
+        );
+        assert_eq!(default_of(Setting::Timeout, run).as_deref(), Some("none"));
+        assert_eq!(default_of(Setting::AllowNet, run), None);
+        // A request's timeout is moat serve's own.
+        let serve = Defaults::Serve;
+        assert_eq!(default_of(Setting::Timeout, serve).as_deref(), Some("1m"));
+        assert_eq!(
+            default_of(Setting::MaxSockets, serve).as_deref(),
+            Some("1024")
+        );
     }
 
     #[test]

@@ -351,7 +351,7 @@ impl MoatSandbox {
             let trail = Audit::to_destination(
                 destination,
                 context,
-                moat_host::settings::audited(&settings),
+                moat_host::settings::audited(&settings, moat_host::settings::Defaults::Run),
                 settings.limits.max_audit_size,
                 moat_host::settings::Spelling::Environment,
             )

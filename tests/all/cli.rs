@@ -287,6 +287,27 @@ fn an_empty_grant_grants_nothing() {
 }
 
 #[test]
+fn a_url_given_as_a_grant_or_deny_entry_gets_the_entry_to_write() {
+    for (flag, url, entry) in [
+        ("--allow-net", "http://127.0.0.1:8765", "127.0.0.1:8765"),
+        (
+            "--allow-net",
+            "https://api.example.com/v1/",
+            "api.example.com:443",
+        ),
+        ("--deny-net", "https://example.com/x", "example.com:443"),
+    ] {
+        let out = moat_run(&[&format!("{flag}={url}"), guests::PROBE, "env"]);
+        assert_eq!(out.status.code(), Some(2), "{flag}={url}");
+        let err = text(&out.stderr);
+        assert!(
+            err.contains(&format!("write the host and port alone, `{entry}`")),
+            "{err}"
+        );
+    }
+}
+
+#[test]
 fn a_grant_after_a_space_gets_a_hint_about_the_equals_sign() {
     for (flag, list) in [
         ("--allow-net", "localhost:18000"),

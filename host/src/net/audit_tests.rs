@@ -56,7 +56,7 @@ fn audited_with(
     let audit = Audit::start(
         Box::new(kept.clone()),
         Context::new(None),
-        crate::settings::audited(&settings),
+        crate::settings::audited(&settings, crate::settings::Defaults::Run),
     )
     .unwrap();
     let config = NetConfig {

@@ -34,6 +34,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::http10::Http10;
 use super::request::{Shared, text};
 use super::watch::Watch;
 use crate::net::Limits;
@@ -314,6 +315,7 @@ impl Serving {
             let shared = Arc::clone(&shared);
             let permit = requests.try_take();
             let h2 = request.version() == hyper::Version::HTTP_2;
+            let http10 = Http10::of(&request);
             let watch = Arc::new(Watch::new(h2));
             let busy = seen.begin(&watch);
             if h2 {
@@ -323,7 +325,7 @@ impl Serving {
             }
             let mut unanswered = StopUnlessAnswered(Some(Arc::clone(&watch)));
             async move {
-                let response = match permit {
+                let mut response = match permit {
                     Some(_) => shared.handle(request, tls, peer, &watch).await,
                     None => {
                         tracing::debug!(target: "moat::http", "a request past the server's bound on requests at once");
@@ -337,6 +339,9 @@ impl Serving {
                     }
                 };
                 unanswered.answered();
+                if let Some(http10) = http10 {
+                    http10.answer(&mut response);
+                }
                 Ok::<_, std::convert::Infallible>(response.map(|body| Holding {
                     body,
                     watch,

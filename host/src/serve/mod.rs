@@ -65,6 +65,7 @@
 
 mod body;
 mod conn;
+mod http10;
 mod request;
 mod share;
 mod watch;

@@ -264,6 +264,11 @@ impl FromStr for Rule {
         if entry.is_empty() {
             return Err(invalid("empty entry".into()));
         }
+        if let Some(host_port) = written_in_url(entry) {
+            return Err(invalid(format!(
+                "a URL is not an entry: write the host and port alone, `{host_port}`"
+            )));
+        }
         let (host, port) = split_host_port(entry).map_err(invalid)?;
         let ports = match port {
             None => PortRange::ANY,
@@ -279,6 +284,33 @@ impl FromStr for Rule {
             })),
         })
     }
+}
+
+/// The `HOST[:PORT]` a URL (`SCHEME://[USER@]HOST[:PORT][/PATH]`) names,
+/// if `entry` is one: its port, or the scheme's for `http` (80) and
+/// `https` (443), or none for another scheme without one.
+fn written_in_url(entry: &str) -> Option<String> {
+    let (scheme, rest) = entry.split_once("://")?;
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let authority = authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, host)| host);
+    if authority.is_empty() {
+        return None;
+    }
+    let has_port = match authority.rsplit_once(']') {
+        Some((_, after)) => after.starts_with(':'),
+        None => authority.contains(':'),
+    };
+    let default_port = match scheme.to_ascii_lowercase().as_str() {
+        "http" => Some(80),
+        "https" => Some(443),
+        _ => None,
+    };
+    Some(match default_port {
+        Some(port) if !has_port => format!("{authority}:{port}"),
+        _ => authority.to_owned(),
+    })
 }
 
 /// Splits `HOST[:PORT]`, where an IPv6 host with a port is in brackets.
@@ -417,6 +449,30 @@ mod tests {
 
     fn allows(entry: &str, host: &str, port: u16) -> bool {
         rule(entry).matches(&Host::parse(host).unwrap(), port)
+    }
+
+    #[test]
+    fn a_url_is_refused_with_the_entry_it_names() {
+        for (url, written) in [
+            ("http://127.0.0.1:8765", "127.0.0.1:8765"),
+            ("https://example.com/path?q=1", "example.com:443"),
+            ("HTTP://Example.com", "Example.com:80"),
+            ("http://user@[::1]:8080/", "[::1]:8080"),
+            ("https://[::1]/", "[::1]:443"),
+            ("redis://cache.internal", "cache.internal"),
+        ] {
+            let Err(PolicyError::InvalidEntry { entry, reason }) = url.parse::<Rule>() else {
+                panic!("{url} was taken as an entry");
+            };
+            assert_eq!(entry, url);
+            assert!(reason.ends_with(&format!("`{written}`")), "{url}: {reason}");
+            assert!(written.parse::<Rule>().is_ok(), "{written}");
+        }
+        // Not a URL: the reason is the entry's own.
+        let Err(PolicyError::InvalidEntry { reason, .. }) = "http://".parse::<Rule>() else {
+            panic!("http:// was taken as an entry");
+        };
+        assert!(!reason.contains("URL"), "{reason}");
     }
 
     #[test]

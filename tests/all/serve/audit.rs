@@ -3,8 +3,9 @@
 use super::*;
 
 /// `moat serve --audit`: the operator's grant (`--addr`) is the trail's
-/// `serve-bind`, with the address bound, and the trail is complete when
-/// SIGTERM's stop ends the process.
+/// `serve-bind`, with the address bound, the settings record gives the
+/// per-request timeout that applies (1m, not `moat run`'s none), and the
+/// trail is complete when SIGTERM's stop ends the process.
 #[tokio::test]
 async fn serve_records_its_own_address_on_the_audit_trail() {
     let trail = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("audit-serve.jsonl");
@@ -31,4 +32,34 @@ async fn serve_records_its_own_address_on_the_audit_trail() {
     ] {
         assert!(bind.contains(&part), "{part} in {bind}");
     }
+    let settings: serde_json::Value = text
+        .lines()
+        .find(|l| l.contains(r#""kind":"settings""#))
+        .and_then(|line| serde_json::from_str(line).ok())
+        .unwrap_or_else(|| panic!("no settings record on the trail:\n{text}"));
+    let timeout = settings["settings"]
+        .as_array()
+        .and_then(|all| all.iter().find(|s| s["setting"] == "timeout"))
+        .unwrap_or_else(|| panic!("no timeout among {settings}"));
+    assert_eq!(timeout["value"], "1m", "{settings}");
+}
+
+/// `moat serve --help` gives one default for `--timeout`, the one that
+/// applies to each request.
+#[test]
+fn serve_help_gives_the_timeout_that_applies() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_moat"))
+        .args(["serve", "--help"])
+        .output()
+        .expect("moat serve --help runs");
+    let help = String::from_utf8_lossy(&out.stdout);
+    let flag = help
+        .split("--timeout <DURATION>")
+        .nth(1)
+        .and_then(|after| after.lines().nth(1))
+        .unwrap_or_else(|| panic!("no --timeout in:\n{help}"));
+    assert!(
+        flag.contains("request") && flag.ends_with("[default: 1m]"),
+        "{flag}"
+    );
 }

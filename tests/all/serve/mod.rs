@@ -417,6 +417,7 @@ async fn curl_post(url: &str, body: &[u8], extra: &[&str]) -> (String, Vec<u8>) 
 mod audit;
 mod engines;
 mod h2;
+mod http10;
 mod isolation;
 mod p3;
 /// An HTTP server on 127.0.0.1 that answers every request with 200 and
