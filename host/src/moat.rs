@@ -211,23 +211,26 @@ impl Moat {
             && let Some(plain) = self.plain()
         {
             match self.compile(&plain.engine, bytes) {
-                Ok(component) => match plain
-                    .linker(Parts::imported_by(&component))
-                    .and_then(|linker| linker.instantiate_pre(&component))
-                {
-                    Ok(_) => {
-                        return Ok(Guest {
-                            async_run: kit::exports_async_run(&component, &plain.engine),
-                            parts: Parts::imported_by(&component),
-                            component,
-                            support: Support::Plain,
-                            name: name.into(),
-                        });
+                Ok(component) => {
+                    let parts = Parts::imported_by(&component);
+                    match plain
+                        .linker(parts)
+                        .and_then(|linker| linker.instantiate_pre(&component))
+                    {
+                        Ok(_) => {
+                            return Ok(Guest {
+                                async_run: kit::exports_async_run(&component, &plain.engine),
+                                parts,
+                                component,
+                                support: Support::Plain,
+                                name: name.into(),
+                            });
+                        }
+                        Err(e) => {
+                            tracing::debug!(path = %name.display(), error = %e, "a wasi:http 0.2 proxy that links only with concurrency support");
+                        }
                     }
-                    Err(e) => {
-                        tracing::debug!(path = %name.display(), error = %e, "a wasi:http 0.2 proxy that links only with concurrency support");
-                    }
-                },
+                }
                 Err(e) => {
                     tracing::debug!(path = %name.display(), error = %e, "a wasi:http 0.2 proxy that needs concurrency support");
                 }
