@@ -35,6 +35,7 @@ use std::os::fd::AsFd as _;
 use std::os::unix::fs::DirBuilderExt as _;
 use std::path::{Path, PathBuf};
 
+use containerd_shim::monitor::{ExitEvent, Subject, Subscription, Topic, monitor_subscribe};
 use moat_host::{CacheDir, MAX_CACHE_BYTES, Moat, MoatConfig};
 
 use crate::image::MAX_COMPONENT;
@@ -249,6 +250,9 @@ pub fn compile(dir: &Path, max_bytes: u64, component: &[u8]) -> Result<(), Uncac
     {
         return Ok(());
     }
+    // Before the child exists: the shim's reaper may reap it before this
+    // thread waits for it, and then reports its status here.
+    let reaped = monitor_subscribe(Topic::Pid).map_err(|e| Uncached::Compile(e.to_string()))?;
     let mut child = std::process::Command::new(exe)
         .arg(COMPILE_FLAG)
         .arg(dir)
@@ -263,10 +267,14 @@ pub fn compile(dir: &Path, max_bytes: u64, component: &[u8]) -> Result<(), Uncac
         // in its status.
         let _ = stdin.write_all(component);
     }
-    let out = child
-        .wait_with_output()
-        .map_err(|e| Uncached::Compile(e.to_string()))?;
-    if out.status.success() {
+    let mut said = Vec::new();
+    if let Some(stderr) = child.stderr.take() {
+        // What the child says is one line; past this much, the rest is
+        // not read (the child then fails its write, and ends).
+        let _ = stderr.take(MAX_COMPILE_MESSAGE).read_to_end(&mut said);
+    }
+    let status = exit_code(&mut child, &reaped).map_err(|e| Uncached::Compile(e.to_string()))?;
+    if status == 0 {
         if let Some(marker) = known {
             // Only a hint: a marker that is wrong costs the container a
             // compile of its own, never wrong code.
@@ -278,10 +286,39 @@ pub fn compile(dir: &Path, max_bytes: u64, component: &[u8]) -> Result<(), Uncac
         Ok(())
     } else {
         Err(Uncached::Compile(format!(
-            "{}: {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
+            "exit status {status}: {}",
+            String::from_utf8_lossy(&said).trim()
         )))
+    }
+}
+
+/// Most bytes of what the compiling process says that the shim reads.
+const MAX_COMPILE_MESSAGE: u64 = 64 << 10;
+
+/// The exit code of `child` (128 + the signal for one a signal killed):
+/// from its own wait, or, when the shim's reaper reaped it first (the wait
+/// then fails with `ECHILD`), from the reaper's report on `reaped`.
+fn exit_code(child: &mut std::process::Child, reaped: &Subscription) -> std::io::Result<i32> {
+    use std::os::unix::process::ExitStatusExt as _;
+    let pid = i32::try_from(child.id()).unwrap_or(i32::MAX);
+    match child.wait() {
+        Ok(status) => Ok(status
+            .code()
+            .or_else(|| status.signal().map(|s| 128 + s))
+            .unwrap_or(-1)),
+        Err(e) if e.raw_os_error() == Some(rustix::io::Errno::CHILD.raw_os_error()) => {
+            while let Ok(ExitEvent { subject, exit_code }) =
+                reaped.rx.recv_timeout(crate::instance::REAPER_REPORT)
+            {
+                if matches!(subject, Subject::Pid(p) if p == pid) {
+                    return Ok(exit_code);
+                }
+            }
+            Err(std::io::Error::other(format!(
+                "the compiling process {pid} was reaped, and its status not reported"
+            )))
+        }
+        Err(e) => Err(e),
     }
 }
 
@@ -410,6 +447,34 @@ pub fn mount_into(bundle: &Path, dir: &Path) -> Result<(), Uncached> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The shim's reaper takes every child that ends; a compiling process
+    /// it reaped first still has its status, from the reaper's report.
+    #[test]
+    fn a_compile_the_reaper_took_first_still_has_its_status() {
+        let reaped = monitor_subscribe(Topic::Pid).unwrap();
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "exit 3"])
+            .spawn()
+            .unwrap();
+        let pid = i32::try_from(child.id()).unwrap();
+        // The reaper's part: it waits first, then reports.
+        let status = rustix::process::waitpid(
+            rustix::process::Pid::from_raw(pid),
+            rustix::process::WaitOptions::empty(),
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(status.1.exit_status(), Some(3));
+        containerd_shim::monitor::monitor_notify_by_pid(pid, 3).unwrap();
+        assert_eq!(exit_code(&mut child, &reaped).unwrap(), 3);
+        // And a child waited for as usual.
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "exit 4"])
+            .spawn()
+            .unwrap();
+        assert_eq!(exit_code(&mut child, &reaped).unwrap(), 4);
+    }
 
     #[test]
     fn the_node_settings_are_read_strictly() {

@@ -3,7 +3,7 @@
 //!
 //! [`MoatInstance::new`] runs in the shim's process: it reads the
 //! container's image from containerd ([`crate::image`]) and creates the
-//! container with [`MoatExecutor`], the only workload it can run. The
+//! container with `MoatExecutor`, the only workload it can run. The
 //! shim's process is multi-threaded and libcontainer forks, so the youki
 //! container is built and kept in a zygote (a single-threaded process
 //! forked early, runwasi's `zygote` crate), and every later step runs
@@ -44,7 +44,7 @@ const UNKNOWN_EXIT: u32 = 137;
 
 /// How long to wait for the shim's reaper to report a container process it
 /// reaped before the shim could (it reports at once; this bounds a bug).
-const REAPER_REPORT: Duration = Duration::from_secs(10);
+pub(crate) const REAPER_REPORT: Duration = Duration::from_secs(10);
 
 thread_local! {
     /// The zygote's one container (a zygote holds one).
@@ -386,12 +386,15 @@ fn log_refusal(id: &str, termination_log: Option<&Path>) {
     {
         let _ = file.take(MAX_TERMINATION_MESSAGE).read_to_end(&mut message);
     }
-    match String::from_utf8_lossy(&message).trim() {
-        "" => {
-            tracing::info!(container = %id, "refused (exit {REFUSED_EXIT}); the reason is in its log")
-        }
-        why => tracing::info!(container = %id, "refused: {why}"),
-    }
+    // One string, so that the line's facts reach containerd's log in one
+    // write: containerd-shim's logger writes a record piece by piece, and
+    // containerd copies the shim's log into its own between lines of its
+    // own, so fields written apart can land on different lines.
+    let line = match String::from_utf8_lossy(&message).trim() {
+        "" => format!("container {id} refused (exit {REFUSED_EXIT}); the reason is in its log"),
+        why => format!("container {id} refused: {why}"),
+    };
+    tracing::info!("{line}");
 }
 
 /// The exit status of the container's process (128 + the signal for one

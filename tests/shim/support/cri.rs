@@ -452,14 +452,20 @@ impl Node {
     /// (CRI copies a container's stdout and stderr to it each on its own,
     /// so a line may land after the container has ended).
     pub async fn log_with(&self, (pod, name, attempt): (&str, &str, u32), needle: &str) -> String {
-        self.until(
-            &format!("{needle:?} in the log of {name} ({attempt})"),
-            || async {
-                let log = self.log(pod, name, attempt);
-                log.contains(needle).then_some(log)
-            },
-        )
-        .await
+        let started = Instant::now();
+        loop {
+            let log = self.log(pod, name, attempt);
+            if log.contains(needle) {
+                return log;
+            }
+            assert!(
+                started.elapsed() < DEADLINE,
+                "{needle:?} in the log of {name} ({attempt}): not within {DEADLINE:?}; \
+                 the log:\n{log}\ncontainerd's log:\n{}",
+                self.containerd.log()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 
     /// `StopPodSandbox` and `RemovePodSandbox` of `pod`, then waits until
