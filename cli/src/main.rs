@@ -4,6 +4,10 @@
 //! a flag means lives in moat-host, so that an embedder and the containerd
 //! shim read it the same way.
 
+// The flags' doc comments are clap's help text, written as a user reads
+// it (`[::]`, `argv[0]`): brackets there are not links.
+#![allow(rustdoc::broken_intra_doc_links)]
+
 mod args;
 mod progress;
 mod run;

@@ -64,7 +64,6 @@ impl From<&ListenOptions> for listen::ListenOptions {
 ///     });
 /// }
 /// # }
-/// # }
 /// ```
 pub struct TcpListener {
     listener: Listener,

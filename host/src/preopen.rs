@@ -17,7 +17,7 @@
 //! that only reads its configuration or certificates cannot change them.
 //!
 //! Nor may a guest's directory be, contain or lie inside a compiled-code
-//! cache ([`crate::cache`]): an entry there is native code that a later run
+//! cache (moat's `cache` module): an entry there is native code that a later run
 //! of this user's executes, and its key is what makes an entry authentic.
 //! The run's own cache directory and the default one
 //! (`$XDG_CACHE_HOME/moat` or `~/.cache/moat`, which a later `moat run`

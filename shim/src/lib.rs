@@ -14,7 +14,7 @@
 //! - [`instance`]: the container's lifecycle for containerd.
 //! - [`pod`]: what a container is to its pod under CRI (the pod's sandbox,
 //!   or a container whose component runs).
-//! - [`pause`]: a pod's sandbox, held by the shim's own code.
+//! - `pause`: a pod's sandbox, held by the shim's own code.
 //! - [`sandbox`]: one container's run, in the container's process: a
 //!   component under moat, or a refusal. Nothing else ever runs there.
 //!

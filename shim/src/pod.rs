@@ -6,7 +6,7 @@
 //! pod's own containers, which join the sandbox's network, IPC and UTS
 //! namespaces by its process. Under moat the sandbox is never the image's
 //! entrypoint (that is a native program): the shim holds the pod's
-//! namespaces itself ([`crate::pause`]), and no code of the pause image
+//! namespaces itself (the `pause` module), and no code of the pause image
 //! runs.
 //!
 //! What marks the sandbox: CRI sets `io.kubernetes.cri.container-type` to

@@ -1,7 +1,7 @@
 //! One container's run: its component under moat, with what its deployment
 //! grants, or a refusal before anything runs.
 //!
-//! The shim's executor ([`crate::executor`]) calls [`MoatSandbox::run`]
+//! The shim's executor (the `executor` module) calls [`MoatSandbox::run`]
 //! inside the container's process (youki's libcontainer has set up its
 //! namespaces, cgroups and root filesystem), with the container's stdio as
 //! the process's own: the guest's output and moat's log lines go where

@@ -376,6 +376,212 @@ fn an_http_request_is_recorded_and_its_new_connection_too_and_an_unjudged_one_as
     assert_eq!(connects[0]["address"], format!("127.0.0.1:{port}"));
 }
 
+/// An HTTP/1.1 server on 127.0.0.1 that keeps connections alive and
+/// answers every request, whatever its body (by length or chunked), with
+/// `hello`. Its port.
+fn keep_alive_server() -> u16 {
+    let server = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = server.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for conn in server.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(conn.try_clone().unwrap());
+                let mut conn = conn;
+                loop {
+                    let mut length = 0usize;
+                    let mut chunked = false;
+                    loop {
+                        let mut line = String::new();
+                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        let lower = line.to_ascii_lowercase();
+                        if let Some(n) = lower.strip_prefix("content-length:") {
+                            length = n.trim().parse().unwrap();
+                        }
+                        chunked |=
+                            lower.starts_with("transfer-encoding:") && lower.contains("chunked");
+                        if line == "\r\n" {
+                            break;
+                        }
+                    }
+                    if chunked {
+                        loop {
+                            let mut size = String::new();
+                            reader.read_line(&mut size).unwrap();
+                            let size = usize::from_str_radix(size.trim(), 16).unwrap();
+                            let mut chunk = vec![0u8; size + 2];
+                            reader.read_exact(&mut chunk).unwrap();
+                            if size == 0 {
+                                break;
+                            }
+                        }
+                    } else {
+                        let mut body = vec![0u8; length];
+                        reader.read_exact(&mut body).unwrap();
+                    }
+                    if conn
+                        .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nhello")
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
+#[test]
+fn an_http_request_is_named_on_each_of_its_records_and_its_end_ties_it_to_its_connection() {
+    let port = keep_alive_server();
+    let path = trail("http-exchange");
+    let grant = format!("--allow-net=localhost:{port}");
+    let items = format!("http://localhost:{port}/items?token=hunter2");
+    let out = moat_run(
+        &path,
+        &[&grant, guests::HTTP_PROBE, "sequential", "2", &items],
+    );
+    assert_eq!(text(&out.stdout), "ok 2\n", "{}", text(&out.stderr));
+    let upload = format!("http://localhost:{port}/upload");
+    let out = moat_run(
+        &path,
+        &[&grant, guests::HTTP_PROBE, "post", &upload, "100000"],
+    );
+    assert!(
+        text(&out.stdout).contains("received 5"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = moat_run(
+        &path,
+        &[guests::HTTP_PROBE, "fetch", "http://example.invalid/x?y=1"],
+    );
+    assert_ne!(out.status.code(), Some(0));
+    // Allowed, and nothing listens there: it ends failed, on no connection.
+    let closed = support::free_port();
+    let out = moat_run(
+        &path,
+        &[
+            &format!("--allow-net=127.0.0.1:{closed}"),
+            guests::HTTP_PROBE,
+            "fetch",
+            &format!("http://127.0.0.1:{closed}/"),
+        ],
+    );
+    assert_ne!(out.status.code(), Some(0));
+    let trail_text = std::fs::read_to_string(&path).unwrap();
+    assert!(
+        !trail_text.contains("hunter2"),
+        "a query's token is not kept"
+    );
+    let records = records(&path);
+
+    // Each request's decision names it as written.
+    let requests = decisions(&records, "http-request");
+    assert_eq!(requests.len(), 5, "{requests:#?}");
+    let named: Vec<_> = requests
+        .iter()
+        .map(|r| {
+            let q = &r["request"];
+            format!(
+                "{} {} {} {}://{}{} {}",
+                r["decision"].as_str().unwrap(),
+                q["id"],
+                q["method"].as_str().unwrap(),
+                q["scheme"].as_str().unwrap(),
+                q["authority"].as_str().unwrap(),
+                q["path"].as_str().unwrap(),
+                q["query"]
+            )
+        })
+        .collect();
+    assert_eq!(
+        named,
+        [
+            format!("allowed 1 GET http://localhost:{port}/items true"),
+            format!("allowed 2 GET http://localhost:{port}/items true"),
+            format!("allowed 1 POST http://localhost:{port}/upload false"),
+            "denied 1 GET http://example.invalid/x true".to_owned(),
+            format!("allowed 1 GET http://127.0.0.1:{closed}/ false"),
+        ]
+    );
+    // One connection for the first run's two requests: its connect
+    // names the request it was made for, and its number.
+    let connects = decisions(&records, "connect");
+    assert_eq!(connects.len(), 3, "{connects:#?}");
+    assert_eq!(connects[0]["request"]["id"], 1);
+    assert_eq!(connects[0]["connection"], 1);
+    assert_eq!(connects[0]["address"], format!("127.0.0.1:{port}"));
+
+    // Each allowed request's end: the connection, what the name
+    // resolved to, the address used, the status and the bytes.
+    let exchanges: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["kind"] == "http-exchange")
+        .collect();
+    assert_eq!(exchanges.len(), 4, "{exchanges:#?}");
+    let failed = exchanges[3];
+    assert_eq!(failed["end"], "failed", "{failed:#}");
+    assert_eq!(failed["connection"], Value::Null);
+    assert_eq!(failed["status"], Value::Null);
+    assert!(
+        failed["error"].as_str().unwrap().contains("refused"),
+        "{failed:#}"
+    );
+    assert_eq!(
+        connects[2]["error"], "connection refused",
+        "its connect says so too"
+    );
+    assert_eq!(
+        connects[2]["request"], failed["request"],
+        "{:#}",
+        connects[2]
+    );
+    for (exchange, (id, reused, sent)) in
+        exchanges[..3]
+            .iter()
+            .zip([(1, false, 0), (2, true, 0), (1, false, 100_000)])
+    {
+        assert_eq!(exchange["request"]["id"], id, "{exchange:#}");
+        assert_eq!(exchange["connection"], 1, "{exchange:#}");
+        assert_eq!(exchange["reused"], reused, "{exchange:#}");
+        assert_eq!(exchange["protocol"], "HTTP/1.1");
+        assert_eq!(exchange["address"], format!("127.0.0.1:{port}"));
+        assert!(
+            exchange["resolved"]
+                .as_array()
+                .unwrap()
+                .contains(&Value::from("127.0.0.1")),
+            "{exchange:#}"
+        );
+        assert_eq!(exchange["status"], 200);
+        assert_eq!(exchange["end"], "complete", "{exchange:#}");
+        assert_eq!(exchange["error"], Value::Null);
+        assert_eq!(exchange["sent"], sent, "{exchange:#}");
+        assert_eq!(exchange["received"], 5);
+    }
+    assert_eq!(exchanges[2]["request"]["method"], "POST");
+
+    // The README's and docs/audit.md's jq line, as written there.
+    if support::have("jq") {
+        let out = Command::new("jq")
+            .args([
+                "-c",
+                r#"select(.kind == "http-exchange") | {id: .request.id, method: .request.method, url: (.request.scheme + "://" + .request.authority + .request.path), address, status, "end": .end, sent, received}"#,
+            ])
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let first = format!(
+            r#"{{"id":1,"method":"GET","url":"http://localhost:{port}/items","address":"127.0.0.1:{port}","status":200,"end":"complete","sent":0,"received":5}}"#
+        );
+        assert_eq!(text(&out.stdout).lines().next(), Some(first.as_str()));
+    }
+}
+
 /// Runs the hostile guest with `args` under `flags` until it prints its
 /// last line, and returns that line and the host's peak resident memory
 /// then, in bytes.

@@ -41,8 +41,8 @@ mod udp;
 
 pub use denials::MAX_COUNTED_DENIALS;
 pub use record::{
-    AuditRecord, Body, Context, Event, GuestIdentity, Operation, Outcome, Reason, Refusal,
-    SCHEMA_VERSION, SettingRecord,
+    AuditRecord, Body, Context, Event, GuestIdentity, HttpConnection, HttpEnd, HttpExchange,
+    HttpLink, HttpRequest, Operation, Outcome, Reason, Refusal, SCHEMA_VERSION, SettingRecord,
 };
 pub use trail::{
     AUDIT_BATCH, AUDIT_BATCH_WAIT, Audit, AuditError, AuditSink, DEFAULT_MAX_AUDIT_SIZE, JsonLines,

@@ -13,8 +13,9 @@ use moat_policy::setting::Spelled;
 
 /// The version of the records' form, the `schema` field of every record.
 /// It changes when a field changes meaning or goes away; fields may be
-/// added within a version.
-pub const SCHEMA_VERSION: u32 = 1;
+/// added within a version. Version 2: the outgoing HTTP requests'
+/// records (`request` on their decisions and connects, `http-exchange`).
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// Which component a run runs: its file name and the SHA-256 of its bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -212,6 +213,108 @@ pub struct Event {
     /// An allowed connect whose destination is the program's own loopback
     /// listener, admitted by that listener's listen grant (`rule`).
     pub own_listener: bool,
+    /// The outgoing HTTP request the call is part of: the request's own
+    /// decision, and the connect of a connection made for it.
+    pub http: Option<HttpLink>,
+}
+
+/// An outgoing HTTP request as the guest wrote it: on its decision, on
+/// the connect of a connection made for it, and on its
+/// [`Body::HttpExchange`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpRequest {
+    /// The request's number within the run, from 1.
+    pub id: u64,
+    /// The method (`GET`).
+    pub method: String,
+    /// The scheme as written (`http`, `https`; empty when none was).
+    pub scheme: String,
+    /// The authority as written (`example.com:8080`).
+    pub authority: String,
+    /// The path, without its query: a query often carries credentials
+    /// (`?token=`), which the trail does not keep.
+    pub path: String,
+    /// Whether the target had a query.
+    pub query: bool,
+}
+
+impl HttpRequest {
+    /// About how many bytes it holds.
+    pub fn size(&self) -> usize {
+        64 + self.method.len() + self.scheme.len() + self.authority.len() + self.path.len()
+    }
+}
+
+/// What ties a record to an outgoing HTTP request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpLink {
+    /// The request.
+    pub request: Arc<HttpRequest>,
+    /// On a connect record: the number (within the run) of the connection
+    /// made for the request, which its [`Body::HttpExchange`] names.
+    pub connection: Option<u64>,
+}
+
+/// The connection an outgoing HTTP request went on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpConnection {
+    /// Its number within the run, as on the connect record made for it.
+    pub id: u64,
+    /// Whether it was kept alive from an earlier request.
+    pub reused: bool,
+    /// `HTTP/1.1` or `HTTP/2`.
+    pub protocol: &'static str,
+    /// What its name resolved to when it was made (empty for an IP
+    /// literal).
+    pub resolved: Vec<IpAddr>,
+    /// The peer's address.
+    pub address: SocketAddr,
+}
+
+/// How an outgoing HTTP request ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HttpEnd {
+    /// The response's body was read to its end.
+    Complete,
+    /// The request failed (`error` says how): no response, or its body
+    /// broke off.
+    Failed,
+    /// The guest dropped the request or its response before the end.
+    Abandoned,
+}
+
+impl HttpEnd {
+    /// The name in records.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HttpEnd::Complete => "complete",
+            HttpEnd::Failed => "failed",
+            HttpEnd::Abandoned => "abandoned",
+        }
+    }
+}
+
+/// One allowed outgoing HTTP request, recorded when it ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpExchange {
+    /// The request.
+    pub request: Arc<HttpRequest>,
+    /// The host as judged, and the port.
+    pub host: String,
+    /// The port.
+    pub port: u16,
+    /// The connection it went on; `None` if it never had one.
+    pub connection: Option<HttpConnection>,
+    /// The response's status, if one came.
+    pub status: Option<u16>,
+    /// How it ended.
+    pub end: HttpEnd,
+    /// What failed, for [`HttpEnd::Failed`].
+    pub error: Option<String>,
+    /// Bytes of the request's body sent.
+    pub sent: u64,
+    /// Bytes of the response's body received.
+    pub received: u64,
 }
 
 impl Event {
@@ -228,6 +331,7 @@ impl Event {
             outcome,
             error: None,
             own_listener: false,
+            http: None,
         }
     }
 
@@ -251,6 +355,7 @@ impl Event {
             outcome,
             error: None,
             own_listener: false,
+            http: None,
         }
     }
 
@@ -307,6 +412,8 @@ pub enum Body {
         /// Denials in that second like the first.
         count: u64,
     },
+    /// An allowed outgoing HTTP request, once it ended.
+    HttpExchange(Box<HttpExchange>),
     /// The trail reached its size cap: nothing more is recorded, so the
     /// run's network is refused from here on.
     Full {
@@ -329,6 +436,16 @@ impl Body {
             Body::Decision(event) => event_size(event),
             Body::UdpSendCounts { host, .. } => FIXED + host.len(),
             Body::DenialCounts { first, .. } => FIXED + event_size(first),
+            Body::HttpExchange(exchange) => {
+                FIXED
+                    + exchange.request.size()
+                    + exchange.host.len()
+                    + exchange.error.as_ref().map_or(0, String::len)
+                    + exchange
+                        .connection
+                        .as_ref()
+                        .map_or(0, |c| c.resolved.len() * size_of::<IpAddr>())
+            }
             Body::Full { .. } => FIXED,
         }
     }
@@ -351,6 +468,7 @@ fn event_size(event: &Event) -> usize {
             Outcome::Allowed { .. } => 0,
         }
         + event.error.as_ref().map_or(0, String::len)
+        + event.http.as_ref().map_or(0, |link| link.request.size())
 }
 
 /// One record of the trail.
@@ -462,6 +580,10 @@ impl AuditRecord {
                 record.insert("second".into(), json!(rfc3339(*second)));
                 record.insert("count".into(), json!(count));
             }
+            Body::HttpExchange(exchange) => {
+                record.insert("kind".into(), json!("http-exchange"));
+                exchange_json(&mut record, exchange);
+            }
             Body::Full { limit, setting } => {
                 record.insert("kind".into(), json!("trail-full"));
                 record.insert("limit".into(), json!(limit));
@@ -478,8 +600,61 @@ impl AuditRecord {
     }
 }
 
+fn request_json(request: &HttpRequest) -> Value {
+    json!({
+        "id": request.id,
+        "method": request.method,
+        "scheme": request.scheme,
+        "authority": request.authority,
+        "path": request.path,
+        "query": request.query,
+    })
+}
+
+fn exchange_json(record: &mut Map<String, Value>, exchange: &HttpExchange) {
+    record.insert("request".into(), request_json(&exchange.request));
+    record.insert("host".into(), json!(exchange.host));
+    record.insert("port".into(), json!(exchange.port));
+    let connection = exchange.connection.as_ref();
+    record.insert("connection".into(), json!(connection.map(|c| c.id)));
+    record.insert("reused".into(), json!(connection.map(|c| c.reused)));
+    record.insert("protocol".into(), json!(connection.map(|c| c.protocol)));
+    record.insert(
+        "resolved".into(),
+        Value::Array(
+            connection
+                .map(|c| c.resolved.iter().copied().map(address_json).collect())
+                .unwrap_or_default(),
+        ),
+    );
+    record.insert(
+        "address".into(),
+        match connection {
+            Some(c) => json!(socket_address(c.address)),
+            None => Value::Null,
+        },
+    );
+    record.insert("status".into(), json!(exchange.status));
+    record.insert("end".into(), json!(exchange.end.as_str()));
+    record.insert("error".into(), json!(exchange.error));
+    record.insert("sent".into(), json!(exchange.sent));
+    record.insert("received".into(), json!(exchange.received));
+}
+
+/// A socket address as records write it (an IPv4-mapped IPv6 address as
+/// IPv4).
+fn socket_address(addr: SocketAddr) -> String {
+    SocketAddr::new(addr.ip().to_canonical(), addr.port()).to_string()
+}
+
 fn decision_json(record: &mut Map<String, Value>, event: &Event) {
     record.insert("operation".into(), json!(event.operation.as_str()));
+    if let Some(link) = &event.http {
+        record.insert("request".into(), request_json(&link.request));
+        if let Some(connection) = link.connection {
+            record.insert("connection".into(), json!(connection));
+        }
+    }
     match &event.written {
         None => record.insert("host".into(), json!(event.host)),
         Some(written) => {
@@ -510,7 +685,7 @@ fn decision_json(record: &mut Map<String, Value>, event: &Event) {
     record.insert(
         "address".into(),
         match event.address {
-            Some(addr) => json!(SocketAddr::new(addr.ip().to_canonical(), addr.port()).to_string()),
+            Some(addr) => json!(socket_address(addr)),
             None => Value::Null,
         },
     );

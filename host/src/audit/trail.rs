@@ -13,7 +13,7 @@ pub use moat_policy::limits::DEFAULT_MAX_AUDIT_SIZE;
 
 use super::Destination;
 use super::denials::DenialCounts;
-use super::record::{AuditRecord, Body, Context, Event, SettingRecord};
+use super::record::{AuditRecord, Body, Context, Event, HttpExchange, SettingRecord};
 use super::udp::UdpCounts;
 use moat_policy::policy::Host;
 use moat_policy::setting::{Setting, Spelled, Spelling};
@@ -603,6 +603,18 @@ impl Audit {
         }
     }
 
+    /// Records an outgoing HTTP request that ended (built only if there is
+    /// a trail), waiting while the queue is full.
+    ///
+    /// # Errors
+    /// As [`record`](Self::record); the request is over either way.
+    pub fn http_exchange(&self, exchange: impl FnOnce() -> HttpExchange) -> Result<(), AuditError> {
+        let Some(trail) = &self.trail else {
+            return Ok(());
+        };
+        trail.shared.push(Body::HttpExchange(Box::new(exchange())))
+    }
+
     /// Records a UDP send to `host`:`port`: the first to a destination
     /// as a whole record (built by `event`), later ones as counts per
     /// second.
@@ -966,7 +978,7 @@ mod tests {
             .collect();
         assert_eq!(lines.len(), 2);
         assert_eq!(lines[0]["kind"], "settings");
-        assert_eq!(lines[1]["schema"], 1);
+        assert_eq!(lines[1]["schema"], super::super::SCHEMA_VERSION);
         assert_eq!(lines[1]["decision"], "denied");
         assert_eq!(lines[1]["reason"]["needs"], "--allow-net=10.0.0.1");
         assert_eq!(lines[0]["run"], lines[1]["run"]);

@@ -108,7 +108,7 @@ type NoticeSink = Arc<dyn Fn(&str) + Send + Sync>;
 
 /// Where a run's denial messages go: a line each (`moat: guest: connect to
 /// 10.0.0.5:5432 denied: needs --allow-net=10.0.0.5:5432`), each distinct
-/// one once, at most [`MAX_NOTICES`].
+/// one once, at most `MAX_NOTICES` of them.
 #[derive(Clone, Default)]
 pub struct Notices {
     sink: Option<NoticeSink>,
@@ -245,6 +245,7 @@ impl AddressGate {
             operation,
             rule,
             own_listener,
+            http: None,
         };
         self.run.allowed(&admitted, None, Some(addr))
     }

@@ -353,3 +353,71 @@ fn unreachable_event() -> crate::audit::Event {
         Outcome::Allowed { rule: None },
     )
 }
+
+/// An outgoing request's facts, noted for its records while it is under
+/// way, are paid from the run's host memory until it ends; a request the
+/// guest drops before its answer ends abandoned, on the connection it went
+/// on.
+#[tokio::test]
+async fn an_http_requests_noted_facts_are_paid_for_and_a_dropped_one_ends_abandoned() {
+    use tokio::io::AsyncReadExt as _;
+    let server = PeerListener::bind("127.0.0.1:0").await.unwrap();
+    let at = server.local_addr().unwrap();
+    let (net, audit, kept) = audited(&[
+        (Setting::AllowNet, &at.to_string()),
+        (Setting::MaxHttpHeaderSize, "16KiB"),
+    ]);
+    let client = net.http_client();
+    let idle = client.budget().used();
+    // What the connection itself is paid.
+    let connection = crate::net::http::CONNECTION_BYTES + (16 << 10);
+    let path = format!("/{}", "a".repeat(60_000));
+    let uri = format!("http://{at}{path}?secret=1");
+    let request = http::Request::get(uri)
+        .body(crate::net::RequestBody::default())
+        .unwrap();
+    let sending = tokio::spawn({
+        let client = client.clone();
+        async move {
+            client
+                .send(request, crate::net::HttpRequestOptions::default())
+                .await
+        }
+    });
+    // The server reads the whole head, and never answers.
+    let (mut conn, _) = server.accept().await.unwrap();
+    let mut head = Vec::new();
+    let mut buf = [0u8; 8192];
+    while !head.ends_with(b"\r\n\r\n") {
+        let n = conn.read(&mut buf).await.unwrap();
+        assert_ne!(n, 0, "the request's head arrives");
+        head.extend_from_slice(&buf[..n]);
+    }
+    let held = client.budget().used() - idle - connection;
+    assert!(
+        held >= path.len(),
+        "{held} bytes paid beside the connection while the request is under way"
+    );
+    sending.abort();
+    let _ = sending.await;
+    drop(client);
+    drop(net);
+    audit.finish();
+    let records = kept.0.lock().unwrap().clone();
+    let exchanges: Vec<_> = records
+        .iter()
+        .filter_map(|r| match &r.body {
+            Body::HttpExchange(exchange) => Some(exchange.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(exchanges.len(), 1, "{records:#?}");
+    let exchange = &exchanges[0];
+    assert_eq!(exchange.end, crate::audit::HttpEnd::Abandoned);
+    assert_eq!(exchange.status, None);
+    assert_eq!(exchange.request.path, path);
+    assert!(exchange.request.query);
+    let connection = exchange.connection.as_ref().expect("it had a connection");
+    assert_eq!((connection.id, connection.reused), (1, false));
+    assert_eq!(connection.address, at);
+}

@@ -125,7 +125,7 @@ impl Net {
         AddressGate::new(Arc::clone(&self.run), notices)
     }
 
-    /// The run's audit trail (off unless [`with_audit`](Self::with_audit)).
+    /// The run's audit trail (off unless [`NetConfig::audit`] set one).
     pub fn audit(&self) -> &Audit {
         &self.run.audit
     }

@@ -34,7 +34,7 @@ use super::dns::{Lookups, ResolvedNames, Resolver, SystemResolver};
 use super::error::NetError;
 use super::limits::{Limits, SocketSlot, SocketSlots, WaitingCalls};
 use super::own_listeners::OwnListeners;
-use crate::audit::{Audit, Event, Operation, Outcome, Reason, Refusal};
+use crate::audit::{Audit, Event, HttpLink, Operation, Outcome, Reason, Refusal};
 use moat_policy::policy::{
     Capability, Denied, DenyReason, Host, OwnListenerOnPort, Policy, Provenance, Source,
 };
@@ -67,6 +67,8 @@ pub(crate) struct Admitted {
     /// ([`OwnListeners`]): `rule` is that listener's listen grant, and the
     /// destination is checked again just before the syscall.
     pub(crate) own_listener: bool,
+    /// The outgoing HTTP request the call is for, which its records name.
+    pub(crate) http: Option<HttpLink>,
 }
 
 /// The addresses a call may use, and (for the audit trail) what its name
@@ -76,6 +78,14 @@ pub(crate) struct Resolved {
     pub(crate) addrs: Vec<SocketAddr>,
     resolved: Vec<IpAddr>,
     refused: Vec<Refusal>,
+}
+
+impl Resolved {
+    /// What the name resolved to, when the run keeps an audit trail
+    /// (empty otherwise, and for an IP literal).
+    pub(crate) fn resolved(&self) -> &[IpAddr] {
+        &self.resolved
+    }
 }
 
 /// Why `error` refused a call, for the audit trail.
@@ -159,16 +169,35 @@ impl Run {
         port: Option<u16>,
         error: NetError,
     ) -> NetError {
-        self.refused_after(operation, host, port, None, error)
+        self.refused_after(operation, host, port, None, None, error)
+    }
+
+    /// [`refused`](Self::refused), for a call of the outgoing HTTP
+    /// request `http`.
+    pub(crate) fn refused_for(
+        &self,
+        operation: Operation,
+        host: &Host,
+        port: Option<u16>,
+        http: Option<&HttpLink>,
+        error: NetError,
+    ) -> NetError {
+        self.refused_after(operation, host, port, None, http, error)
     }
 
     /// Records a refusal of `operation` on a destination that could not be
     /// judged (it names no host, or not one moat can parse, or a scheme it
     /// does not send): the destination as `written`, the reason `invalid`.
-    pub(crate) fn refused_unjudged(&self, operation: Operation, written: &str, message: &str) {
+    pub(crate) fn refused_unjudged(
+        &self,
+        operation: Operation,
+        written: &str,
+        http: Option<&HttpLink>,
+        message: &str,
+    ) {
         // The call is refused whether or not the trail takes the record.
         let _ = self.audit.record(|| {
-            Event::written(
+            let mut event = Event::written(
                 operation,
                 written,
                 None,
@@ -176,7 +205,9 @@ impl Run {
                     reason: Reason::Invalid,
                     message: message.to_owned(),
                 },
-            )
+            );
+            event.http = http.cloned();
+            event
         });
     }
 
@@ -187,6 +218,7 @@ impl Run {
         host: &Host,
         port: Option<u16>,
         resolved: Option<Resolved>,
+        http: Option<&HttpLink>,
         error: NetError,
     ) -> NetError {
         // The call is refused whether or not the trail takes the record.
@@ -204,6 +236,7 @@ impl Run {
                 event.resolved = resolved.resolved;
                 event.refused = resolved.refused;
             }
+            event.http = http.cloned();
             event
         };
         let _ = match (operation, port) {
@@ -264,6 +297,7 @@ impl Run {
             }
             event.address = used;
             event.own_listener = admitted.own_listener;
+            event.http.clone_from(&admitted.http);
             event.error = error.map(NetError::to_string);
             event
         };
@@ -280,9 +314,15 @@ impl Run {
     /// # Errors
     /// [`NetError::LimitReached`] at `--max-sockets`.
     pub(crate) fn slot_for(&self, admitted: &Admitted) -> Result<SocketSlot, NetError> {
-        self.slots
-            .try_take()
-            .map_err(|e| self.refused(admitted.operation, &admitted.host, Some(admitted.port), e))
+        self.slots.try_take().map_err(|e| {
+            self.refused_for(
+                admitted.operation,
+                &admitted.host,
+                Some(admitted.port),
+                admitted.http.as_ref(),
+                e,
+            )
+        })
     }
 
     /// Parses `host` and checks it, as written, against the grant and deny
@@ -313,11 +353,29 @@ impl Run {
         target: Host,
         port: u16,
     ) -> Result<Admitted, NetError> {
+        self.admit_host_for(operation, target, port, None)
+    }
+
+    /// As [`admit_host`](Self::admit_host), for a call of the outgoing
+    /// HTTP request `http`, which its records name.
+    pub(crate) fn admit_host_for(
+        &self,
+        operation: Operation,
+        target: Host,
+        port: u16,
+        http: Option<&HttpLink>,
+    ) -> Result<Admitted, NetError> {
         let capability = capability_of(operation);
         if capability == Capability::Connect
             && let Some(ip) = target.as_ip().filter(IpAddr::is_unspecified)
         {
-            return Err(self.refused(operation, &target, Some(port), unspecified_destination(ip)));
+            return Err(self.refused_for(
+                operation,
+                &target,
+                Some(port),
+                http,
+                unspecified_destination(ip),
+            ));
         }
         let judged = self
             .policy
@@ -337,6 +395,7 @@ impl Run {
                     operation,
                     rule,
                     own_listener: false,
+                    http: http.cloned(),
                 });
             }
             Err(denied) => denied,
@@ -351,6 +410,7 @@ impl Run {
                 operation,
                 rule,
                 own_listener: true,
+                http: http.cloned(),
             });
         }
         let denied = match operation {
@@ -358,7 +418,7 @@ impl Run {
             _ => denied,
         };
         tracing::debug!(target: "moat::net", %denied, "denied");
-        Err(self.refused(operation, &target, Some(port), denied.into()))
+        Err(self.refused_for(operation, &target, Some(port), http, denied.into()))
     }
 
     /// `denied`, a connect refused for want of a grant, naming the run's
@@ -447,7 +507,14 @@ impl Run {
         let addrs = looked_up.inspect_err(|e| match e {
             // A bound of the run refused the lookup.
             NetError::LimitReached(_) => {
-                self.refused_after(*operation, target, Some(port), None, e.clone());
+                self.refused_after(
+                    *operation,
+                    target,
+                    Some(port),
+                    None,
+                    admitted.http.as_ref(),
+                    e.clone(),
+                );
             }
             // The policy allowed it; the name has no address.
             _ => self.failed(admitted, None, e),
@@ -508,7 +575,14 @@ impl Run {
         match (resolved.addrs.is_empty(), first_refusal) {
             (true, Some(refusal)) => {
                 let refusal = name_every_address(refusal, &denied_addresses);
-                Err(self.refused_after(*operation, target, Some(port), Some(resolved), refusal))
+                Err(self.refused_after(
+                    *operation,
+                    target,
+                    Some(port),
+                    Some(resolved),
+                    admitted.http.as_ref(),
+                    refusal,
+                ))
             }
             _ => Ok(resolved),
         }

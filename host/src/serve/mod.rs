@@ -101,7 +101,7 @@ use moat_policy::setting::Spelling;
 pub const DEFAULT_ADDR: &str = "127.0.0.1:8080";
 
 /// How long one request may take when the run sets no `--timeout`: 60 s,
-/// as an upstream's first byte ([`crate::net::limits::DEFAULT_HTTP_FIRST_BYTE_TIMEOUT`]).
+/// as an upstream's first byte (`--http-first-byte-timeout`).
 /// A handler stuck in a loop or waiting forever must not hold a client,
 /// an instance and its memory for longer.
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);

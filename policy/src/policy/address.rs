@@ -11,7 +11,7 @@
 //! - a **deny entry** matches such an address if it matches the address as
 //!   written *or any* IPv4 address it carries;
 //! - a **grant** matches it only if it matches *every* IPv4 address it
-//!   carries and the form leads to each of them ([`Judged::leads_to`]), or
+//!   carries and the form leads to each of them (`Judged::leads_to`), or
 //!   names the address itself exactly (an IPv6 range alone never grants
 //!   it).
 //!

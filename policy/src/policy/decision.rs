@@ -29,7 +29,7 @@ pub enum PolicyError {
 }
 
 /// An allowed call: the grant entry that allowed it, as written and where
-/// (`*` from the embedding API when the grant is [`Grant::Everything`]).
+/// (`*` from the embedding API when the grant is [`Grant::Everything`](crate::policy::grant::Grant::Everything)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Allowed {
     /// The entry.

@@ -16,7 +16,9 @@ use hyper::body::Incoming;
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::{Instant, Sleep};
 
+use super::exchange::Exchange;
 use super::{BoxError, HttpError};
+use crate::audit::HttpEnd;
 use crate::net::budget::Charge;
 use moat_policy::setting::Spelled;
 
@@ -31,6 +33,9 @@ pub struct ResponseBody {
     /// and (over HTTP/2) its stream's send buffer paid from the run's host
     /// memory, given back at the body's end (or when it is dropped).
     permit: Option<(OwnedSemaphorePermit, Option<Charge>)>,
+    /// The request's record on the audit trail, written at the body's
+    /// end (or, dropped before, as abandoned).
+    exchange: Exchange,
 }
 
 impl ResponseBody {
@@ -40,6 +45,7 @@ impl ResponseBody {
         setting: Spelled,
         permit: OwnedSemaphorePermit,
         stream: Option<Charge>,
+        exchange: Exchange,
     ) -> ResponseBody {
         ResponseBody {
             incoming,
@@ -47,6 +53,17 @@ impl ResponseBody {
             setting,
             timer: Box::pin(tokio::time::sleep(between_bytes)),
             permit: Some((permit, stream)),
+            exchange,
+        }
+    }
+}
+
+impl Drop for ResponseBody {
+    /// A body the guest dropped once nothing was left of it ended; one
+    /// dropped before is abandoned (the exchange's own drop).
+    fn drop(&mut self) {
+        if self.incoming.is_end_stream() {
+            self.exchange.end(HttpEnd::Complete, None);
         }
     }
 }
@@ -64,23 +81,31 @@ impl Body for ResponseBody {
             Poll::Ready(Some(Ok(frame))) => {
                 let next = Instant::now() + this.between_bytes;
                 this.timer.as_mut().reset(next);
+                if let Some(data) = frame.data_ref() {
+                    this.exchange.received(data.len());
+                }
                 Poll::Ready(Some(Ok(frame)))
             }
             Poll::Ready(Some(Err(e))) => {
                 this.permit = None;
-                Poll::Ready(Some(Err(HttpError::Protocol(e))))
+                let failed = HttpError::Protocol(e);
+                this.exchange.end(HttpEnd::Failed, Some(failed.to_string()));
+                Poll::Ready(Some(Err(failed)))
             }
             Poll::Ready(None) => {
                 this.permit = None;
+                this.exchange.end(HttpEnd::Complete, None);
                 Poll::Ready(None)
             }
             Poll::Pending => match this.timer.as_mut().poll(cx) {
                 Poll::Ready(()) => {
                     this.permit = None;
-                    Poll::Ready(Some(Err(HttpError::BetweenBytesTimeout {
+                    let failed = HttpError::BetweenBytesTimeout {
                         after: this.between_bytes,
                         setting: this.setting,
-                    })))
+                    };
+                    this.exchange.end(HttpEnd::Failed, Some(failed.to_string()));
+                    Poll::Ready(Some(Err(failed)))
                 }
                 Poll::Pending => Poll::Pending,
             },

@@ -39,10 +39,12 @@
 
 mod body;
 mod error;
+mod exchange;
 mod pool;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -65,13 +67,14 @@ use super::run::{Admitted, Run};
 use super::tasks::Tasks;
 use super::tcp::{self, ConnectOptions};
 use super::tls::{self, TlsClientOptions, TlsContext};
-use crate::audit::Operation;
+use crate::audit::{HttpEnd, HttpLink, Operation};
 use moat_policy::policy::Host;
 use moat_policy::setting::Setting;
 
 pub(crate) use body::ChargedBody;
 pub use body::{Abandoned, ResponseBody, Unfinished, request_cut_short};
 pub use error::{HttpError, HttpRequestOptions};
+use exchange::{Exchange, Made};
 use pool::{Key, Pool, Sender};
 
 /// What one kept-alive connection costs the host at most, paid from the
@@ -189,6 +192,10 @@ struct Inner {
     closing: CancellationToken,
     in_flight: Arc<Semaphore>,
     pool: Pool<B>,
+    /// The run's requests and connections so far, which number them on
+    /// the audit trail.
+    requests: AtomicU64,
+    connections: AtomicU64,
 }
 
 /// A connection made for one request: what asking for it needs.
@@ -212,6 +219,8 @@ impl HttpClient {
                 closing: CancellationToken::new(),
                 in_flight,
                 pool: Pool::new(),
+                requests: AtomicU64::new(0),
+                connections: AtomicU64::new(0),
             }),
         }
     }
@@ -255,13 +264,55 @@ impl HttpClient {
         options: HttpRequestOptions,
     ) -> Result<Response<ResponseBody>, HttpError> {
         let (parts, body) = request.into_parts();
-        let admitted = self.admit(&parts.uri);
+        // With an audit trail, the request's facts go on its records: a
+        // copy of its method, authority and path, held until it ends and
+        // paid from the run's host memory.
+        let noted = match self.inner.run.audit.is_on() {
+            false => None,
+            true => {
+                let id = self.inner.requests.fetch_add(1, Ordering::Relaxed) + 1;
+                let request = exchange::request_of(&parts, id);
+                match self
+                    .inner
+                    .run
+                    .budget
+                    .charge(request.size(), "an HTTP request's audit record")
+                {
+                    Ok(charge) => Some((
+                        HttpLink {
+                            request: Arc::new(request),
+                            connection: None,
+                        },
+                        charge,
+                    )),
+                    Err(e) => {
+                        self.drain(body);
+                        return Err(HttpError::from_net(e));
+                    }
+                }
+            }
+        };
+        let link = noted.as_ref().map(|(link, _)| link);
+        let admitted = self.admit(&parts.uri, link);
         let (target, permit) = match admitted {
             Ok(ok) => ok,
             Err(refused) => {
                 self.drain(body);
                 return Err(refused);
             }
+        };
+        let sent = Arc::new(AtomicU64::new(0));
+        let mut exchange = Exchange::new(
+            Arc::clone(&self.inner.run),
+            noted.map(|(link, charge)| (link.request, charge)),
+            &target.host,
+            target.port,
+            Arc::clone(&sent),
+        );
+        let body = if exchange.is_recorded() {
+            exchange::counted(body, sent)
+        } else {
+            body
         };
         let limits = &self.inner.run.limits;
         let spelling = self.inner.run.policy.spelling();
@@ -282,17 +333,18 @@ impl HttpClient {
         // answer), only a request that may be repeated goes again, once:
         // an idempotent method with no body (RFC 9110, 9.2.2). Any other
         // request that was sent is never sent twice.
+        let sent = async {
         let mut request = request;
         let uri = request.uri().clone();
         let host_header = request.headers().get(http::header::HOST).cloned();
         let mut again = Replay::of(&request);
         let mut reused = self.inner.pool.checkout(&target.key);
         let mut stream = None;
-        let (sender, response, fresh) = loop {
-            let (mut sender, was_pooled, fresh) = match reused.take() {
-                Some(sender) => (sender, true, false),
+        let (sender, made, response, fresh) = loop {
+            let (mut sender, made, was_pooled, fresh) = match reused.take() {
+                Some((sender, made)) => (sender, made, true, false),
                 None => match tokio::time::timeout(connect_timeout, self.connect(&target)).await {
-                    Ok(Ok(sender)) => (sender, false, true),
+                    Ok(Ok((sender, made))) => (sender, made, false, true),
                     Ok(Err(e)) => {
                         self.drain(request.into_body());
                         return Err(e);
@@ -306,6 +358,7 @@ impl HttpClient {
                     }
                 },
             };
+            exchange.on(&made, was_pooled);
             // HTTP/1.1's request line carries the path only (origin
             // form: the authority chose the connection and is the Host
             // header wasi:http sets); HTTP/2 takes the scheme and authority
@@ -354,7 +407,7 @@ impl HttpClient {
                         setting: Setting::HttpFirstByteTimeout.spelled(spelling),
                     });
                 }
-                Ok(Ok(response)) => break (sender, response, fresh),
+                Ok(Ok(response)) => break (sender, made, response, fresh),
                 Ok(Err(mut failed)) => match failed.take_message() {
                     Some(unsent) if was_pooled => {
                         tracing::debug!(
@@ -379,11 +432,23 @@ impl HttpClient {
                 },
             }
         };
+        Ok((sender, made, response, fresh, stream))
+        }
+        .await;
+        let (sender, made, response, fresh, stream) = match sent {
+            Ok(sent) => sent,
+            Err(e) => {
+                exchange.end(HttpEnd::Failed, Some(e.to_string()));
+                return Err(e);
+            }
+        };
+        exchange.status(response.status().as_u16());
         // The connection is busy until this body ends; the pool hands it
         // out again only once hyper says it is ready.
         self.inner.pool.put(
             target.key,
             sender,
+            made,
             &self.inner.tasks,
             &self.inner.closing,
             fresh,
@@ -401,6 +466,7 @@ impl HttpClient {
                 Setting::HttpBetweenBytesTimeout.spelled(spelling),
                 permit,
                 stream,
+                exchange,
             )
         }))
     }
@@ -414,8 +480,8 @@ impl HttpClient {
     /// [`HttpError::NoAuthority`].
     pub fn check_authority(&self, authority: Option<&str>) -> Result<(), HttpError> {
         match authority {
-            None => Err(self.refused_unjudged("", HttpError::NoAuthority("no"))),
-            Some("") => Err(self.refused_unjudged("", HttpError::NoAuthority("an empty"))),
+            None => Err(self.refused_unjudged("", None, HttpError::NoAuthority("no"))),
+            Some("") => Err(self.refused_unjudged("", None, HttpError::NoAuthority("an empty"))),
             Some(_) => Ok(()),
         }
     }
@@ -423,22 +489,32 @@ impl HttpClient {
     /// Records a request refused before its host could be judged (no
     /// authority, another scheme, a host or port that is not one), with
     /// the authority as written; returns the refusal.
-    fn refused_unjudged(&self, written: &str, error: HttpError) -> HttpError {
+    fn refused_unjudged(
+        &self,
+        written: &str,
+        http: Option<&HttpLink>,
+        error: HttpError,
+    ) -> HttpError {
         tracing::debug!(target: "moat::http", authority = written, %error, "refused");
         self.inner
             .run
-            .refused_unjudged(Operation::HttpRequest, written, &error.to_string());
+            .refused_unjudged(Operation::HttpRequest, written, http, &error.to_string());
         error
     }
 
     /// Steps 1 to 3 of the module doc: the authority as written, the
     /// policy, the bound on requests in flight.
-    fn admit(&self, uri: &Uri) -> Result<(Target, OwnedSemaphorePermit), HttpError> {
+    fn admit(
+        &self,
+        uri: &Uri,
+        http: Option<&HttpLink>,
+    ) -> Result<(Target, OwnedSemaphorePermit), HttpError> {
         let written = uri.authority().map_or("", Authority::as_str);
         let authority = match uri.authority() {
-            None => return Err(self.refused_unjudged("", HttpError::NoAuthority("no"))),
+            None => return Err(self.refused_unjudged("", http, HttpError::NoAuthority("no"))),
             Some(a) if a.as_str().is_empty() || a.host().is_empty() => {
-                return Err(self.refused_unjudged(written, HttpError::NoAuthority("an empty")));
+                let refused = HttpError::NoAuthority("an empty");
+                return Err(self.refused_unjudged(written, http, refused));
             }
             Some(a) => a,
         };
@@ -447,18 +523,18 @@ impl HttpClient {
             Some(s) if *s == Scheme::HTTP => false,
             Some(other) => {
                 let refused = HttpError::Scheme(other.as_str().to_owned());
-                return Err(self.refused_unjudged(written, refused));
+                return Err(self.refused_unjudged(written, http, refused));
             }
             None => {
                 let refused = HttpError::Scheme("(none)".to_owned());
-                return Err(self.refused_unjudged(written, refused));
+                return Err(self.refused_unjudged(written, http, refused));
             }
         };
         let (host, port) =
-            host_and_port(authority, https).map_err(|e| self.refused_unjudged(written, e))?;
+            host_and_port(authority, https).map_err(|e| self.refused_unjudged(written, http, e))?;
         let run = &self.inner.run;
         let admitted = run
-            .admit_host(Operation::HttpRequest, host, port)
+            .admit_host_for(Operation::HttpRequest, host, port, http)
             .map_err(|e| match e {
                 NetError::Denied(denied) => HttpError::Denied(denied),
                 other => HttpError::BadAuthority {
@@ -476,10 +552,11 @@ impl HttpClient {
                     format!("the run has {max} HTTP requests in flight already"),
                     setting,
                 );
-                run.refused(
+                run.refused_for(
                     Operation::HttpRequest,
                     &admitted.host,
                     Some(port),
+                    http,
                     refused.clone(),
                 );
                 HttpError::from_net(refused)
@@ -504,7 +581,7 @@ impl HttpClient {
     /// Step 4 for a new connection: a socket slot, the addresses that
     /// pass the deny lists, TCP, TLS, hyper's handshake; the connection's
     /// driver runs on the run's tasks, holding the slot and its memory.
-    async fn connect(&self, target: &Target) -> Result<Sender<B>, HttpError> {
+    async fn connect(&self, target: &Target) -> Result<(Sender<B>, Arc<Made>), HttpError> {
         let run = &self.inner.run;
         let header_bound = run.limits.max_http_header_size.max(MIN_HTTP_HEADER_SIZE);
         let mut charge: Charge = run
@@ -515,11 +592,16 @@ impl HttpClient {
             nodelay: true,
             ..ConnectOptions::default()
         };
+        let id = self.inner.connections.fetch_add(1, Ordering::Relaxed) + 1;
         let connection = Admitted {
             operation: Operation::Connect,
+            http: target.admitted.http.as_ref().map(|link| HttpLink {
+                request: Arc::clone(&link.request),
+                connection: Some(id),
+            }),
             ..target.admitted.clone()
         };
-        let connected = match tcp::connect_admitted(run, &connection, &options).await {
+        let connected = match tcp::connect_resolved(run, &connection, &options).await {
             // Idle kept-alive connections give way to a new one when the
             // run's sockets are all taken (and only then: host memory or
             // a failed audit trail is not eased by closing one).
@@ -528,11 +610,12 @@ impl HttpClient {
                     && self.inner.pool.close_oldest_idle() =>
             {
                 tokio::task::yield_now().await;
-                tcp::connect_admitted(run, &connection, &options).await
+                tcp::connect_resolved(run, &connection, &options).await
             }
             other => other,
         };
-        let (stream, _, slot) = connected.map_err(|e| HttpError::from_connect(e, target))?;
+        let (stream, _, slot, resolved) =
+            connected.map_err(|e| HttpError::from_connect(e, target))?;
         let addr = stream
             .peer_addr()
             .map_err(|e| HttpError::from_connect(e.into(), target))?;
@@ -569,7 +652,7 @@ impl HttpClient {
             protocol = if h2 { "h2" } else { "http/1.1" },
             "connected"
         );
-        if h2 {
+        let sender = if h2 {
             // What its window lets the peer send before the guest reads.
             charge
                 .grow(H2_CONNECTION_WINDOW as usize, "an HTTP/2 connection")
@@ -583,7 +666,7 @@ impl HttpClient {
                 .await
                 .map_err(|e| self.hyper_error(e))?;
             self.drive(conn, slot, charge, addr);
-            Ok(Sender::H2(sender))
+            Sender::H2(sender)
         } else {
             let (sender, conn) = http1::Builder::new()
                 .max_header_size(header_bound)
@@ -592,8 +675,15 @@ impl HttpClient {
                 .await
                 .map_err(|e| self.hyper_error(e))?;
             self.drive(conn, slot, charge, addr);
-            Ok(Sender::H1(sender))
-        }
+            Sender::H1(sender)
+        };
+        let made = Made {
+            id,
+            protocol: if h2 { "HTTP/2" } else { "HTTP/1.1" },
+            resolved,
+            address: addr,
+        };
+        Ok((sender, Arc::new(made)))
     }
 
     /// Runs a connection's I/O on the run's tasks, holding its socket

@@ -24,6 +24,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use hyper::client::conn::{http1, http2};
 use tokio::time::Instant;
 
+use super::exchange::Made;
 use super::{POOL_IDLE_TIMEOUT, POOL_MAX_PER_AUTHORITY};
 use tokio_util::sync::CancellationToken;
 
@@ -88,6 +89,8 @@ impl<B> Sender<B> {
 
 struct Kept<B> {
     sender: Sender<B>,
+    /// The connection, as the requests on it record it.
+    made: Arc<Made>,
     /// When it was put back (its last request's head arrived).
     since: Instant,
 }
@@ -120,7 +123,7 @@ impl<B: Send + 'static> Pool<B> {
     /// A connection for `key` that is ready for a request now, if one is
     /// kept: an HTTP/1.1 one is taken out ([`put`](Self::put) it back
     /// after its response), an HTTP/2 one is shared and stays.
-    pub(crate) fn checkout(&self, key: &Key) -> Option<Sender<B>> {
+    pub(crate) fn checkout(&self, key: &Key) -> Option<(Sender<B>, Arc<Made>)> {
         let mut state = self.lock();
         let list = state.kept.get_mut(key)?;
         let now = Instant::now();
@@ -129,9 +132,12 @@ impl<B: Send + 'static> Pool<B> {
         let found = ready.map(|i| match list[i].sender.shared() {
             Some(shared) => {
                 list[i].since = now;
-                shared
+                (shared, Arc::clone(&list[i].made))
             }
-            None => list.swap_remove(i).sender,
+            None => {
+                let kept = list.swap_remove(i);
+                (kept.sender, kept.made)
+            }
         });
         if list.is_empty() {
             state.kept.remove(key);
@@ -148,6 +154,7 @@ impl<B: Send + 'static> Pool<B> {
         &self,
         key: Key,
         sender: Sender<B>,
+        made: Arc<Made>,
         tasks: &Tasks,
         closing: &CancellationToken,
         fresh: bool,
@@ -168,6 +175,7 @@ impl<B: Send + 'static> Pool<B> {
             }
             list.push(Kept {
                 sender,
+                made,
                 since: Instant::now(),
             });
             !std::mem::replace(&mut state.sweeping, true)
@@ -261,6 +269,15 @@ mod tests {
         Sender::H1(sender)
     }
 
+    fn made() -> Arc<Made> {
+        Arc::new(Made {
+            id: 1,
+            protocol: "HTTP/1.1",
+            resolved: Vec::new(),
+            address: "127.0.0.1:80".parse().unwrap(),
+        })
+    }
+
     #[tokio::test(start_paused = true)]
     async fn an_idle_connection_is_kept_for_its_authority_until_it_expires() {
         let pool = Pool::new();
@@ -268,7 +285,7 @@ mod tests {
         let closing = CancellationToken::new();
         let name = Host::parse("example.com").unwrap();
         let key = Key::new(false, &name, 80);
-        pool.put(key.clone(), sender().await, &tasks, &closing, true);
+        pool.put(key.clone(), sender().await, made(), &tasks, &closing, true);
         assert!(
             pool.checkout(&Key::new(true, &name, 80)).is_none(),
             "not for https"
@@ -280,9 +297,9 @@ mod tests {
         let shared = pool
             .checkout(&Key::new(false, &Host::parse("EXAMPLE.com.").unwrap(), 80))
             .expect("another spelling of the same host and port");
-        pool.put(key.clone(), shared, &tasks, &closing, false);
+        pool.put(key.clone(), shared.0, shared.1, &tasks, &closing, false);
         let again = pool.checkout(&key).expect("reused");
-        pool.put(key.clone(), again, &tasks, &closing, false);
+        pool.put(key.clone(), again.0, again.1, &tasks, &closing, false);
         tokio::time::advance(POOL_IDLE_TIMEOUT + Duration::from_secs(1)).await;
         assert!(
             pool.checkout(&key).is_none(),
@@ -297,15 +314,15 @@ mod tests {
         let closing = CancellationToken::new();
         let key = Key::new(false, &Host::parse("example.com").unwrap(), 80);
         for _ in 0..POOL_MAX_PER_AUTHORITY + 3 {
-            pool.put(key.clone(), sender().await, &tasks, &closing, true);
+            pool.put(key.clone(), sender().await, made(), &tasks, &closing, true);
         }
         let mut taken = Vec::new();
         while let Some(sender) = pool.checkout(&key) {
             taken.push(sender);
         }
         assert_eq!(taken.len(), POOL_MAX_PER_AUTHORITY);
-        for sender in taken {
-            pool.put(key.clone(), sender, &tasks, &closing, false);
+        for (sender, made) in taken {
+            pool.put(key.clone(), sender, made, &tasks, &closing, false);
         }
         let mut closed = 0;
         while pool.close_oldest_idle() {

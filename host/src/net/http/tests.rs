@@ -23,9 +23,20 @@ fn granted(entries: &str) -> HttpClient {
     )
 }
 
+/// The audit trail's tie to a request (these runs keep no trail).
+fn link() -> HttpLink {
+    let (parts, ()) = Request::new(()).into_parts();
+    HttpLink {
+        request: Arc::new(exchange::request_of(&parts, 1)),
+        connection: None,
+    }
+}
+
 fn admit(client: &HttpClient, uri: &str) -> Result<Target, HttpError> {
     let uri: Uri = uri.parse().unwrap();
-    client.admit(&uri).map(|(target, _permit)| target)
+    client
+        .admit(&uri, Some(&link()))
+        .map(|(target, _permit)| target)
 }
 
 #[test]
@@ -81,7 +92,10 @@ fn the_authority_is_judged_as_written() {
 #[test]
 fn a_request_without_a_host_or_with_another_scheme_is_refused() {
     let c = granted("*");
-    let e = c.admit(&Uri::from_static("/relative")).err().unwrap();
+    let e = c
+        .admit(&Uri::from_static("/relative"), Some(&link()))
+        .err()
+        .unwrap();
     assert!(matches!(e, HttpError::NoAuthority("no")), "{e}");
     assert!(e.to_string().contains("never the Host header"));
     assert!(matches!(
@@ -129,7 +143,10 @@ fn a_request_refused_before_its_host_is_judged_is_on_the_trail_as_written() {
     for uri in refused {
         assert!(admit(&c, uri).is_err(), "{uri}");
     }
-    assert!(c.admit(&Uri::from_static("/relative")).is_err());
+    assert!(
+        c.admit(&Uri::from_static("/relative"), Some(&link()))
+            .is_err()
+    );
     assert!(c.check_authority(Some("")).is_err());
     audit.finish();
     let written: Vec<String> = kept
@@ -166,9 +183,9 @@ fn requests_in_flight_are_counted_until_their_permit_is_dropped() {
         },
     );
     let uri: Uri = "http://example.com/".parse().unwrap();
-    let a = c.admit(&uri).unwrap();
-    let _b = c.admit(&uri).unwrap();
-    let refused = c.admit(&uri).err().unwrap();
+    let a = c.admit(&uri, Some(&link())).unwrap();
+    let _b = c.admit(&uri, Some(&link())).unwrap();
+    let refused = c.admit(&uri, Some(&link())).err().unwrap();
     assert!(
         refused
             .to_string()
@@ -181,7 +198,7 @@ fn requests_in_flight_are_counted_until_their_permit_is_dropped() {
         "the refusal carries its setting, typed: {refused:?}"
     );
     drop(a);
-    assert!(c.admit(&uri).is_ok());
+    assert!(c.admit(&uri, Some(&link())).is_ok());
 }
 
 #[test]

@@ -1,6 +1,6 @@
 //! Reaching out: `connect`, after the policy said yes.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use socket2::{SockRef, TcpKeepalive};
@@ -64,6 +64,17 @@ pub(crate) async fn connect_admitted(
     admitted: &Admitted,
     options: &ConnectOptions,
 ) -> Result<(TcpStream, Host, SocketSlot), NetError> {
+    let (stream, host, slot, _) = connect_resolved(run, admitted, options).await?;
+    Ok((stream, host, slot))
+}
+
+/// [`connect_admitted`], also giving what the name resolved to (as
+/// [`Resolved::resolved`](crate::net::run::Resolved::resolved) keeps it: only when the run has an audit trail).
+pub(crate) async fn connect_resolved(
+    run: &Run,
+    admitted: &Admitted,
+    options: &ConnectOptions,
+) -> Result<(TcpStream, Host, SocketSlot, Vec<IpAddr>), NetError> {
     // Validate before any syscall, so a bad option fails the same way
     // whatever the network does.
     let send_buffer = options.send_buffer_size.map(buffer_size).transpose()?;
@@ -83,10 +94,11 @@ pub(crate) async fn connect_admitted(
                     .decide(Capability::Connect, &admitted.host, admitted.port)
                     .err();
                 if let Some(denied) = denied {
-                    return Err(run.refused(
+                    return Err(run.refused_for(
                         admitted.operation,
                         &admitted.host,
                         Some(admitted.port),
+                        admitted.http.as_ref(),
                         denied.into(),
                     ));
                 }
@@ -133,7 +145,8 @@ pub(crate) async fn connect_admitted(
         host = %target, port = admitted.port, peer = %used, local = ?stream.local_addr().ok(),
         "connected"
     );
-    Ok((stream, target.clone(), slot))
+    let resolved = resolved.map(|r| r.resolved().to_vec()).unwrap_or_default();
+    Ok((stream, target.clone(), slot, resolved))
 }
 
 async fn connect_one(

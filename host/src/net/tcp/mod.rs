@@ -66,7 +66,7 @@ use super::limits::SocketSlot;
 use super::tasks::Tasks;
 
 pub use connect::ConnectOptions;
-pub(crate) use connect::{connect_admitted, connect_stream};
+pub(crate) use connect::{connect_admitted, connect_resolved, connect_stream};
 pub use receive::Reader;
 pub use send::Writer;
 pub use upgrade::{Upgrade, Upgraded};

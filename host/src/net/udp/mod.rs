@@ -67,7 +67,7 @@ pub struct Datagram {
     pub data: Vec<u8>,
     /// Who sent it.
     pub from: SocketAddr,
-    /// It did not fit in [`RECEIVE_BUFFER`](pool::RECEIVE_BUFFER): the rest is gone.
+    /// It did not fit in the receive buffer (`RECEIVE_BUFFER`): the rest is gone.
     pub truncated: bool,
 }
 

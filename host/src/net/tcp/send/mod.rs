@@ -161,7 +161,7 @@ fn begin_shutdown(
 impl Writer {
     /// Writes from `buf`: `Ok(n)` once `n > 0` bytes are accepted, either
     /// written to the kernel or (when it is full) queued in the host, up to
-    /// [`SEND_BACKLOG_LIMIT`](crate::net::limits::SEND_BACKLOG_LIMIT).
+    /// `SEND_BACKLOG_LIMIT` (64 KiB).
     /// While queued bytes remain, this waits. An empty `buf` is a readiness
     /// check. An error ends the writer; the socket's [`Outcome`] carries it
     /// too.
