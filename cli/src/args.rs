@@ -105,9 +105,14 @@ pub(crate) struct CompileArgs {
 pub(crate) struct ServeArgs {
     /// Listen here: an IP address and port. Loopback unless you write
     /// 0.0.0.0 or [::]; this is the operator's grant, the handler needs no
-    /// --allow-listen for it
-    #[arg(long = "addr", value_name = "IP:PORT", default_value = moat_host::serve::DEFAULT_ADDR)]
-    pub(crate) addr: String,
+    /// --allow-listen for it. Give it again to listen on more addresses
+    #[arg(
+        long = "addr",
+        value_name = "IP:PORT",
+        default_value = moat_host::serve::DEFAULT_ADDR,
+        action = clap::ArgAction::Append
+    )]
+    pub(crate) addr: Vec<String>,
 
     /// Serve HTTPS with this certificate chain (PEM, leaf first); needs
     /// --tls-key

@@ -3,9 +3,12 @@
 //! MB componentize-py component for 5.7 s on 2 cores, 11 s on one), and a
 //! silent terminal looks hung.
 //!
-//! Nothing is shown when stderr is not a terminal, nor when the load ends
-//! within [`NOTICE_AFTER`] (a cached load of that component takes 0.12 s). Past it, one line that counts the seconds, and when the load
-//! ends, the time it took.
+//! Nothing is shown when the load ends within [`NOTICE_AFTER`] (a cached
+//! load of that component takes 0.12 s). Past it, on a terminal, one line
+//! that counts the seconds, and when the load ends, the time it took.
+//! When stderr is not a terminal (CI, systemd, a container's log), where a
+//! redrawn line would be noise, a load past [`PLAIN_NOTICE_AFTER`] gets
+//! one plain line saying what is happening, and one more when it ends.
 
 use std::io::Write;
 use std::path::Path;
@@ -17,8 +20,23 @@ use std::time::{Duration, Instant};
 /// load of a large component takes, short enough that nobody wonders.
 pub(crate) const NOTICE_AFTER: Duration = Duration::from_secs(1);
 
+/// How long a load may take before a log (stderr not a terminal) is told:
+/// longer than a debug build of moat compiles a small component, so that
+/// logs of everyday runs stay as they were, and well before the 18 to 23 s
+/// a 22 MB component takes, which looks like a hang in a container's log.
+pub(crate) const PLAIN_NOTICE_AFTER: Duration = Duration::from_secs(5);
+
 /// How often the line's count of seconds is redrawn.
 const TICK: Duration = Duration::from_secs(1);
+
+/// How the notice is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Style {
+    /// A terminal: one line, redrawn each second.
+    Terminal,
+    /// A log: a line when the notice is due, and a line at the end.
+    Plain,
+}
 
 /// A load under way; dropping it (or [`done`](Self::done)) ends the line.
 pub(crate) struct Compiling {
@@ -30,18 +48,19 @@ impl Compiling {
     /// Starts watching the load of `component` (cached unless `cached` is
     /// false), writing to stderr if it is a terminal.
     pub(crate) fn start(component: &Path, cached: bool) -> Compiling {
-        if !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
-            return Compiling {
-                stop: None,
-                shown: None,
-            };
-        }
-        Compiling::to(std::io::stderr(), component, cached, NOTICE_AFTER, TICK)
+        let (style, after) = if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+            (Style::Terminal, NOTICE_AFTER)
+        } else {
+            (Style::Plain, PLAIN_NOTICE_AFTER)
+        };
+        Compiling::to(std::io::stderr(), style, component, cached, after, TICK)
     }
 
-    /// As [`start`](Self::start), writing to `out` after `after`.
+    /// As [`start`](Self::start), writing to `out` in `style` after
+    /// `after`.
     fn to(
         mut out: impl Write + Send + 'static,
+        style: Style,
         component: &Path,
         cached: bool,
         after: Duration,
@@ -66,6 +85,16 @@ impl Compiling {
                     Err(RecvTimeoutError::Timeout) => {}
                     // Done (or dropped) in time: nothing to say.
                     _ => return,
+                }
+                if style == Style::Plain {
+                    let _ = writeln!(out, "moat: compiling {name} ({what})...");
+                    let _ = out.flush();
+                    // Done or dropped: say how long it took.
+                    let _ = stopped.recv();
+                    let took = started.elapsed().as_secs_f64();
+                    let _ = writeln!(out, "moat: compiled {name} in {took:.1} s");
+                    let _ = out.flush();
+                    return;
                 }
                 loop {
                     let seconds = started.elapsed().as_secs();
@@ -152,6 +181,7 @@ mod tests {
         let screen = Screen::default();
         let loading = Compiling::to(
             screen.clone(),
+            Style::Terminal,
             Path::new("/images/app.wasm"),
             true,
             Duration::ZERO,
@@ -171,6 +201,7 @@ mod tests {
         let screen = Screen::default();
         let loading = Compiling::to(
             screen.clone(),
+            Style::Terminal,
             Path::new("app.wasm"),
             true,
             Duration::from_secs(3600),
@@ -185,6 +216,7 @@ mod tests {
         let screen = Screen::default();
         let loading = Compiling::to(
             screen.clone(),
+            Style::Terminal,
             Path::new("app.wasm"),
             false,
             Duration::ZERO,
@@ -193,5 +225,43 @@ mod tests {
         screen.wait_for("(--no-cache: compiled every run)");
         drop(loading);
         assert!(screen.text().contains("compiled app.wasm in"));
+    }
+
+    #[test]
+    fn a_log_gets_one_plain_line_then_the_time_it_took() {
+        let screen = Screen::default();
+        let loading = Compiling::to(
+            screen.clone(),
+            Style::Plain,
+            Path::new("/images/app.wasm"),
+            true,
+            Duration::ZERO,
+            Duration::from_millis(1),
+        );
+        screen.wait_for("moat: compiling app.wasm (first run; cached for next time)...\n");
+        loading.done();
+        let text = screen.text();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2, "{text:?}");
+        assert!(
+            lines[1].starts_with("moat: compiled app.wasm in "),
+            "{text:?}"
+        );
+        assert!(!text.contains('\r') && !text.contains('\x1b'), "{text:?}");
+    }
+
+    #[test]
+    fn a_log_hears_nothing_of_a_load_done_in_time() {
+        let screen = Screen::default();
+        let loading = Compiling::to(
+            screen.clone(),
+            Style::Plain,
+            Path::new("app.wasm"),
+            true,
+            PLAIN_NOTICE_AFTER,
+            TICK,
+        );
+        loading.done();
+        assert_eq!(screen.text(), "");
     }
 }

@@ -142,8 +142,12 @@ fn serve(args: ServeArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let mut addrs = args.addr.iter().cloned();
     let entry = Entry::Serve {
-        addr: args.addr.clone(),
+        addr: addrs
+            .next()
+            .unwrap_or_else(|| moat_host::serve::DEFAULT_ADDR.to_owned()),
+        also: addrs.collect(),
         tls,
     };
     // Requests run side by side, one per core.

@@ -56,6 +56,8 @@ pub enum Entry {
     Serve {
         /// The address as written (`127.0.0.1:8080`).
         addr: String,
+        /// More addresses to serve on as well, as written.
+        also: Vec<String>,
         /// The server's certificate and key, for HTTPS.
         tls: Option<TlsIdentity>,
     },
@@ -177,8 +179,11 @@ impl Launch {
             Source::Bytes { bytes, name } => moat.load_bytes(bytes, name),
         })?;
         match self.entry {
-            Entry::Serve { addr, tls } => {
+            Entry::Serve { addr, also, tls } => {
                 let mut options = ServeOptions::new(addr, self.options);
+                for addr in also {
+                    options = options.also(addr);
+                }
                 let scheme = match tls {
                     Some(identity) => {
                         options = options.tls(identity);
@@ -189,7 +194,9 @@ impl Launch {
                 let server = moat.bind_server(&guest, options).await?;
                 // Taken over before the line a supervisor may wait for.
                 let stop = stop_signal();
-                launcher.serving(scheme, server.local_addr());
+                for addr in server.local_addrs() {
+                    launcher.serving(scheme, addr);
+                }
                 server.serve(stop).await?;
                 Ok(Ended::Served)
             }

@@ -378,6 +378,15 @@ impl fmt::Display for Audit {
 }
 
 impl Deployment {
+    /// The defaults of what no setting sets: a handler's (a 60 s bound on
+    /// each request) when the container serves one, a run's otherwise.
+    pub fn defaults(&self) -> moat_host::settings::Defaults {
+        match self.http_addr {
+            Some(_) => moat_host::settings::Defaults::Serve,
+            None => moat_host::settings::Defaults::Run,
+        }
+    }
+
     /// Reads the container's environment (`KEY=VALUE` entries, as in the
     /// OCI spec), the image's own environment (its configuration's `Env`:
     /// those `MOAT_*` entries never count), and the image's policy layer,
@@ -881,6 +890,19 @@ mod tests {
                 .contains(&"MOAT_HTTP_ADDR=0.0.0.0:8080".to_owned())
         );
         assert_eq!(read(&envs(&[]), None).unwrap().http_addr, None);
+        // Its audit settings record gives the per-request timeout that
+        // applies when it serves, none when it runs.
+        let timeout = |d: &Deployment| {
+            moat_host::settings::audited(&d.settings, d.defaults())
+                .into_iter()
+                .find(|s| s.setting == "timeout")
+                .map(|s| s.value)
+        };
+        assert_eq!(timeout(&d).as_deref(), Some("1m"));
+        assert_eq!(
+            timeout(&read(&envs(&[]), None).unwrap()).as_deref(),
+            Some("none")
+        );
         // The image's own MOAT_HTTP_ADDR serves nothing: the pod spec grants.
         let own = envs(&["MOAT_HTTP_ADDR=0.0.0.0:80"]);
         let d = Deployment::read(&own, &own, None).unwrap();

@@ -351,7 +351,7 @@ impl MoatSandbox {
             let trail = Audit::to_destination(
                 destination,
                 context,
-                moat_host::settings::audited(&settings, moat_host::settings::Defaults::Run),
+                moat_host::settings::audited(&settings, deployment.defaults()),
                 settings.limits.max_audit_size,
                 moat_host::settings::Spelling::Environment,
             )
@@ -392,6 +392,7 @@ fn run(prepared: Prepared, refuse: impl Fn(&str)) -> i32 {
     let entry = match prepared.http_addr {
         Some(addr) => Entry::Serve {
             addr: addr.to_string(),
+            also: Vec::new(),
             tls: None,
         },
         None => Entry::Run,

@@ -116,6 +116,10 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 pub struct ServeOptions {
     /// Where to listen (`--addr`): an IP address and port.
     pub addr: String,
+    /// More addresses to listen on as well (`--addr` given again), each
+    /// the operator's grant as `addr` is; requests from all of them are
+    /// served alike.
+    pub also: Vec<String>,
     /// The handler's grants and bounds, environment and directories, as a
     /// run's; `timeout` is per request.
     pub run: RunOptions,
@@ -129,9 +133,16 @@ impl ServeOptions {
     pub fn new(addr: impl Into<String>, run: RunOptions) -> ServeOptions {
         ServeOptions {
             addr: addr.into(),
+            also: Vec::new(),
             run,
             tls: None,
         }
+    }
+
+    /// Listening on `addr` as well.
+    pub fn also(mut self, addr: impl Into<String>) -> ServeOptions {
+        self.also.push(addr.into());
+        self
     }
 
     /// Serving HTTPS with `identity` instead.
@@ -144,8 +155,8 @@ impl ServeOptions {
 /// A bound server: listening, not yet answering.
 pub struct Server<'m> {
     moat: &'m Moat,
-    listener: TcpListener,
-    addr: SocketAddr,
+    /// Each listener and the address it listens on, in the order given.
+    listeners: Vec<(TcpListener, SocketAddr)>,
     shared: Arc<request::Shared>,
     tls: Option<TlsAcceptor>,
 }
@@ -153,14 +164,15 @@ pub struct Server<'m> {
 impl Moat {
     /// Checks that `guest` is a wasi:http handler (0.2's
     /// `incoming-handler` or 0.3's `handler`), links it, and listens on
-    /// `options.addr`. Nothing is answered until [`Server::serve`].
+    /// `options.addr` and each of `options.also`. Nothing is answered
+    /// until [`Server::serve`].
     ///
     /// # Errors
     /// [`MoatError::NotAHandler`] for a component that exports neither;
     /// [`MoatError::Instantiate`] for one
-    /// whose imports moat does not provide; [`MoatError::Bind`] for an
-    /// address that is not an IP address and port, or cannot be listened
-    /// on; [`MoatError::PreopenRefused`] and the other errors of building a
+    /// whose imports moat does not provide; [`MoatError::Bind`] for the
+    /// first address that is not an IP address and port, or cannot be
+    /// listened on (none is then listened on); [`MoatError::PreopenRefused`] and the other errors of building a
     /// run's context.
     pub async fn bind_server(
         &self,
@@ -195,26 +207,19 @@ impl Moat {
         .map_err(MoatError::Instantiate)?;
         // Checked once here, as every request's store will be built.
         crate::moat::wasi_ctx(&options.run, self.apart())?;
-        let addr: SocketAddr = options.addr.parse().map_err(|_| MoatError::Bind {
-            addr: options.addr.clone(),
-            source: std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                "expected an IP address and port, such as 127.0.0.1:8080 or [::1]:8080",
-            ),
-        })?;
-        let listener = TcpListener::bind(addr)
-            .await
-            .map_err(|source| MoatError::Bind {
-                addr: options.addr.clone(),
-                source,
-            })?;
-        let addr = listener.local_addr().map_err(|source| MoatError::Bind {
-            addr: options.addr.clone(),
-            source,
-        })?;
+        let mut listeners = Vec::with_capacity(1 + options.also.len());
+        for written in std::iter::once(&options.addr).chain(&options.also) {
+            listeners.push((listen(written).await?, written));
+        }
         let run = options.run;
         let notices = crate::moat::notices(&run);
-        record_serve_bind(&run, &options.addr, addr)?;
+        let listeners = listeners
+            .into_iter()
+            .map(|((listener, addr), written)| {
+                record_serve_bind(&run, written, addr)?;
+                Ok((listener, addr))
+            })
+            .collect::<Result<Vec<_>, MoatError>>()?;
         let builder = MoatCtx::configured(run.net.clone())
             .notices(notices)
             .linger(self.linger());
@@ -246,21 +251,71 @@ impl Moat {
             run,
             self.apart().to_vec(),
         ));
-        tracing::debug!(target: "moat::http", %addr, "listening");
+        for (_, addr) in &listeners {
+            tracing::debug!(target: "moat::http", %addr, "listening");
+        }
         Ok(Server {
             moat: self,
-            listener,
-            addr,
+            listeners,
             shared,
             tls,
         })
     }
 }
 
+/// A listener on `written`, an IP address and port, and the address it got
+/// (the port the system chose for port 0).
+async fn listen(written: &str) -> Result<(TcpListener, SocketAddr), MoatError> {
+    let bind_error = |source| MoatError::Bind {
+        addr: written.to_owned(),
+        source,
+    };
+    let addr: SocketAddr = written.parse().map_err(|_| {
+        bind_error(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "expected an IP address and port, such as 127.0.0.1:8080 or [::1]:8080",
+        ))
+    })?;
+    let listener = TcpListener::bind(addr).await.map_err(bind_error)?;
+    let addr = listener.local_addr().map_err(bind_error)?;
+    Ok((listener, addr))
+}
+
+/// The next connection from any of `listeners`, and the address it came
+/// in on; each accept starts from the listener after `next`'s, so that a
+/// busy one does not starve the others.
+async fn accept_any(
+    listeners: &[(TcpListener, SocketAddr)],
+    next: &mut usize,
+) -> (
+    std::io::Result<(tokio::net::TcpStream, SocketAddr)>,
+    SocketAddr,
+) {
+    std::future::poll_fn(|cx| {
+        let count = listeners.len();
+        for i in 0..count {
+            let at = (*next + i) % count;
+            let (listener, addr) = &listeners[at];
+            if let std::task::Poll::Ready(accepted) = listener.poll_accept(cx) {
+                *next = (at + 1) % count;
+                return std::task::Poll::Ready((accepted, *addr));
+            }
+        }
+        std::task::Poll::Pending
+    })
+    .await
+}
+
 impl Server<'_> {
-    /// The address it listens on (the port the system chose for port 0).
+    /// The address it listens on first (the port the system chose for
+    /// port 0).
     pub fn local_addr(&self) -> SocketAddr {
-        self.addr
+        self.listeners[0].1
+    }
+
+    /// Every address it listens on, in the order given.
+    pub fn local_addrs(&self) -> Vec<SocketAddr> {
+        self.listeners.iter().map(|(_, addr)| *addr).collect()
     }
 
     /// Answers requests until `stop` resolves, then stops accepting, lets
@@ -272,11 +327,11 @@ impl Server<'_> {
     pub async fn serve(self, stop: impl Future<Output = ()>) -> Result<(), MoatError> {
         let Server {
             moat,
-            listener,
-            addr,
+            listeners,
             shared,
             tls,
         } = self;
+        let mut next = 0;
         let handshake_limit =
             DEFAULT_TLS_HANDSHAKE_TIMEOUT.min(shared.net().limits().tls_handshake_timeout);
         let limits = shared.net().limits().clone();
@@ -303,9 +358,9 @@ impl Server<'_> {
                     Err(_) => break,
                 },
             };
-            let accepted = tokio::select! {
+            let (accepted, addr) = tokio::select! {
                 () = &mut stop => break,
-                accepted = listener.accept() => accepted,
+                accepted = accept_any(&listeners, &mut next) => accepted,
             };
             let (stream, peer) = match accepted {
                 Ok(pair) => pair,
@@ -347,8 +402,8 @@ impl Server<'_> {
                 }
             });
         }
-        drop(listener);
-        tracing::debug!(target: "moat::http", %addr, in_flight = tracker.len(), "stopping");
+        drop(listeners);
+        tracing::debug!(target: "moat::http", in_flight = tracker.len(), "stopping");
         stopping.cancel();
         tracker.close();
         if tokio::time::timeout(SHUTDOWN_GRACE, tracker.wait())

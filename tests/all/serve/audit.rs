@@ -12,12 +12,7 @@ async fn serve_records_its_own_address_on_the_audit_trail() {
     let _ = std::fs::remove_file(&trail);
     let audit = format!("--audit={}", trail.display());
     let mut server = Serve::start(guests::WSTD_SERVE, &[&audit]).await;
-    let pid = server.child.id().expect("moat serve is running");
-    rustix::process::kill_process(
-        rustix::process::Pid::from_raw(pid as i32).unwrap(),
-        rustix::process::Signal::TERM,
-    )
-    .expect("SIGTERM sent");
+    server.terminate();
     assert_eq!(server.exited().await.code(), Some(0));
     let text = std::fs::read_to_string(&trail).expect("the trail");
     let bind = text
@@ -62,4 +57,78 @@ fn serve_help_gives_the_timeout_that_applies() {
         flag.contains("request") && flag.ends_with("[default: 1m]"),
         "{flag}"
     );
+}
+
+/// `--addr` given twice: both addresses answer, each is on the trail as
+/// its own `serve-bind`, and stderr says where it serves, a line each.
+#[tokio::test]
+async fn serve_listens_on_every_addr_given_and_records_each() {
+    let trail = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("audit-serve-two.jsonl");
+    let _ = std::fs::remove_file(&trail);
+    let audit = format!("--audit={}", trail.display());
+    let mut server = Serve::start(guests::WSTD_SERVE, &["--addr=[::1]:0", &audit]).await;
+    server.wait_for_stderr("moat: serving http://[::1]:").await;
+    // The line may still be on its way: its end is "/" and a newline.
+    let second = |text: &str| -> Option<SocketAddr> {
+        text.split_once("moat: serving http://[")
+            .and_then(|(_, rest)| rest.split_once("/\n"))
+            .and_then(|(addr, _)| format!("[{addr}").parse().ok())
+    };
+    support::eventually("the second address's whole line", || {
+        second(&server.stderr()).is_some()
+    })
+    .await;
+    let second = second(&server.stderr()).expect("the second address");
+    for addr in [server.addr, second] {
+        let answer = get(addr, "/").await;
+        assert_eq!(
+            (answer.status, answer.text().as_str()),
+            (200, "hello from a wasi:http handler\n"),
+            "{addr}"
+        );
+    }
+    server.terminate();
+    assert_eq!(server.exited().await.code(), Some(0));
+    let text = std::fs::read_to_string(&trail).expect("the trail");
+    let binds: Vec<serde_json::Value> = text
+        .lines()
+        .filter(|l| l.contains(r#""operation":"serve-bind""#))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let seen: Vec<(String, String)> = binds
+        .iter()
+        .map(|b| {
+            (
+                b["rule"]["entry"].as_str().unwrap().to_owned(),
+                b["address"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("127.0.0.1:0".to_owned(), server.addr.to_string()),
+            ("[::1]:0".to_owned(), second.to_string()),
+        ]
+    );
+}
+
+/// A second `--addr` that cannot be listened on stops the start before
+/// anything is served, naming it.
+#[tokio::test]
+async fn serve_refuses_a_second_addr_it_cannot_listen_on() {
+    let holder = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken = holder.local_addr().unwrap();
+    let (code, stderr) = serve_refused(&[
+        "--addr=127.0.0.1:0",
+        &format!("--addr={taken}"),
+        guests::WSTD_SERVE,
+    ])
+    .await;
+    assert_eq!(code, Some(126), "it cannot start: {stderr}");
+    assert!(
+        stderr.contains(&format!("cannot listen on {taken}")),
+        "{stderr}"
+    );
+    assert!(!stderr.contains(SERVING), "{stderr}");
 }

@@ -166,6 +166,16 @@ impl Serve {
         format!("http://{}{path}", self.addr)
     }
 
+    /// Sends SIGTERM, as a process manager stops a server.
+    fn terminate(&self) {
+        let pid = self.child.id().expect("moat serve is running");
+        rustix::process::kill_process(
+            rustix::process::Pid::from_raw(pid as i32).unwrap(),
+            rustix::process::Signal::TERM,
+        )
+        .expect("SIGTERM sent");
+    }
+
     /// Waits for the process to exit.
     async fn exited(&mut self) -> ExitStatus {
         within("moat serve exiting", self.child.wait())

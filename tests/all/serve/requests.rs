@@ -524,12 +524,7 @@ async fn serve_on_sigterm_finishes_the_request_in_flight_and_exits_0() {
         "/slow ended before its first tick"
     );
 
-    let pid = server.child.id().expect("moat serve is running");
-    rustix::process::kill_process(
-        rustix::process::Pid::from_raw(pid as i32).unwrap(),
-        rustix::process::Signal::TERM,
-    )
-    .expect("SIGTERM sent");
+    server.terminate();
     server
         .wait_for_stderr("moat: stopping: finishing the requests in flight\n")
         .await;
