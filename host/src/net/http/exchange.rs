@@ -50,7 +50,7 @@ pub(super) struct Made {
 
 /// `body`, counting the bytes of its data into `sent` as hyper takes
 /// them.
-pub(super) fn counted(body: RequestBody, sent: Arc<AtomicU64>) -> RequestBody {
+fn counted(body: RequestBody, sent: Arc<AtomicU64>) -> RequestBody {
     body.map_frame(move |frame: Frame<Bytes>| {
         if let Some(data) = frame.data_ref() {
             sent.fetch_add(data.len() as u64, Ordering::Relaxed);
@@ -66,24 +66,24 @@ pub(crate) struct Exchange {
     run: Arc<Run>,
     /// `None` without an audit trail, and once written.
     record: Option<HttpExchange>,
-    sent: Arc<AtomicU64>,
+    /// The request body's bytes so far, counted only for a record.
+    sent: Option<Arc<AtomicU64>>,
     /// The request's facts, paid from the run's host memory while held.
     _charge: Option<Charge>,
 }
 
 impl Exchange {
     /// The exchange of the request `noted` (its facts, and their charge on
-    /// the run's host memory) to `host`:`port`, whose body's bytes are
-    /// counted into `sent`; nothing is kept when nothing is noted (no
-    /// audit trail).
+    /// the run's host memory) to `host`:`port`; nothing is kept when
+    /// nothing is noted (no audit trail).
     pub(super) fn new(
         run: Arc<Run>,
         noted: Option<(Arc<HttpRequest>, Charge)>,
         host: &Host,
         port: u16,
-        sent: Arc<AtomicU64>,
     ) -> Exchange {
         let (request, charge) = noted.unzip();
+        let sent = request.is_some().then(|| Arc::new(AtomicU64::new(0)));
         let record = request.map(|request| HttpExchange {
             request,
             host: host.to_string(),
@@ -103,10 +103,12 @@ impl Exchange {
         }
     }
 
-    /// Whether the run keeps a trail (and the request's bytes are worth
-    /// counting).
-    pub(super) fn is_recorded(&self) -> bool {
-        self.record.is_some()
+    /// `body`, its bytes counted for the record; as it is without one.
+    pub(super) fn counting(&self, body: RequestBody) -> RequestBody {
+        match &self.sent {
+            Some(sent) => counted(body, Arc::clone(sent)),
+            None => body,
+        }
     }
 
     /// The request goes on `made`, `reused` from an earlier one or not.
@@ -144,7 +146,7 @@ impl Exchange {
         };
         record.end = end;
         record.error = error;
-        record.sent = self.sent.load(Ordering::Relaxed);
+        record.sent = self.sent.as_ref().map_or(0, |s| s.load(Ordering::Relaxed));
         // The request is over: a trail that cannot take the record
         // changes nothing for it (and refuses the run's next call).
         let _ = self.run.audit.http_exchange(|| record);

@@ -301,19 +301,13 @@ impl HttpClient {
                 return Err(refused);
             }
         };
-        let sent = Arc::new(AtomicU64::new(0));
         let mut exchange = Exchange::new(
             Arc::clone(&self.inner.run),
             noted.map(|(link, charge)| (link.request, charge)),
             &target.host,
             target.port,
-            Arc::clone(&sent),
         );
-        let body = if exchange.is_recorded() {
-            exchange::counted(body, sent)
-        } else {
-            body
-        };
+        let body = exchange.counting(body);
         let limits = &self.inner.run.limits;
         let spelling = self.inner.run.policy.spelling();
         let connect_timeout = capped(options.connect_timeout, limits.http_connect_timeout);
