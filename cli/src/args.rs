@@ -123,6 +123,12 @@ pub(crate) struct ServeArgs {
     #[arg(long = "tls-key", value_name = "PEM", requires = "tls_cert")]
     pub(crate) tls_key: Option<PathBuf>,
 
+    /// Answer Prometheus scrapes (GET /metrics) here: an IP address and
+    /// port, as --addr. Requests by method and status, latency, instances
+    /// busy and waiting, refusals, network decisions, host memory
+    #[arg(long = "metrics", value_name = "IP:PORT")]
+    pub(crate) metrics: Option<String>,
+
     /// As `moat run`'s; --timeout is per request.
     #[command(flatten)]
     pub(crate) run: RunArgs,

@@ -149,6 +149,7 @@ fn serve(args: ServeArgs) -> ExitCode {
             .unwrap_or_else(|| moat_host::serve::DEFAULT_ADDR.to_owned()),
         also: addrs.collect(),
         tls,
+        metrics: args.metrics.clone(),
     };
     // Requests run side by side, one per core.
     launch(prepared, entry, Threads::PerCore, &args.run)

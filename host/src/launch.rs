@@ -60,6 +60,8 @@ pub enum Entry {
         also: Vec<String>,
         /// The server's certificate and key, for HTTPS.
         tls: Option<TlsIdentity>,
+        /// Where to answer Prometheus scrapes, as written.
+        metrics: Option<String>,
     },
 }
 
@@ -135,6 +137,12 @@ pub trait Launcher {
     fn serving(&self, scheme: &str, addr: SocketAddr) {
         eprintln!("moat: serving {scheme}://{addr}/");
     }
+
+    /// The server answers Prometheus scrapes on `addr`: the default
+    /// prints `moat: metrics at http://ADDR/metrics` on stderr.
+    fn metrics(&self, addr: SocketAddr) {
+        eprintln!("moat: metrics at http://{addr}/metrics");
+    }
 }
 
 /// The front door that changes nothing.
@@ -179,10 +187,18 @@ impl Launch {
             Source::Bytes { bytes, name } => moat.load_bytes(bytes, name),
         })?;
         match self.entry {
-            Entry::Serve { addr, also, tls } => {
+            Entry::Serve {
+                addr,
+                also,
+                tls,
+                metrics,
+            } => {
                 let mut options = ServeOptions::new(addr, self.options);
                 for addr in also {
                     options = options.also(addr);
+                }
+                if let Some(addr) = metrics {
+                    options = options.metrics(addr);
                 }
                 let scheme = match tls {
                     Some(identity) => {
@@ -194,6 +210,9 @@ impl Launch {
                 let server = moat.bind_server(&guest, options).await?;
                 // Taken over before the line a supervisor may wait for.
                 let stop = stop_signal();
+                if let Some(addr) = server.metrics_addr() {
+                    launcher.metrics(addr);
+                }
                 for addr in server.local_addrs() {
                     launcher.serving(scheme, addr);
                 }

@@ -394,6 +394,7 @@ fn run(prepared: Prepared, refuse: impl Fn(&str)) -> i32 {
             addr: addr.to_string(),
             also: Vec::new(),
             tls: None,
+            metrics: None,
         },
         None => Entry::Run,
     };

@@ -36,6 +36,7 @@
 
 mod denials;
 mod record;
+mod tally;
 mod trail;
 mod udp;
 
@@ -44,6 +45,7 @@ pub use record::{
     AuditRecord, Body, Context, Event, GuestIdentity, HttpConnection, HttpEnd, HttpExchange,
     HttpLink, HttpRequest, Operation, Outcome, Reason, Refusal, SCHEMA_VERSION, SettingRecord,
 };
+pub use tally::DecisionCounts;
 pub use trail::{
     AUDIT_BATCH, AUDIT_BATCH_WAIT, Audit, AuditError, AuditSink, DEFAULT_MAX_AUDIT_SIZE, JsonLines,
     MAX_AUDIT_QUEUE, MAX_AUDIT_QUEUE_BYTES,

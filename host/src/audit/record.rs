@@ -109,6 +109,25 @@ pub enum Operation {
 }
 
 impl Operation {
+    /// Every operation, in declaration order.
+    pub const ALL: [Operation; 10] = [
+        Operation::Connect,
+        Operation::Listen,
+        Operation::TcpBind,
+        Operation::UdpBind,
+        Operation::UdpSend,
+        Operation::MulticastJoin,
+        Operation::Lookup,
+        Operation::TlsUpgrade,
+        Operation::HttpRequest,
+        Operation::ServeBind,
+    ];
+
+    /// Its place in [`Operation::ALL`].
+    pub(crate) fn index(self) -> usize {
+        self as usize
+    }
+
     /// The operation's name in records: `connect`, `udp-send`, ...
     pub fn as_str(self) -> &'static str {
         match self {

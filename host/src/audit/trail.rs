@@ -14,6 +14,7 @@ pub use moat_policy::limits::DEFAULT_MAX_AUDIT_SIZE;
 use super::Destination;
 use super::denials::DenialCounts;
 use super::record::{AuditRecord, Body, Context, Event, HttpExchange, SettingRecord};
+use super::tally::DecisionCounts;
 use super::udp::UdpCounts;
 use moat_policy::policy::Host;
 use moat_policy::setting::{Setting, Spelled, Spelling};
@@ -449,12 +450,16 @@ fn drain(shared: &Shared, mut sink: Box<dyn AuditSink>) {
 #[derive(Clone, Default)]
 pub struct Audit {
     trail: Option<Arc<Trail>>,
+    /// Every decision counted, with or without a trail
+    /// ([`Audit::counting`]).
+    tally: Option<Arc<DecisionCounts>>,
 }
 
 impl std::fmt::Debug for Audit {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Audit")
             .field("on", &self.trail.is_some())
+            .field("counting", &self.tally.is_some())
             .finish()
     }
 }
@@ -528,6 +533,7 @@ impl Audit {
                 shared,
                 writer: Mutex::new(Some(writer)),
             })),
+            tally: None,
         })
     }
 
@@ -560,10 +566,25 @@ impl Audit {
         Audit::start_capped(sink, context, settings, max_bytes, spelling)
     }
 
+    /// The same trail (or none), every decision also counted in
+    /// `counts` by operation and outcome.
+    #[must_use]
+    pub fn counting(mut self, counts: Arc<DecisionCounts>) -> Audit {
+        self.tally = Some(counts);
+        self
+    }
+
     /// Whether there is a trail.
     #[inline]
     pub fn is_on(&self) -> bool {
         self.trail.is_some()
+    }
+
+    /// Whether decisions are described at all: recorded on a trail or
+    /// counted.
+    #[inline]
+    pub(crate) fn takes_decisions(&self) -> bool {
+        self.trail.is_some() || self.tally.is_some()
     }
 
     /// Records `event` (built only if there is a trail), waiting while
@@ -579,9 +600,16 @@ impl Audit {
     #[inline]
     pub fn record(&self, event: impl FnOnce() -> Event) -> Result<(), AuditError> {
         let Some(trail) = &self.trail else {
+            if let Some(tally) = &self.tally {
+                let event = event();
+                tally.count(event.operation, event.allowed());
+            }
             return Ok(());
         };
         let event = event();
+        if let Some(tally) = &self.tally {
+            tally.count(event.operation, event.allowed());
+        }
         let shared = &trail.shared;
         if event.allowed() {
             return shared.push(Body::Decision(event));
@@ -628,6 +656,9 @@ impl Audit {
         allowed: bool,
         event: impl FnOnce() -> Event,
     ) -> Result<(), AuditError> {
+        if let Some(tally) = &self.tally {
+            tally.count(super::Operation::UdpSend, allowed);
+        }
         let Some(trail) = &self.trail else {
             return Ok(());
         };
@@ -699,6 +730,36 @@ mod tests {
                 message: "denied".to_owned(),
             },
         )
+    }
+
+    /// Without a trail, a counting audit still counts every decision:
+    /// recorded ones by their event, UDP sends by their outcome; with a
+    /// trail, a denial counted instead of recorded is counted all the
+    /// same.
+    #[test]
+    fn decisions_are_counted_with_and_without_a_trail() {
+        let counts = Arc::new(DecisionCounts::default());
+        let audit = Audit::off().counting(Arc::clone(&counts));
+        assert!(!audit.is_on() && audit.takes_decisions());
+        audit.record(|| denial(1)).unwrap();
+        let host = Host::parse("10.0.0.1").unwrap();
+        audit.udp_send(&host, 9, true, || denial(2)).unwrap();
+        audit.udp_send(&host, 9, false, || denial(2)).unwrap();
+        assert_eq!(counts.get(Operation::Connect, false), 1);
+        assert_eq!(counts.get(Operation::UdpSend, true), 1);
+        assert_eq!(counts.get(Operation::UdpSend, false), 1);
+
+        let counts = Arc::new(DecisionCounts::default());
+        let kept = Kept::default();
+        let audit = Audit::start(Box::new(kept.clone()), Context::new(None), Vec::new())
+            .unwrap()
+            .counting(Arc::clone(&counts));
+        for _ in 0..3 {
+            audit.record(|| denial(1)).unwrap();
+        }
+        audit.finish();
+        assert_eq!(counts.get(Operation::Connect, false), 3);
+        assert!(!Audit::off().takes_decisions());
     }
 
     /// Waits (within a minute) for `done`.

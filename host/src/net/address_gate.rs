@@ -236,7 +236,7 @@ impl AddressGate {
         own_listener: bool,
     ) -> Result<(), NetError> {
         tracing::debug!(target: "moat::net", %addr, operation = operation.as_str(), %rule, own_listener, "allowed");
-        if !self.run.audit.is_on() {
+        if !self.run.audit.takes_decisions() {
             return Ok(());
         }
         let admitted = Admitted {

@@ -58,6 +58,31 @@
 //! server speaks HTTPS (rustls, ALPN `h2` and `http/1.1`); a client's
 //! handshake is bounded by `--tls-handshake-timeout` (10 s by default).
 //!
+//! **Metrics.** With [`ServeOptions::metrics`] (`--metrics=ADDR`) the
+//! server answers `GET /metrics` on that address of its own, in the
+//! Prometheus text format (0.0.4), or OpenMetrics for a scraper that asks
+//! for it in `Accept` (Prometheus does):
+//!
+//! | metric | type | labels |
+//! |---|---|---|
+//! | `moat_http_requests_total` | counter | `method`, `status` |
+//! | `moat_http_request_duration_seconds` (to the response's head) | histogram | |
+//! | `moat_http_refused_total` (answered by moat, not the handler) | counter | `reason` |
+//! | `moat_instances_busy`, `moat_instances_waiting`, `moat_instances_max` | gauge | |
+//! | `moat_http_connections`, `moat_http_connections_max` | gauge | |
+//! | `moat_decisions_total` (the network's, as the audit trail has them) | counter | `operation`, `outcome` |
+//! | `moat_host_memory_bytes`, `moat_host_memory_budget_bytes` | gauge | |
+//!
+//! No label is one a client or guest can multiply: `method` is one of the
+//! nine methods of RFC 9110 and PATCH, or `other`; `status` is the class
+//! (`2xx`), since a handler may answer any status from 100 to 999;
+//! `reason` is `instances-busy` (503), `client-share` (429),
+//! `body-too-large` (413), `body-timeout` (408) or `handler-failed` (500);
+//! `operation` and `outcome` (`allowed`, `denied`) are those of the audit
+//! trail. The scrape address is listened on and recorded like `--addr`;
+//! it answers one request per connection, [`METRICS_CONNECTIONS`] at once,
+//! each within [`METRICS_CONNECTION_TIME`].
+//!
 //! **Stopping.** When the future given to [`Server::serve`] resolves
 //! (SIGINT or SIGTERM for `moat serve`), the server stops accepting, lets
 //! the requests in flight finish for up to [`SHUTDOWN_GRACE`], then
@@ -66,11 +91,13 @@
 mod body;
 mod conn;
 mod http10;
+mod metrics;
 mod request;
 mod share;
 mod watch;
 
 pub use conn::{H2_MAX_STREAMS, H2_SEND_BUFFER, H2_WINDOW};
+pub use metrics::{METRICS_CONNECTION_TIME, METRICS_CONNECTIONS};
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -126,6 +153,10 @@ pub struct ServeOptions {
     /// Serve HTTPS with this certificate chain and key (`--tls-cert`,
     /// `--tls-key`); plain HTTP without.
     pub tls: Option<TlsIdentity>,
+    /// Where to answer Prometheus scrapes (`--metrics`): an IP address
+    /// and port, the operator's grant as `addr` is; none without. What it
+    /// reports is in the module's documentation, under Metrics.
+    pub metrics: Option<String>,
 }
 
 impl ServeOptions {
@@ -136,7 +167,14 @@ impl ServeOptions {
             also: Vec::new(),
             run,
             tls: None,
+            metrics: None,
         }
+    }
+
+    /// Answering Prometheus scrapes (`GET /metrics`) on `addr` as well.
+    pub fn metrics(mut self, addr: impl Into<String>) -> ServeOptions {
+        self.metrics = Some(addr.into());
+        self
     }
 
     /// Listening on `addr` as well.
@@ -159,6 +197,8 @@ pub struct Server<'m> {
     listeners: Vec<(TcpListener, SocketAddr)>,
     shared: Arc<request::Shared>,
     tls: Option<TlsAcceptor>,
+    /// Where scrapes are answered (`--metrics`), and the address it got.
+    metrics: Option<(TcpListener, SocketAddr)>,
 }
 
 impl Moat {
@@ -211,15 +251,34 @@ impl Moat {
         for written in std::iter::once(&options.addr).chain(&options.also) {
             listeners.push((listen(written).await?, written));
         }
-        let run = options.run;
+        let scrapes = match &options.metrics {
+            Some(written) => Some((listen(written).await?, written)),
+            None => None,
+        };
+        let mut run = options.run;
+        let metrics = options.metrics.as_ref().map(|_| {
+            let metrics = Arc::new(metrics::Metrics::new());
+            run.net.audit = run
+                .net
+                .audit
+                .clone()
+                .counting(Arc::clone(&metrics.decisions));
+            metrics
+        });
         let notices = crate::moat::notices(&run);
         let listeners = listeners
             .into_iter()
             .map(|((listener, addr), written)| {
-                record_serve_bind(&run, written, addr)?;
+                record_serve_bind(&run, written, addr, Listening::Requests)?;
                 Ok((listener, addr))
             })
             .collect::<Result<Vec<_>, MoatError>>()?;
+        let scrapes = scrapes
+            .map(|((listener, addr), written)| {
+                record_serve_bind(&run, written, addr, Listening::Metrics)?;
+                Ok::<_, MoatError>((listener, addr))
+            })
+            .transpose()?;
         let builder = MoatCtx::configured(run.net.clone())
             .notices(notices)
             .linger(self.linger());
@@ -242,7 +301,7 @@ impl Moat {
                     format!("--tls-cert/--tls-key: {e}"),
                 ),
             })?;
-        let shared = Arc::new(request::Shared::new(
+        let mut shared = request::Shared::new(
             engine.clone(),
             pre,
             net,
@@ -250,7 +309,9 @@ impl Moat {
             max_memory,
             run,
             self.apart().to_vec(),
-        ));
+        );
+        shared.metrics = metrics;
+        let shared = Arc::new(shared);
         for (_, addr) in &listeners {
             tracing::debug!(target: "moat::http", %addr, "listening");
         }
@@ -259,6 +320,7 @@ impl Moat {
             listeners,
             shared,
             tls,
+            metrics: scrapes,
         })
     }
 }
@@ -318,6 +380,12 @@ impl Server<'_> {
         self.listeners.iter().map(|(_, addr)| *addr).collect()
     }
 
+    /// Where it answers Prometheus scrapes, if it does
+    /// ([`ServeOptions::metrics`]).
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics.as_ref().map(|(_, addr)| *addr)
+    }
+
     /// Answers requests until `stop` resolves, then stops accepting, lets
     /// the requests in flight finish (up to [`SHUTDOWN_GRACE`]), closes the
     /// network and returns.
@@ -330,6 +398,7 @@ impl Server<'_> {
             listeners,
             shared,
             tls,
+            metrics: scrapes,
         } = self;
         let mut next = 0;
         let handshake_limit =
@@ -339,6 +408,16 @@ impl Server<'_> {
         let connections = Arc::new(Semaphore::new(limits.max_http_connections.max(1) as usize));
         let stopping = CancellationToken::new();
         let tracker = TaskTracker::new();
+        if let (Some((listener, _)), Some(metrics)) = (scrapes, &shared.metrics) {
+            let registry = metrics.registry(metrics::Now {
+                instances: Arc::clone(&shared.instances),
+                max_instances: limits.max_instances.max(1) as usize,
+                max_connections: limits.max_http_connections.max(1) as usize,
+                net: shared.net().clone(),
+                decisions: Arc::clone(&metrics.decisions),
+            });
+            tokio::spawn(metrics::serve_scrapes(listener, registry, stopping.clone()));
+        }
         let serving = Arc::new(conn::Serving {
             shared: Arc::clone(&shared),
             requests: conn::Requests::new(&limits),
@@ -377,8 +456,10 @@ impl Server<'_> {
             let _ = stream.set_nodelay(true);
             let serving = Arc::clone(&serving);
             let tls = tls.clone();
+            let open = shared.metrics.as_ref().map(|m| m.connection());
             tracker.spawn(async move {
                 let _permit = permit;
+                let _open = open;
                 // A client that stalls its handshake gives its place back
                 // after the handshake bound.
                 let io = match tls {
@@ -453,18 +534,37 @@ impl request::Shared {
     }
 }
 
-/// Records `moat serve`'s listening address on the run's audit trail: the
-/// operator's grant, `--addr` (`MOAT_HTTP_ADDR` under the shim), as
-/// written, and the address bound.
-fn record_serve_bind(run: &RunOptions, written: &str, bound: SocketAddr) -> Result<(), MoatError> {
-    let source = match run.net.policy.spelling() {
-        Spelling::Flags => Source::Flag {
-            flag: "--addr".to_owned(),
+/// What a `moat serve` listener is for.
+#[derive(Clone, Copy)]
+enum Listening {
+    /// Requests for the handler (`--addr`).
+    Requests,
+    /// Prometheus scrapes (`--metrics`).
+    Metrics,
+}
+
+/// Records a `moat serve` listening address on the run's audit trail: the
+/// operator's grant, `--addr` (`MOAT_HTTP_ADDR` under the shim) or
+/// `--metrics`, as written, and the address bound.
+fn record_serve_bind(
+    run: &RunOptions,
+    written: &str,
+    bound: SocketAddr,
+    listening: Listening,
+) -> Result<(), MoatError> {
+    // The shim sets no metrics address: only a flag names one.
+    let (flag, variable) = match listening {
+        Listening::Requests => ("--addr", Some("MOAT_HTTP_ADDR")),
+        Listening::Metrics => ("--metrics", None),
+    };
+    let source = match (run.net.policy.spelling(), variable) {
+        (Spelling::Environment, Some(variable)) => Source::Environment {
+            variable: variable.to_owned(),
         },
-        Spelling::Environment => Source::Environment {
-            variable: "MOAT_HTTP_ADDR".to_owned(),
+        (Spelling::Embedding, _) => Source::Embedding,
+        _ => Source::Flag {
+            flag: flag.to_owned(),
         },
-        Spelling::Embedding => Source::Embedding,
     };
     run.net
         .audit

@@ -21,6 +21,7 @@ use wasmtime_wasi_http::p3::bindings::ServicePre;
 
 use super::DEFAULT_REQUEST_TIMEOUT;
 use super::body::{Exceeded, LimitedBody, Paused, Watched, response_cut_short};
+use super::metrics::{Metrics, Refusal};
 use super::share::Shares;
 use super::watch::Watch;
 use crate::bindings::http::HttpView;
@@ -50,7 +51,7 @@ pub(crate) enum Template {
 pub(crate) struct Shared {
     pub(super) engine: Engine,
     /// Places for handler instances ([`crate::net::Limits::max_instances`]).
-    instances: Arc<Semaphore>,
+    pub(super) instances: Arc<Semaphore>,
     /// Each client address's share of them
     /// ([`crate::net::Limits::max_instances_per_client`]).
     shares: Arc<Shares>,
@@ -61,6 +62,8 @@ pub(crate) struct Shared {
     run: RunOptions,
     /// The cache directories no handler may be given.
     apart: Vec<std::path::PathBuf>,
+    /// The figures `--metrics` reports, if asked for.
+    pub(super) metrics: Option<Arc<Metrics>>,
 }
 
 impl Shared {
@@ -83,6 +86,13 @@ impl Shared {
             max_memory,
             run,
             apart,
+            metrics: None,
+        }
+    }
+
+    fn refused(&self, why: Refusal) {
+        if let Some(metrics) = &self.metrics {
+            metrics.refused(why);
         }
     }
 
@@ -105,6 +115,9 @@ impl Shared {
         let version = request.version();
         let scheme = if tls { Scheme::Https } else { Scheme::Http };
         let response = self.answer(request, scheme, peer, watch).await;
+        if let Some(metrics) = &self.metrics {
+            metrics.answered(&method, response.status(), started.elapsed());
+        }
         tracing::debug!(
             target: "moat::http",
             %method, %path, status = response.status().as_u16(),
@@ -129,6 +142,7 @@ impl Shared {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse::<u64>().ok());
         if declared.is_some_and(|n| n > max_body) {
+            self.refused(Refusal::BodyTooLarge);
             return too_large(max_body);
         }
         let limit = self
@@ -143,12 +157,16 @@ impl Shared {
         let deadline = tokio::time::Instant::now() + limit;
         let Ok(share) = tokio::time::timeout_at(deadline, self.shares.take(peer)).await else {
             tracing::debug!(target: "moat::http", %peer, max = limits.max_instances_per_client, "a client past its share of instances");
+            self.refused(Refusal::ClientShare);
             return too_many_from_client(limits.max_instances_per_client);
         };
+        let waiting = self.metrics.as_ref().map(|m| m.waiting());
         let waited =
             tokio::time::timeout_at(deadline, Arc::clone(&self.instances).acquire_owned()).await;
+        drop(waiting);
         let Ok(Ok(instance)) = waited else {
             tracing::debug!(target: "moat::http", max = limits.max_instances, "no instance free within the request's time");
+            self.refused(Refusal::InstancesBusy);
             return text(
                 StatusCode::SERVICE_UNAVAILABLE,
                 format!(
@@ -301,6 +319,7 @@ impl Shared {
             }
         };
         let answered = receiver.await;
+        let handler_answered = matches!(answered, Ok(Ok(_)));
         let response = match answered {
             Ok(Ok(response)) => response
                 .map(|body| Unfinished::new(body, stopped, response_cut_short).boxed_unsync()),
@@ -325,10 +344,15 @@ impl Shared {
             }
         };
         if paused.get() {
+            self.refused(Refusal::BodyTimeout);
             return request_timeout(pause);
         }
         if exceeded.get() {
+            self.refused(Refusal::BodyTooLarge);
             return too_large(max_body);
+        }
+        if !handler_answered {
+            self.refused(Refusal::HandlerFailed);
         }
         response
     }

@@ -1,0 +1,384 @@
+//! `moat serve --metrics=ADDR`: the server's figures for Prometheus, on an
+//! address of their own.
+//!
+//! What it reports and why its labels are bounded: the Metrics paragraph
+//! of [`crate::serve`]. The figures a request changes live in [`Metrics`];
+//! what is read from the server at the scrape, in [`Now`].
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::{Registry, Unit};
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+use crate::audit::{DecisionCounts, Operation};
+use crate::net::Net;
+
+/// Scrape connections answered at once; more wait in the kernel's
+/// backlog. A Prometheus server scrapes one target with one connection;
+/// 4 leaves room for a second scraper and a person with curl.
+pub const METRICS_CONNECTIONS: usize = 4;
+
+/// Longest a scrape connection is kept, from its accept to its response
+/// sent: a scrape takes milliseconds, and a client that sends nothing is
+/// closed after this.
+pub const METRICS_CONNECTION_TIME: Duration = Duration::from_secs(10);
+
+/// The request latencies the histogram tells apart, in seconds: from a
+/// cached handler's millisecond to the default request time of 60 s.
+const LATENCY_BUCKETS: [f64; 15] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+];
+
+/// Why moat answered a request itself instead of its handler.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Refusal {
+    /// 503: no handler instance free within the request's time
+    /// (`--max-instances`).
+    InstancesBusy,
+    /// 429: the client's share of instances taken
+    /// (`--max-instances-per-client`).
+    ClientShare,
+    /// 413: the body past `--max-http-body-size`.
+    BodyTooLarge,
+    /// 408: the body paused past `--http-request-body-timeout`.
+    BodyTimeout,
+    /// 500: the handler trapped, ran out of memory or time, or ended
+    /// without an answer.
+    HandlerFailed,
+}
+
+impl Refusal {
+    fn label(self) -> &'static str {
+        match self {
+            Refusal::InstancesBusy => "instances-busy",
+            Refusal::ClientShare => "client-share",
+            Refusal::BodyTooLarge => "body-too-large",
+            Refusal::BodyTimeout => "body-timeout",
+            Refusal::HandlerFailed => "handler-failed",
+        }
+    }
+}
+
+type Labels<const N: usize> = [(&'static str, &'static str); N];
+
+/// The figures the requests keep up to date.
+pub(crate) struct Metrics {
+    requests: Family<Labels<2>, Counter>,
+    latency: Histogram,
+    refused: Family<Labels<1>, Counter>,
+    waiting: Gauge,
+    connections: Gauge,
+    /// Every decision of the server's network, given to its audit.
+    pub(crate) decisions: Arc<DecisionCounts>,
+}
+
+/// One of a gauge's count (a request waiting for an instance, a client
+/// connection open) until dropped.
+pub(crate) struct Counted(Gauge);
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
+impl Metrics {
+    pub(crate) fn new() -> Metrics {
+        Metrics {
+            requests: Family::default(),
+            latency: Histogram::new(LATENCY_BUCKETS),
+            refused: Family::default(),
+            waiting: Gauge::default(),
+            connections: Gauge::default(),
+            decisions: Arc::default(),
+        }
+    }
+
+    /// Counts a request answered with `status` after `elapsed` (the time
+    /// to its response's head).
+    pub(crate) fn answered(&self, method: &hyper::Method, status: StatusCode, elapsed: Duration) {
+        let status = match status.as_u16() {
+            100..=199 => "1xx",
+            200..=299 => "2xx",
+            300..=399 => "3xx",
+            400..=499 => "4xx",
+            _ => "5xx",
+        };
+        self.requests
+            .get_or_create(&[("method", method_label(method)), ("status", status)])
+            .inc();
+        self.latency.observe(elapsed.as_secs_f64());
+    }
+
+    /// Counts a request moat answered itself, for `why`.
+    pub(crate) fn refused(&self, why: Refusal) {
+        self.refused.get_or_create(&[("reason", why.label())]).inc();
+    }
+
+    /// Counts a request as waiting for an instance until the guard drops.
+    pub(crate) fn waiting(&self) -> Counted {
+        self.waiting.inc();
+        Counted(self.waiting.clone())
+    }
+
+    /// Counts a client connection as open until the guard drops.
+    pub(crate) fn connection(&self) -> Counted {
+        self.connections.inc();
+        Counted(self.connections.clone())
+    }
+
+    /// The registry a scrape encodes: these figures, and what is read at
+    /// the scrape from the server itself.
+    pub(crate) fn registry(&self, now: Now) -> Registry {
+        let mut registry = Registry::default();
+        registry.register(
+            "moat_http_requests",
+            "Requests answered, by method and status class",
+            self.requests.clone(),
+        );
+        registry.register_with_unit(
+            "moat_http_request_duration",
+            "Time from a request's head to its response's head",
+            Unit::Seconds,
+            self.latency.clone(),
+        );
+        registry.register(
+            "moat_http_refused",
+            "Requests moat answered itself instead of the handler, by reason",
+            self.refused.clone(),
+        );
+        registry.register(
+            "moat_instances_waiting",
+            "Requests waiting for a handler instance",
+            self.waiting.clone(),
+        );
+        registry.register(
+            "moat_http_connections",
+            "Client connections open",
+            self.connections.clone(),
+        );
+        registry.register_collector(Box::new(now));
+        registry
+    }
+}
+
+/// One of the methods a label names, or `other`.
+fn method_label(method: &hyper::Method) -> &'static str {
+    use hyper::Method;
+    match *method {
+        Method::GET => "GET",
+        Method::HEAD => "HEAD",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::DELETE => "DELETE",
+        Method::CONNECT => "CONNECT",
+        Method::OPTIONS => "OPTIONS",
+        Method::TRACE => "TRACE",
+        Method::PATCH => "PATCH",
+        _ => "other",
+    }
+}
+
+/// What a scrape reads from the server as it is then.
+pub(crate) struct Now {
+    pub(crate) instances: Arc<Semaphore>,
+    pub(crate) max_instances: usize,
+    pub(crate) max_connections: usize,
+    pub(crate) net: Net,
+    pub(crate) decisions: Arc<DecisionCounts>,
+}
+
+impl std::fmt::Debug for Now {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Now").finish_non_exhaustive()
+    }
+}
+
+/// Encodes one gauge without labels.
+fn gauge(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    unit: Option<&Unit>,
+    value: u64,
+) -> Result<(), std::fmt::Error> {
+    let value = ConstGauge::new(i64::try_from(value).unwrap_or(i64::MAX));
+    let metric = encoder.encode_descriptor(name, help, unit, value.metric_type())?;
+    value.encode(metric)
+}
+
+impl Collector for Now {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let busy = self
+            .max_instances
+            .saturating_sub(self.instances.available_permits());
+        gauge(
+            &mut encoder,
+            "moat_instances_busy",
+            "Handler instances in use",
+            None,
+            busy as u64,
+        )?;
+        gauge(
+            &mut encoder,
+            "moat_instances_max",
+            "Handler instances at most (--max-instances)",
+            None,
+            self.max_instances as u64,
+        )?;
+        gauge(
+            &mut encoder,
+            "moat_http_connections_max",
+            "Client connections at most (--max-http-connections)",
+            None,
+            self.max_connections as u64,
+        )?;
+        gauge(
+            &mut encoder,
+            "moat_host_memory",
+            "Host memory the handlers make the host keep (what --max-host-memory bounds)",
+            Some(&Unit::Bytes),
+            self.net.host_memory_used() as u64,
+        )?;
+        if let Some(max) = self.net.limits().max_host_memory {
+            gauge(
+                &mut encoder,
+                "moat_host_memory_budget",
+                "The host-memory budget (--max-host-memory)",
+                Some(&Unit::Bytes),
+                max as u64,
+            )?;
+        }
+        let kind = ConstCounter::new(0u64).metric_type();
+        let mut decisions = encoder.encode_descriptor(
+            "moat_decisions",
+            "Network decisions of the handlers and the server, by operation and outcome",
+            None,
+            kind,
+        )?;
+        for operation in Operation::ALL {
+            for (allowed, outcome) in [(true, "allowed"), (false, "denied")] {
+                let labels = [("operation", operation.as_str()), ("outcome", outcome)];
+                let count = ConstCounter::new(self.decisions.get(operation, allowed));
+                count.encode(decisions.encode_family(&labels)?)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Answers scrapes on `listener` until `stopping` is cancelled.
+pub(crate) async fn serve_scrapes(
+    listener: TcpListener,
+    registry: Registry,
+    stopping: CancellationToken,
+) {
+    let registry = Arc::new(registry);
+    let places = Arc::new(Semaphore::new(METRICS_CONNECTIONS));
+    loop {
+        let place = tokio::select! {
+            () = stopping.cancelled() => return,
+            place = Arc::clone(&places).acquire_owned() => place,
+        };
+        let Ok(place) = place else {
+            return;
+        };
+        let accepted = tokio::select! {
+            () = stopping.cancelled() => return,
+            accepted = listener.accept() => accepted,
+        };
+        let (stream, peer) = match accepted {
+            Ok(pair) => pair,
+            Err(e) => {
+                tracing::debug!(target: "moat::http", error = %e, "metrics accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let registry = Arc::clone(&registry);
+        tokio::spawn(async move {
+            let _place = place;
+            let service = hyper::service::service_fn(move |request| {
+                let response = scrape(&request, &registry);
+                async move { Ok::<_, std::convert::Infallible>(response) }
+            });
+            let connection = hyper::server::conn::http1::Builder::new()
+                .keep_alive(false)
+                .serve_connection(TokioIo::new(stream), service);
+            match tokio::time::timeout(METRICS_CONNECTION_TIME, connection).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    tracing::debug!(target: "moat::http", %peer, error = %e, "metrics connection failed");
+                }
+                Err(_) => {
+                    tracing::debug!(target: "moat::http", %peer, "metrics connection timed out");
+                }
+            }
+        });
+    }
+}
+
+/// The answer to one request to the metrics address.
+fn scrape<B>(request: &Request<B>, registry: &Registry) -> Response<Full<Bytes>> {
+    let plain = |status: StatusCode, text: &'static str| {
+        let mut response = Response::new(Full::new(Bytes::from_static(text.as_bytes())));
+        *response.status_mut() = status;
+        response.headers_mut().insert(
+            hyper::header::CONTENT_TYPE,
+            hyper::header::HeaderValue::from_static("text/plain; charset=utf-8"),
+        );
+        response
+    };
+    if request.uri().path() != "/metrics" {
+        return plain(
+            StatusCode::NOT_FOUND,
+            "moat serves its metrics at /metrics\n",
+        );
+    }
+    if request.method() != hyper::Method::GET && request.method() != hyper::Method::HEAD {
+        return plain(StatusCode::METHOD_NOT_ALLOWED, "GET /metrics\n");
+    }
+    let openmetrics = request
+        .headers()
+        .get_all(hyper::header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.contains("application/openmetrics-text"));
+    let mut text = String::new();
+    let (encoded, content_type) = if openmetrics {
+        (
+            prometheus_client::encoding::text::encode(&mut text, registry),
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )
+    } else {
+        (
+            prometheus_client::encoding::prometheus_text::encode(&mut text, registry),
+            prometheus_client::encoding::prometheus_text::CONTENT_TYPE,
+        )
+    };
+    if encoded.is_err() {
+        return plain(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "the metrics could not be encoded\n",
+        );
+    }
+    let mut response = Response::new(Full::new(Bytes::from(text)));
+    response.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static(content_type),
+    );
+    response
+}
