@@ -103,12 +103,14 @@ pub(crate) struct CompileArgs {
 /// `moat serve`.
 #[derive(Debug, Args)]
 pub(crate) struct ServeArgs {
-    /// Listen here: an IP address and port. Loopback unless you write
-    /// 0.0.0.0 or [::]; this is the operator's grant, the handler needs no
-    /// --allow-listen for it. Give it again to listen on more addresses
+    /// Listen here: an IP address and port (loopback unless you write
+    /// 0.0.0.0 or [::]), unix:PATH for a Unix socket, or systemd for the
+    /// sockets systemd hands over (socket activation). This is the
+    /// operator's grant, the handler needs no --allow-listen for it. Give
+    /// it again to listen on more addresses
     #[arg(
         long = "addr",
-        value_name = "IP:PORT",
+        value_name = "ADDR",
         default_value = moat_host::serve::DEFAULT_ADDR,
         action = clap::ArgAction::Append
     )]
@@ -123,10 +125,10 @@ pub(crate) struct ServeArgs {
     #[arg(long = "tls-key", value_name = "PEM", requires = "tls_cert")]
     pub(crate) tls_key: Option<PathBuf>,
 
-    /// Answer Prometheus scrapes (GET /metrics) here: an IP address and
-    /// port, as --addr. Requests by method and status, latency, instances
+    /// Answer Prometheus scrapes (GET /metrics) here, written as --addr
+    /// is. Requests by method and status, latency, instances
     /// busy and waiting, refusals, network decisions, host memory
-    #[arg(long = "metrics", value_name = "IP:PORT")]
+    #[arg(long = "metrics", value_name = "ADDR")]
     pub(crate) metrics: Option<String>,
 
     /// As `moat run`'s; --timeout is per request.

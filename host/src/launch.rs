@@ -9,14 +9,13 @@
 //! long compile is shown, the line that says where a server listens.
 
 use std::future::Future;
-use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use crate::error::MoatError;
 use crate::moat::{Guest, Moat};
 use crate::net::TlsIdentity;
 use crate::options::{InstancePool, MoatConfig, RunOptions};
-use crate::serve::{ServeOptions, stop_signal};
+use crate::serve::{Bound, ServeOptions, stop_signal};
 use crate::start::NoEntryPoint;
 
 /// Where the component comes from.
@@ -131,17 +130,25 @@ pub trait Launcher {
         load()
     }
 
-    /// The server listens on `addr` (`scheme` is `http` or `https`): the
-    /// default prints `moat: serving http://ADDR/` on stderr, the line a
+    /// The server listens on `bound` (`scheme` is `http` or `https`):
+    /// the default prints `moat: serving http://ADDR/` on stderr (`moat:
+    /// serving http on unix:PATH` for a Unix socket), the line a
     /// supervisor or a test waits for.
-    fn serving(&self, scheme: &str, addr: SocketAddr) {
-        eprintln!("moat: serving {scheme}://{addr}/");
+    fn serving(&self, scheme: &str, bound: &Bound) {
+        match bound {
+            Bound::Tcp(addr) => eprintln!("moat: serving {scheme}://{addr}/"),
+            Bound::Unix(_) => eprintln!("moat: serving {scheme} on {bound}"),
+        }
     }
 
-    /// The server answers Prometheus scrapes on `addr`: the default
-    /// prints `moat: metrics at http://ADDR/metrics` on stderr.
-    fn metrics(&self, addr: SocketAddr) {
-        eprintln!("moat: metrics at http://{addr}/metrics");
+    /// The server answers Prometheus scrapes on `bound`: the default
+    /// prints `moat: metrics at http://ADDR/metrics` on stderr (`moat:
+    /// metrics at unix:PATH` for a Unix socket).
+    fn metrics(&self, bound: &Bound) {
+        match bound {
+            Bound::Tcp(addr) => eprintln!("moat: metrics at http://{addr}/metrics"),
+            Bound::Unix(_) => eprintln!("moat: metrics at {bound}"),
+        }
     }
 }
 
@@ -210,11 +217,11 @@ impl Launch {
                 let server = moat.bind_server(&guest, options).await?;
                 // Taken over before the line a supervisor may wait for.
                 let stop = stop_signal();
-                if let Some(addr) = server.metrics_addr() {
-                    launcher.metrics(addr);
+                for bound in server.metrics_bound() {
+                    launcher.metrics(&bound);
                 }
-                for addr in server.local_addrs() {
-                    launcher.serving(scheme, addr);
+                for bound in server.bound() {
+                    launcher.serving(scheme, &bound);
                 }
                 server.serve(stop).await?;
                 Ok(Ended::Served)

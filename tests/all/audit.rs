@@ -52,7 +52,7 @@ fn records(trail: &Path) -> Vec<Value> {
 
 /// Checks every line of `trail` against docs/audit.schema.json with
 /// Python's jsonschema (a validator no one here wrote).
-fn validate(trail: &Path) {
+pub(crate) fn validate(trail: &Path) {
     const CHECK: &str = r#"
 import json, sys, jsonschema
 validator = jsonschema.Draft202012Validator(json.load(open(sys.argv[1])))

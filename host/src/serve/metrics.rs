@@ -19,10 +19,10 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
-use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
+use super::listen::{Bound, Listener};
 use crate::audit::{DecisionCounts, Operation};
 use crate::net::Net;
 
@@ -280,12 +280,13 @@ impl Collector for Now {
     }
 }
 
-/// Answers scrapes on `listener` until `stopping` is cancelled.
+/// Answers scrapes on `listeners` until `stopping` is cancelled.
 pub(crate) async fn serve_scrapes(
-    listener: TcpListener,
+    listeners: Vec<(Listener, Bound)>,
     registry: Registry,
     stopping: CancellationToken,
 ) {
+    let mut next = 0;
     let registry = Arc::new(registry);
     let places = Arc::new(Semaphore::new(METRICS_CONNECTIONS));
     loop {
@@ -296,14 +297,14 @@ pub(crate) async fn serve_scrapes(
         let Ok(place) = place else {
             return;
         };
-        let accepted = tokio::select! {
+        let (accepted, bound) = tokio::select! {
             () = stopping.cancelled() => return,
-            accepted = listener.accept() => accepted,
+            accepted = super::accept_any(&listeners, &mut next) => accepted,
         };
         let (stream, peer) = match accepted {
             Ok(pair) => pair,
             Err(e) => {
-                tracing::debug!(target: "moat::http", error = %e, "metrics accept failed");
+                tracing::debug!(target: "moat::http", %bound, error = %e, "metrics accept failed");
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 continue;
             }

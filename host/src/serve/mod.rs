@@ -2,8 +2,9 @@
 //! answering HTTP/1.1 and HTTP/2 requests, each in a fresh instance, under
 //! the run's grants and bounds.
 //!
-//! **Who grants what.** The address served on (`--addr`) is the
-//! operator's: moat listens there itself, and the guest needs no listen
+//! **Who grants what.** The address served on (`--addr`: an IP address
+//! and port, `unix:PATH`, or `systemd` for the sockets systemd handed
+//! over; see [`listen`]) is the operator's: moat listens there itself, and the guest needs no listen
 //! grant for it. Everything the guest does while handling a request (its
 //! own outgoing requests, sockets, name lookups) is under the usual grants
 //! and deny lists, on one network shared by every request: one socket
@@ -91,19 +92,20 @@
 mod body;
 mod conn;
 mod http10;
+pub mod listen;
 mod metrics;
 mod request;
 mod share;
 mod watch;
 
 pub use conn::{H2_MAX_STREAMS, H2_SEND_BUFFER, H2_WINDOW};
+pub use listen::Bound;
 pub use metrics::{METRICS_CONNECTION_TIME, METRICS_CONNECTIONS};
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::either::Either;
@@ -120,6 +122,7 @@ use crate::moat::{Guest, Moat};
 use crate::net::limits::DEFAULT_TLS_HANDSHAKE_TIMEOUT;
 use crate::net::{MIN_HTTP_HEADER_SIZE, Net, TlsIdentity, TlsServerOptions};
 use crate::options::RunOptions;
+use listen::Listener;
 use moat_policy::policy::{Host, Provenance, Source};
 use moat_policy::setting::Spelling;
 
@@ -141,7 +144,9 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 /// What a server serves and how.
 #[derive(Clone, Debug)]
 pub struct ServeOptions {
-    /// Where to listen (`--addr`): an IP address and port.
+    /// Where to listen (`--addr`): an IP address and port, a Unix socket
+    /// (`unix:PATH`), or every socket systemd handed over (`systemd`);
+    /// see [`listen`].
     pub addr: String,
     /// More addresses to listen on as well (`--addr` given again), each
     /// the operator's grant as `addr` is; requests from all of them are
@@ -153,8 +158,8 @@ pub struct ServeOptions {
     /// Serve HTTPS with this certificate chain and key (`--tls-cert`,
     /// `--tls-key`); plain HTTP without.
     pub tls: Option<TlsIdentity>,
-    /// Where to answer Prometheus scrapes (`--metrics`): an IP address
-    /// and port, the operator's grant as `addr` is; none without. What it
+    /// Where to answer Prometheus scrapes (`--metrics`): written as
+    /// `addr` is, the operator's grant as `addr` is; none without. What it
     /// reports is in the module's documentation, under Metrics.
     pub metrics: Option<String>,
 }
@@ -194,26 +199,26 @@ impl ServeOptions {
 pub struct Server<'m> {
     moat: &'m Moat,
     /// Each listener and the address it listens on, in the order given.
-    listeners: Vec<(TcpListener, SocketAddr)>,
+    listeners: Vec<(Listener, Bound)>,
     shared: Arc<request::Shared>,
     tls: Option<TlsAcceptor>,
     /// Where scrapes are answered (`--metrics`), and the address it got.
-    metrics: Option<(TcpListener, SocketAddr)>,
+    metrics: Vec<(Listener, Bound)>,
 }
 
 impl Moat {
     /// Checks that `guest` is a wasi:http handler (0.2's
     /// `incoming-handler` or 0.3's `handler`), links it, and listens on
-    /// `options.addr` and each of `options.also`. Nothing is answered
-    /// until [`Server::serve`].
+    /// `options.addr` and each of `options.also` (and `options.metrics`).
+    /// Nothing is answered until [`Server::serve`].
     ///
     /// # Errors
     /// [`MoatError::NotAHandler`] for a component that exports neither;
-    /// [`MoatError::Instantiate`] for one
-    /// whose imports moat does not provide; [`MoatError::Bind`] for the
-    /// first address that is not an IP address and port, or cannot be
-    /// listened on (none is then listened on); [`MoatError::PreopenRefused`] and the other errors of building a
-    /// run's context.
+    /// [`MoatError::Instantiate`] for one whose imports moat does not
+    /// provide; [`MoatError::Bind`] for the first address that is none of
+    /// the forms [`listen`] takes, or cannot be listened on (none is then
+    /// listened on); [`MoatError::PreopenRefused`] and the other errors of
+    /// building a run's context.
     pub async fn bind_server(
         &self,
         guest: &Guest,
@@ -249,12 +254,16 @@ impl Moat {
         crate::moat::wasi_ctx(&options.run, self.apart())?;
         let mut listeners = Vec::with_capacity(1 + options.also.len());
         for written in std::iter::once(&options.addr).chain(&options.also) {
-            listeners.push((listen(written).await?, written));
+            for opened in listen::open(written).await? {
+                listeners.push((opened, written));
+            }
         }
-        let scrapes = match &options.metrics {
-            Some(written) => Some((listen(written).await?, written)),
-            None => None,
-        };
+        let mut scrapes = Vec::new();
+        if let Some(written) = &options.metrics {
+            for opened in listen::open(written).await? {
+                scrapes.push((opened, written));
+            }
+        }
         let mut run = options.run;
         let metrics = options.metrics.as_ref().map(|_| {
             let metrics = Arc::new(metrics::Metrics::new());
@@ -268,17 +277,18 @@ impl Moat {
         let notices = crate::moat::notices(&run);
         let listeners = listeners
             .into_iter()
-            .map(|((listener, addr), written)| {
-                record_serve_bind(&run, written, addr, Listening::Requests)?;
-                Ok((listener, addr))
+            .map(|((listener, bound), written)| {
+                record_serve_bind(&run, written, &bound, Listening::Requests)?;
+                Ok((listener, bound))
             })
             .collect::<Result<Vec<_>, MoatError>>()?;
         let scrapes = scrapes
-            .map(|((listener, addr), written)| {
-                record_serve_bind(&run, written, addr, Listening::Metrics)?;
-                Ok::<_, MoatError>((listener, addr))
+            .into_iter()
+            .map(|((listener, bound), written)| {
+                record_serve_bind(&run, written, &bound, Listening::Metrics)?;
+                Ok((listener, bound))
             })
-            .transpose()?;
+            .collect::<Result<Vec<_>, MoatError>>()?;
         let builder = MoatCtx::configured(run.net.clone())
             .notices(notices)
             .linger(self.linger());
@@ -312,8 +322,8 @@ impl Moat {
         );
         shared.metrics = metrics;
         let shared = Arc::new(shared);
-        for (_, addr) in &listeners {
-            tracing::debug!(target: "moat::http", %addr, "listening");
+        for (_, bound) in &listeners {
+            tracing::debug!(target: "moat::http", %bound, "listening");
         }
         Ok(Server {
             moat: self,
@@ -325,42 +335,22 @@ impl Moat {
     }
 }
 
-/// A listener on `written`, an IP address and port, and the address it got
-/// (the port the system chose for port 0).
-async fn listen(written: &str) -> Result<(TcpListener, SocketAddr), MoatError> {
-    let bind_error = |source| MoatError::Bind {
-        addr: written.to_owned(),
-        source,
-    };
-    let addr: SocketAddr = written.parse().map_err(|_| {
-        bind_error(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "expected an IP address and port, such as 127.0.0.1:8080 or [::1]:8080",
-        ))
-    })?;
-    let listener = TcpListener::bind(addr).await.map_err(bind_error)?;
-    let addr = listener.local_addr().map_err(bind_error)?;
-    Ok((listener, addr))
-}
-
-/// The next connection from any of `listeners`, and the address it came
-/// in on; each accept starts from the listener after `next`'s, so that a
-/// busy one does not starve the others.
-async fn accept_any(
-    listeners: &[(TcpListener, SocketAddr)],
+/// The next connection from any of `listeners`, the client's address
+/// (see [`listen`]) and where it came in; each accept starts from the
+/// listener after `next`'s, so that a busy one does not starve the
+/// others.
+async fn accept_any<'l>(
+    listeners: &'l [(Listener, Bound)],
     next: &mut usize,
-) -> (
-    std::io::Result<(tokio::net::TcpStream, SocketAddr)>,
-    SocketAddr,
-) {
+) -> (std::io::Result<(listen::Stream, IpAddr)>, &'l Bound) {
     std::future::poll_fn(|cx| {
         let count = listeners.len();
         for i in 0..count {
             let at = (*next + i) % count;
-            let (listener, addr) = &listeners[at];
+            let (listener, bound) = &listeners[at];
             if let std::task::Poll::Ready(accepted) = listener.poll_accept(cx) {
                 *next = (at + 1) % count;
-                return std::task::Poll::Ready((accepted, *addr));
+                return std::task::Poll::Ready((accepted, bound));
             }
         }
         std::task::Poll::Pending
@@ -369,21 +359,33 @@ async fn accept_any(
 }
 
 impl Server<'_> {
-    /// The address it listens on first (the port the system chose for
-    /// port 0).
-    pub fn local_addr(&self) -> SocketAddr {
-        self.listeners[0].1
+    /// The first IP address and port it listens on (the port the system
+    /// chose for port 0); `None` if it listens on Unix sockets only.
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.local_addrs().first().copied()
     }
 
-    /// Every address it listens on, in the order given.
+    /// Every IP address and port it listens on, in the order given.
     pub fn local_addrs(&self) -> Vec<SocketAddr> {
-        self.listeners.iter().map(|(_, addr)| *addr).collect()
+        self.listeners
+            .iter()
+            .filter_map(|(_, bound)| match bound {
+                Bound::Tcp(addr) => Some(*addr),
+                Bound::Unix(_) => None,
+            })
+            .collect()
     }
 
-    /// Where it answers Prometheus scrapes, if it does
-    /// ([`ServeOptions::metrics`]).
-    pub fn metrics_addr(&self) -> Option<SocketAddr> {
-        self.metrics.as_ref().map(|(_, addr)| *addr)
+    /// Everything it listens on for requests (IP addresses and Unix
+    /// sockets), in the order given.
+    pub fn bound(&self) -> Vec<Bound> {
+        self.listeners.iter().map(|(_, b)| b.clone()).collect()
+    }
+
+    /// Where it answers Prometheus scrapes ([`ServeOptions::metrics`]);
+    /// empty without.
+    pub fn metrics_bound(&self) -> Vec<Bound> {
+        self.metrics.iter().map(|(_, b)| b.clone()).collect()
     }
 
     /// Answers requests until `stop` resolves, then stops accepting, lets
@@ -408,7 +410,7 @@ impl Server<'_> {
         let connections = Arc::new(Semaphore::new(limits.max_http_connections.max(1) as usize));
         let stopping = CancellationToken::new();
         let tracker = TaskTracker::new();
-        if let (Some((listener, _)), Some(metrics)) = (scrapes, &shared.metrics) {
+        if let (false, Some(metrics)) = (scrapes.is_empty(), &shared.metrics) {
             let registry = metrics.registry(metrics::Now {
                 instances: Arc::clone(&shared.instances),
                 max_instances: limits.max_instances.max(1) as usize,
@@ -416,7 +418,7 @@ impl Server<'_> {
                 net: shared.net().clone(),
                 decisions: Arc::clone(&metrics.decisions),
             });
-            tokio::spawn(metrics::serve_scrapes(listener, registry, stopping.clone()));
+            tokio::spawn(metrics::serve_scrapes(scrapes, registry, stopping.clone()));
         }
         let serving = Arc::new(conn::Serving {
             shared: Arc::clone(&shared),
@@ -453,7 +455,6 @@ impl Server<'_> {
                     continue;
                 }
             };
-            let _ = stream.set_nodelay(true);
             let serving = Arc::clone(&serving);
             let tls = tls.clone();
             let open = shared.metrics.as_ref().map(|m| m.connection());
@@ -478,7 +479,7 @@ impl Server<'_> {
                         }
                     }
                 };
-                if let Err(e) = serving.connection(io, peer.ip()).await {
+                if let Err(e) = serving.connection(io, peer).await {
                     tracing::debug!(target: "moat::http", %peer, error = %e, "client connection ended");
                 }
             });
@@ -549,7 +550,7 @@ enum Listening {
 fn record_serve_bind(
     run: &RunOptions,
     written: &str,
-    bound: SocketAddr,
+    bound: &Bound,
     listening: Listening,
 ) -> Result<(), MoatError> {
     // The shim sets no metrics address: only a flag names one.
@@ -569,19 +570,28 @@ fn record_serve_bind(
     run.net
         .audit
         .record(|| {
-            let mut event = Event::new(
-                Operation::ServeBind,
-                &Host::ip(bound.ip()),
-                Some(bound.port()),
-                Outcome::Allowed {
-                    rule: Some(Arc::new(Provenance {
-                        entry: written.to_owned(),
-                        source,
-                    })),
-                },
-            );
-            event.address = Some(bound);
-            event
+            let outcome = Outcome::Allowed {
+                rule: Some(Arc::new(Provenance {
+                    entry: written.to_owned(),
+                    source,
+                })),
+            };
+            match bound {
+                Bound::Tcp(addr) => {
+                    let mut event = Event::new(
+                        Operation::ServeBind,
+                        &Host::ip(addr.ip()),
+                        Some(addr.port()),
+                        outcome,
+                    );
+                    event.address = Some(*addr);
+                    event
+                }
+                // No host and no port: the socket's path, as `written`.
+                Bound::Unix(_) => {
+                    Event::written(Operation::ServeBind, &bound.to_string(), None, outcome)
+                }
+            }
         })
         .map_err(|e| MoatError::Bind {
             addr: written.to_owned(),

@@ -429,6 +429,7 @@ mod engines;
 mod h2;
 mod http10;
 mod isolation;
+mod listen;
 mod metrics;
 mod p3;
 /// An HTTP server on 127.0.0.1 that answers every request with 200 and

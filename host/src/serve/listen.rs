@@ -1,0 +1,260 @@
+//! Where `moat serve` listens, as `--addr` writes it: an IP address and
+//! port, a Unix socket (`unix:PATH`), or the sockets systemd handed over
+//! (`systemd`, socket activation).
+//!
+//! Each is the operator's grant, recorded as a `serve-bind`; the handler
+//! needs no listen grant for any. A client of a Unix socket has no IP
+//! address: every client of one is one client for
+//! `--max-instances-per-client` (as every client behind a reverse proxy
+//! is the proxy's address), counted as the unspecified address `0.0.0.0`.
+
+use std::fmt;
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll};
+
+use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
+use tokio_util::either::Either;
+
+use crate::error::MoatError;
+
+/// `--addr` for the sockets systemd handed over.
+pub const SYSTEMD: &str = "systemd";
+
+/// `--addr` prefix for a Unix socket.
+pub const UNIX_PREFIX: &str = "unix:";
+
+/// What a client's connection comes in on.
+pub(super) type Stream = Either<TcpStream, UnixStream>;
+
+/// The address a listener has: where clients reach it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Bound {
+    /// An IP address and port.
+    Tcp(SocketAddr),
+    /// A Unix socket's path.
+    Unix(PathBuf),
+}
+
+impl fmt::Display for Bound {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Bound::Tcp(addr) => write!(f, "{addr}"),
+            Bound::Unix(path) => write!(f, "{UNIX_PREFIX}{}", path.display()),
+        }
+    }
+}
+
+/// The IP address every client of a Unix socket counts as.
+pub(super) const UNIX_CLIENT: IpAddr = IpAddr::V4(Ipv4Addr::UNSPECIFIED);
+
+/// One listening socket.
+pub(super) enum Listener {
+    Tcp(TcpListener),
+    Unix {
+        listener: UnixListener,
+        /// The socket file moat made, removed when the listener goes;
+        /// `None` for one systemd made.
+        made: Option<PathBuf>,
+    },
+}
+
+impl Listener {
+    /// The next connection, and the client's address for the per-client
+    /// share.
+    pub(super) fn poll_accept(&self, cx: &mut Context<'_>) -> Poll<io::Result<(Stream, IpAddr)>> {
+        match self {
+            Listener::Tcp(listener) => listener.poll_accept(cx).map_ok(|(stream, peer)| {
+                let _ = stream.set_nodelay(true);
+                (Either::Left(stream), peer.ip())
+            }),
+            Listener::Unix { listener, .. } => listener
+                .poll_accept(cx)
+                .map_ok(|(stream, _)| (Either::Right(stream), UNIX_CLIENT)),
+        }
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        if let Listener::Unix {
+            made: Some(path), ..
+        } = self
+        {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// The listeners `written` names, each with its address.
+///
+/// # Errors
+/// [`MoatError::Bind`] naming `written`: not an address this knows, a
+/// socket that cannot be listened on, no sockets from systemd.
+pub(super) async fn open(written: &str) -> Result<Vec<(Listener, Bound)>, MoatError> {
+    let bind_error = |source| MoatError::Bind {
+        addr: written.to_owned(),
+        source,
+    };
+    if written == SYSTEMD {
+        return handed_over().map_err(bind_error);
+    }
+    if let Some(path) = written.strip_prefix(UNIX_PREFIX) {
+        let path = PathBuf::from(path);
+        let listener = unix(&path).map_err(bind_error)?;
+        return Ok(vec![(
+            Listener::Unix {
+                listener,
+                made: Some(path.clone()),
+            },
+            Bound::Unix(path),
+        )]);
+    }
+    let addr: SocketAddr = written.parse().map_err(|_| {
+        bind_error(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "expected an IP address and port (127.0.0.1:8080, [::1]:8080), \
+             unix:PATH, or systemd",
+        ))
+    })?;
+    let listener = TcpListener::bind(addr).await.map_err(bind_error)?;
+    let addr = listener.local_addr().map_err(bind_error)?;
+    Ok(vec![(Listener::Tcp(listener), Bound::Tcp(addr))])
+}
+
+/// A Unix socket listening at `path`. A socket file left there by a
+/// server that is gone (nothing accepts on it) is replaced; one that a
+/// server still listens on, or a file that is not a socket, is not.
+fn unix(path: &Path) -> io::Result<UnixListener> {
+    if path.as_os_str().is_empty() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "unix: needs a path, such as unix:/run/moat/http.sock",
+        ));
+    }
+    match UnixListener::bind(path) {
+        Err(e) if e.kind() == io::ErrorKind::AddrInUse => {
+            use std::os::unix::fs::FileTypeExt;
+            let is_socket = std::fs::symlink_metadata(path)
+                .map(|m| m.file_type().is_socket())
+                .unwrap_or(false);
+            let abandoned = is_socket
+                && std::os::unix::net::UnixStream::connect(path)
+                    .is_err_and(|e| e.kind() == io::ErrorKind::ConnectionRefused);
+            if !abandoned {
+                return Err(io::Error::new(
+                    io::ErrorKind::AddrInUse,
+                    if is_socket {
+                        "a server is listening on this socket already"
+                    } else {
+                        "the path exists and is not a socket"
+                    },
+                ));
+            }
+            tracing::debug!(target: "moat::http", path = %path.display(), "replacing an abandoned socket file");
+            std::fs::remove_file(path)?;
+            UnixListener::bind(path)
+        }
+        bound => bound,
+    }
+}
+
+/// Whether the sockets systemd handed over were taken: they are taken once
+/// in a process, by one owner each.
+static HANDED_OVER_TAKEN: AtomicBool = AtomicBool::new(false);
+
+/// The first descriptor of systemd's socket activation protocol
+/// (`SD_LISTEN_FDS_START`).
+const LISTEN_FDS_START: RawFd = 3;
+
+/// The listening sockets systemd handed over (`LISTEN_PID`, `LISTEN_FDS`),
+/// in the order given: TCP and Unix stream sockets, listening.
+fn handed_over() -> io::Result<Vec<(Listener, Bound)>> {
+    let invalid = |why: String| io::Error::new(io::ErrorKind::InvalidInput, why);
+    let variable = |name: &str| std::env::var(name).ok();
+    let (Some(pid), Some(count)) = (variable("LISTEN_PID"), variable("LISTEN_FDS")) else {
+        return Err(invalid(
+            "no sockets were handed over: LISTEN_PID and LISTEN_FDS are not set \
+             (start moat from a systemd socket unit, or systemd-socket-activate)"
+                .to_owned(),
+        ));
+    };
+    if pid.trim().parse::<u32>().ok() != Some(std::process::id()) {
+        return Err(invalid(format!(
+            "the sockets were handed to process {pid}, not this one ({})",
+            std::process::id()
+        )));
+    }
+    let count = count
+        .trim()
+        .parse::<RawFd>()
+        .ok()
+        .filter(|n| (1..=1024).contains(n))
+        .ok_or_else(|| invalid(format!("LISTEN_FDS={count} is not a count from 1 to 1024")))?;
+    if HANDED_OVER_TAKEN.swap(true, Ordering::AcqRel) {
+        return Err(invalid(
+            "the sockets systemd handed over are taken already (systemd given twice)".to_owned(),
+        ));
+    }
+    let mut listeners = Vec::with_capacity(count as usize);
+    for fd in LISTEN_FDS_START..LISTEN_FDS_START + count {
+        // SAFETY: `OwnedFd::from_raw_fd` needs `fd` open and owned by no
+        // one else. LISTEN_PID names this process, so by the socket
+        // activation protocol its launcher (systemd, or a tool speaking
+        // the same protocol) opened descriptors 3 to 3 + LISTEN_FDS - 1
+        // for it before exec, and nothing in moat opens, closes or takes
+        // descriptors it did not make; HANDED_OVER_TAKEN lets this loop run
+        // once per process, so each descriptor gets one owner.
+        #[allow(unsafe_code)]
+        let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+        listeners.push(listener_of(owned, fd)?);
+    }
+    Ok(listeners)
+}
+
+/// A handed-over descriptor as a listener, if it is a listening stream
+/// socket of IPv4, IPv6 or Unix.
+fn listener_of(owned: OwnedFd, fd: RawFd) -> io::Result<(Listener, Bound)> {
+    let not_one = |what: &str| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("descriptor {fd} handed over is {what}, not a listening stream socket"),
+        )
+    };
+    let socket = socket2::Socket::from(owned);
+    let kind = socket.r#type().map_err(|_| not_one("not a socket"))?;
+    if kind != socket2::Type::STREAM {
+        return Err(not_one("a datagram or other socket"));
+    }
+    if !socket.is_listener()? {
+        return Err(not_one("a socket that does not listen"));
+    }
+    // Not inherited by anything this process starts.
+    socket.set_cloexec(true)?;
+    socket.set_nonblocking(true)?;
+    let domain = socket.domain()?;
+    if domain == socket2::Domain::IPV4 || domain == socket2::Domain::IPV6 {
+        let listener = TcpListener::from_std(std::net::TcpListener::from(socket))?;
+        let addr = listener.local_addr()?;
+        Ok((Listener::Tcp(listener), Bound::Tcp(addr)))
+    } else if domain == socket2::Domain::UNIX {
+        let listener = UnixListener::from_std(std::os::unix::net::UnixListener::from(socket))?;
+        let path = listener
+            .local_addr()?
+            .as_pathname()
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        Ok((
+            Listener::Unix {
+                listener,
+                made: None,
+            },
+            Bound::Unix(path),
+        ))
+    } else {
+        Err(not_one("of another family"))
+    }
+}
