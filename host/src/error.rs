@@ -120,6 +120,25 @@ pub enum MoatError {
         /// What it exports instead.
         reason: String,
     },
+    /// A component given to a running server
+    /// ([`crate::serve::Reloader::reload`]) needs the other engine than
+    /// the one the server runs handlers on.
+    #[error(
+        "{} cannot replace the handler being served: it {} the component model's \
+         concurrency support (a wasi:http 0.3 service or a moat:net guest needs it, \
+         a 0.2 proxy of WASI 0.2 alone does not) and the server's engine {}; \
+         restart moat serve to serve it",
+        path.display(),
+        if *needs_concurrency { "needs" } else { "is compiled without" },
+        if *needs_concurrency { "has none" } else { "has it" }
+    )]
+    ReloadEngine {
+        /// The new component as named.
+        path: std::path::PathBuf,
+        /// Whether the new component needs concurrency support (and the
+        /// server's engine lacks it), or the other way round.
+        needs_concurrency: bool,
+    },
 }
 
 /// Exit status for a guest that trapped or reached its memory bound: what a

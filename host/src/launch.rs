@@ -15,7 +15,7 @@ use crate::error::MoatError;
 use crate::moat::{Guest, Moat};
 use crate::net::TlsIdentity;
 use crate::options::{InstancePool, MoatConfig, RunOptions};
-use crate::serve::{Bound, ServeOptions, stop_signal};
+use crate::serve::{Bound, Reloader, ServeOptions, stop_signal};
 use crate::start::NoEntryPoint;
 
 /// Where the component comes from.
@@ -152,6 +152,50 @@ pub trait Launcher {
     }
 }
 
+/// SIGHUP, taken over (so that it no longer ends the process); `None`
+/// if the process cannot listen for it.
+fn hangup_signal() -> Option<tokio::signal::unix::Signal> {
+    tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok()
+}
+
+/// The next SIGHUP; never, without a listener.
+async fn next_hangup(hangups: &mut Option<tokio::signal::unix::Signal>) -> Option<()> {
+    match hangups {
+        Some(signal) => signal.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// `moat serve`'s SIGHUP: loads the component again from where it came
+/// from and puts it in the serving handler's place; what became of it on
+/// stderr. A component that does not load, or is not a handler the
+/// server can run, leaves the old one serving.
+fn reload(moat: &Moat, reloader: &Reloader<'_>, source: &Source, launcher: &dyn Launcher) {
+    let name = source.name();
+    eprintln!("moat: SIGHUP: loading {} again", name.display());
+    let load = || {
+        launcher.load(source, &|| match source {
+            Source::File(path) => moat.load(path),
+            // Read again from the file the bytes came from.
+            Source::Bytes { name, .. } => moat.load(name),
+        })
+    };
+    // Compiling takes a while: off the runtime's worker, so that the
+    // requests on it go on being served meanwhile.
+    let loaded = match tokio::runtime::Handle::current().runtime_flavor() {
+        tokio::runtime::RuntimeFlavor::MultiThread => tokio::task::block_in_place(load),
+        _ => load(),
+    };
+    let replaced = loaded.and_then(|guest| reloader.reload(&guest, &name.display().to_string()));
+    match replaced {
+        Ok(()) => eprintln!(
+            "moat: reloaded {}: new requests go to it, requests in flight finish on the old one",
+            name.display()
+        ),
+        Err(e) => eprintln!("moat: reload failed, still serving the handler it had: {e}"),
+    }
+}
+
 /// The front door that changes nothing.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Plain;
@@ -217,14 +261,26 @@ impl Launch {
                 let server = moat.bind_server(&guest, options).await?;
                 // Taken over before the line a supervisor may wait for.
                 let stop = stop_signal();
+                let mut hangups = hangup_signal();
                 for bound in server.metrics_bound() {
                     launcher.metrics(&bound);
                 }
                 for bound in server.bound() {
                     launcher.serving(scheme, &bound);
                 }
-                server.serve(stop).await?;
-                Ok(Ended::Served)
+                let reloader = server.reloader();
+                let mut serving = std::pin::pin!(server.serve(stop));
+                loop {
+                    tokio::select! {
+                        served = &mut serving => {
+                            served?;
+                            return Ok(Ended::Served);
+                        }
+                        Some(()) = next_hangup(&mut hangups) => {
+                            reload(&moat, &reloader, &self.source, launcher);
+                        }
+                    }
+                }
             }
             Entry::Run => {
                 if let Some(handler) = guest.http_handler() {

@@ -84,6 +84,13 @@
 //! it answers one request per connection, [`METRICS_CONNECTIONS`] at once,
 //! each within [`METRICS_CONNECTION_TIME`].
 //!
+//! **Reloading.** [`Server::reloader`] gives a [`Reloader`] that puts a
+//! new handler in the old one's place while the server serves (`moat
+//! serve` does at SIGHUP): checked as [`Moat::bind_server`] checks the
+//! first, then given to every request from then on; requests in flight
+//! finish on theirs. A handler that needs the other engine (a 0.3 service
+//! after a 0.2 proxy, or the other way round) is refused.
+//!
 //! **Stopping.** When the future given to [`Server::serve`] resolves
 //! (SIGINT or SIGTERM for `moat serve`), the server stops accepting, lets
 //! the requests in flight finish for up to [`SHUTDOWN_GRACE`], then
@@ -224,32 +231,8 @@ impl Moat {
         guest: &Guest,
         options: ServeOptions,
     ) -> Result<Server<'_>, MoatError> {
-        let exports = guest.exports();
-        let p3 = exports.iter().any(|e| e.starts_with(SERVICE_HANDLER));
-        if !p3 && !exports.iter().any(|e| e.starts_with(INCOMING_HANDLER)) {
-            return Err(MoatError::NotAHandler {
-                path: options.run.args.first().cloned().unwrap_or_default().into(),
-                reason: format!(
-                    "it exports neither wasi:http/incoming-handler@0.2 nor \
-                     wasi:http/handler@0.3 (it exports: {}); run a command with moat run",
-                    if exports.is_empty() {
-                        "nothing".to_owned()
-                    } else {
-                        exports.join(", ")
-                    }
-                ),
-            });
-        }
-        let (engine, linker) = self.linked(guest)?;
-        let linked = linker
-            .instantiate_pre(&guest.component)
-            .map_err(MoatError::Instantiate)?;
-        let pre = if p3 {
-            ServicePre::new(linked).map(request::Template::P3)
-        } else {
-            ProxyPre::new(linked).map(request::Template::P2)
-        }
-        .map_err(MoatError::Instantiate)?;
+        let name = options.run.args.first().cloned().unwrap_or_default();
+        let (engine, pre) = self.template(guest, &name)?;
         // Checked once here, as every request's store will be built.
         crate::moat::wasi_ctx(&options.run, self.apart())?;
         let mut listeners = Vec::with_capacity(1 + options.also.len());
@@ -335,6 +318,81 @@ impl Moat {
     }
 }
 
+impl Moat {
+    /// `guest`'s handler, linked and type-checked, and the engine it runs
+    /// on.
+    ///
+    /// # Errors
+    /// [`MoatError::NotAHandler`] for a component that exports neither
+    /// handler (named `name`); [`MoatError::Instantiate`] for one whose
+    /// imports moat does not provide.
+    fn template(
+        &self,
+        guest: &Guest,
+        name: &str,
+    ) -> Result<(wasmtime::Engine, request::Template), MoatError> {
+        let exports = guest.exports();
+        let p3 = exports.iter().any(|e| e.starts_with(SERVICE_HANDLER));
+        if !p3 && !exports.iter().any(|e| e.starts_with(INCOMING_HANDLER)) {
+            return Err(MoatError::NotAHandler {
+                path: name.into(),
+                reason: format!(
+                    "it exports neither wasi:http/incoming-handler@0.2 nor \
+                     wasi:http/handler@0.3 (it exports: {}); run a command with moat run",
+                    if exports.is_empty() {
+                        "nothing".to_owned()
+                    } else {
+                        exports.join(", ")
+                    }
+                ),
+            });
+        }
+        let (engine, linker) = self.linked(guest)?;
+        let linked = linker
+            .instantiate_pre(&guest.component)
+            .map_err(MoatError::Instantiate)?;
+        let pre = if p3 {
+            ServicePre::new(linked).map(request::Template::P3)
+        } else {
+            ProxyPre::new(linked).map(request::Template::P2)
+        }
+        .map_err(MoatError::Instantiate)?;
+        Ok((engine.clone(), pre))
+    }
+}
+
+/// Puts a new handler in a running server's place: new requests go to it,
+/// requests in flight finish on the one they started on. From
+/// [`Server::reloader`]; `moat serve` uses it at SIGHUP.
+pub struct Reloader<'m> {
+    moat: &'m Moat,
+    shared: Arc<request::Shared>,
+}
+
+impl Reloader<'_> {
+    /// Checks `guest` as [`Moat::bind_server`] checks the first handler
+    /// (it must be a wasi:http handler whose imports moat serves, on the
+    /// engine the server runs), then serves it to every request from now
+    /// on. On an error the server goes on with the handler it had.
+    ///
+    /// # Errors
+    /// [`MoatError::NotAHandler`], [`MoatError::Instantiate`] (named
+    /// `name`); [`MoatError::ReloadEngine`] for a handler that needs the
+    /// other engine.
+    pub fn reload(&self, guest: &Guest, name: &str) -> Result<(), MoatError> {
+        let (engine, pre) = self.moat.template(guest, name)?;
+        if !wasmtime::Engine::same(&engine, &self.shared.engine) {
+            return Err(MoatError::ReloadEngine {
+                path: name.into(),
+                needs_concurrency: guest.uses_concurrency(),
+            });
+        }
+        self.shared.replace(pre);
+        tracing::debug!(target: "moat::http", component = name, "the handler is replaced");
+        Ok(())
+    }
+}
+
 /// The next connection from any of `listeners`, the client's address
 /// (see [`listen`]) and where it came in; each accept starts from the
 /// listener after `next`'s, so that a busy one does not starve the
@@ -356,6 +414,16 @@ async fn accept_any<'l>(
         std::task::Poll::Pending
     })
     .await
+}
+
+impl<'m> Server<'m> {
+    /// A handle that replaces the handler while the server serves.
+    pub fn reloader(&self) -> Reloader<'m> {
+        Reloader {
+            moat: self.moat,
+            shared: Arc::clone(&self.shared),
+        }
+    }
 }
 
 impl Server<'_> {

@@ -55,7 +55,9 @@ pub(crate) struct Shared {
     /// Each client address's share of them
     /// ([`crate::net::Limits::max_instances_per_client`]).
     shares: Arc<Shares>,
-    pre: Template,
+    /// The handler new requests get; [`Shared::replace`] puts another in
+    /// its place, while requests in flight keep theirs.
+    pre: std::sync::RwLock<Template>,
     pub(super) net: Net,
     notices: Notices,
     max_memory: u64,
@@ -80,7 +82,7 @@ impl Shared {
             instances: Arc::new(Semaphore::new(net.limits().max_instances.max(1) as usize)),
             shares: Shares::new(net.limits().max_instances_per_client),
             engine,
-            pre,
+            pre: std::sync::RwLock::new(pre),
             net,
             notices,
             max_memory,
@@ -88,6 +90,14 @@ impl Shared {
             apart,
             metrics: None,
         }
+    }
+
+    /// Serves `pre` to every request from now on.
+    pub(super) fn replace(&self, pre: Template) {
+        *self
+            .pre
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = pre;
     }
 
     fn refused(&self, why: Refusal) {
@@ -213,7 +223,11 @@ impl Shared {
         let mut callback = deadline_callback(Instant::now() + limit, limit, spelling);
         store.epoch_deadline_callback(move |_| callback());
 
-        let pre = self.pre.clone();
+        let pre = self
+            .pre
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
         // Set only when the handler ends in an error, not at every store
         // drop as for the guest's own request bodies: a handler returns
         // right after finishing its body, often before hyper has read the

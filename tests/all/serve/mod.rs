@@ -432,6 +432,7 @@ mod isolation;
 mod listen;
 mod metrics;
 mod p3;
+mod reload;
 /// An HTTP server on 127.0.0.1 that answers every request with 200 and
 /// `body`, one request a connection; its port, and how many connections
 /// it accepted.

@@ -1,0 +1,129 @@
+//! `moat serve` at SIGHUP: the component loaded again from its file and
+//! put in the handler's place while the server goes on serving.
+
+use std::path::Path;
+
+use super::*;
+
+/// Sends SIGHUP, as `systemctl reload` does.
+fn hangup(server: &Serve) {
+    let pid = server.child.id().expect("moat serve is running");
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(pid as i32).unwrap(),
+        rustix::process::Signal::HUP,
+    )
+    .expect("SIGHUP sent");
+}
+
+/// Puts `from`'s bytes at `to` in one step (written beside it, renamed
+/// over it), as a deployment replaces a file.
+fn replace(from: &str, to: &Path) {
+    let next = to.with_extension("next");
+    std::fs::copy(from, &next).unwrap();
+    std::fs::rename(&next, to).unwrap();
+}
+
+/// Whether `text` holds `count` lines with `needle`, the last one whole.
+fn lines_with(text: &str, needle: &str, count: usize) -> bool {
+    text.match_indices(needle)
+        .nth(count - 1)
+        .is_some_and(|(at, _)| text[at..].contains('\n'))
+}
+
+/// Waits until stderr holds `count` whole lines with `needle`.
+async fn wait_for_count(server: &mut Serve, needle: &str, count: usize) -> String {
+    let seen = within(
+        &format!("{needle:?} {count} times on moat serve's stderr"),
+        server
+            .stderr
+            .wait_for(|seen| seen.closed || lines_with(&seen.text, needle, count)),
+    )
+    .await
+    .expect("the stderr reader")
+    .text
+    .clone();
+    assert!(lines_with(&seen, needle, count), "{seen}");
+    seen
+}
+
+/// SIGHUP with a new handler in the file: a request in flight (its body
+/// half sent) finishes on the handler it started on; requests after the
+/// reload get the new one, on the same server and port. A file that is
+/// not a component, and a 0.3 service the server's engine cannot run,
+/// are refused with why, and the handler it had goes on serving.
+#[tokio::test]
+async fn serve_reloads_its_component_at_sighup_and_keeps_the_old_one_on_failure() {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("serve-reload");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let component = dir.join("handler.wasm");
+    std::fs::copy(guests::HTTP_HOSTILE, &component).unwrap();
+    let mut server = Serve::start_logging(
+        component.to_str().unwrap(),
+        &["--timeout=60s"],
+        Some("moat::http=debug"),
+    )
+    .await;
+    let addr = server.addr;
+    assert_eq!(get(addr, "/ok").await.text(), "ok\n");
+    assert_eq!(get(addr, "/").await.status, 404, "http-hostile has no /");
+
+    // A request in flight: its head and one byte of its body.
+    let slow = TcpStream::connect(addr).await.unwrap();
+    let (from, mut to) = slow.into_split();
+    to.write_all(
+        format!("POST /consume HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 1000\r\n\r\nx")
+            .as_bytes(),
+    )
+    .await
+    .unwrap();
+    wait_for_count(&mut server, "a handler instance taken", 3).await;
+
+    replace(guests::WSTD_SERVE, &component);
+    hangup(&server);
+    wait_for_count(&mut server, "moat: reloaded", 1).await;
+    assert_eq!(get(addr, "/").await.text(), HELLO, "the new handler");
+
+    to.write_all(&[b'y'; 999]).await.unwrap();
+    let answer = within(
+        "the request in flight answered",
+        read_answer(&mut BufReader::new(from)),
+    )
+    .await
+    .expect("an answer");
+    assert_eq!(
+        (answer.status, answer.text()),
+        (200, "read 1000\n".to_owned()),
+        "the old handler finished the request it had started"
+    );
+
+    std::fs::write(&component, b"not a component").unwrap();
+    hangup(&server);
+    let log = wait_for_count(&mut server, "moat: reload failed", 1).await;
+    assert!(
+        log.contains("is not a WebAssembly component moat can run"),
+        "{log}"
+    );
+    assert_eq!(
+        get(addr, "/").await.text(),
+        HELLO,
+        "still the handler it had"
+    );
+
+    replace(guests::HTTP_SERVICE_P3, &component);
+    hangup(&server);
+    let log = wait_for_count(&mut server, "moat: reload failed", 2).await;
+    assert!(
+        log.contains("cannot replace the handler being served: it needs"),
+        "{log}"
+    );
+    assert_eq!(
+        get(addr, "/").await.text(),
+        HELLO,
+        "still the handler it had"
+    );
+
+    server.terminate();
+    assert_eq!(server.exited().await.code(), Some(0));
+    let _ = std::fs::remove_dir_all(&dir);
+}
