@@ -197,8 +197,8 @@ impl MoatCtxBuilder {
         self
     }
 
-    /// Where the denial lines of stock wasi:sockets guests go (default:
-    /// the host's stderr).
+    /// Where the run's denial lines go (default: `tracing`, target
+    /// `moat::notice`, debug level; never straight to stderr).
     pub fn notices(mut self, notices: Notices) -> MoatCtxBuilder {
         self.notices = Some(notices);
         self
@@ -236,9 +236,7 @@ impl MoatCtxBuilder {
     pub(crate) fn into_net(self, ticker: &EpochTicker) -> (Net, Notices, u64, Duration) {
         let max_memory = self.net.limits.max_memory;
         let net = Net::build(self.net, Arc::clone(ticker.pending_writes()));
-        let notices = self
-            .notices
-            .unwrap_or_else(|| Notices::new(|line| eprintln!("moat: {line}")));
+        let notices = self.notices.unwrap_or_else(Notices::tracing);
         (net, notices, max_memory, self.linger)
     }
 }
@@ -422,4 +420,60 @@ pub fn exports_async_run(component: &Component, engine: &wasmtime::Engine) -> bo
         .component_type()
         .exports(engine)
         .any(|(name, _)| name == "wasi:cli/run@0.3.0")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+
+    /// A writer that keeps what a subscriber writes.
+    #[derive(Clone, Default)]
+    struct Kept(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Kept {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// An embedder who gives no notices gets the denial lines on
+    /// `tracing` (target moat::notice, debug), not on the process's
+    /// stderr; one who gives a callback gets them there.
+    #[tokio::test]
+    async fn notices_go_to_tracing_unless_the_embedder_gives_a_callback() {
+        let (_engine, ticker) = engine().unwrap();
+        let kept = Kept::default();
+        let writer = kept.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_max_level(tracing::Level::DEBUG)
+            .with_ansi(false)
+            .finish();
+        let (_net, notices, _, _) = MoatCtx::builder(Policy::new()).into_net(&ticker);
+        tracing::subscriber::with_default(subscriber, || {
+            notices.tell("connect to 10.0.0.1:80 denied".to_owned());
+        });
+        let logged = String::from_utf8(kept.0.lock().unwrap().clone()).unwrap();
+        assert!(
+            logged.contains("DEBUG moat::notice: connect to 10.0.0.1:80 denied"),
+            "{logged}"
+        );
+
+        let given = Arc::new(Mutex::new(Vec::new()));
+        let into = Arc::clone(&given);
+        let (_net, notices, _, _) = MoatCtx::builder(Policy::new())
+            .notices(Notices::new(move |line| {
+                into.lock().unwrap().push(line.to_owned())
+            }))
+            .into_net(&ticker);
+        notices.tell("listen on 0.0.0.0:80 denied".to_owned());
+        assert_eq!(*given.lock().unwrap(), ["listen on 0.0.0.0:80 denied"]);
+    }
 }

@@ -17,7 +17,7 @@ use crate::engines::{self, Linked, Parts, Support};
 use crate::error::MoatError;
 use crate::kit::{self, MoatCtx};
 use crate::net::Notices;
-use crate::options::{Exit, Input, InstancePool, MoatConfig, Output, RunOptions};
+use crate::options::{Exit, Input, InstancePool, MoatConfig, NoticesTo, Output, RunOptions};
 use crate::preopen;
 use crate::run_state::RunState;
 use crate::start;
@@ -336,9 +336,16 @@ impl Moat {
     }
 }
 
-/// Where a run's denial lines go: the guest's stderr, prefixed with
-/// `moat: NAME:` (the program's file name, from its first argument).
+/// Where a run's denial lines go: what the options say
+/// ([`RunOptions::notices`]), `tracing` by default, or the guest's stderr,
+/// prefixed with `moat: NAME:` (the program's file name, from its first
+/// argument).
 pub(crate) fn notices(options: &RunOptions) -> Notices {
+    match &options.notices {
+        NoticesTo::Tracing => return Notices::tracing(),
+        NoticesTo::Given(notices) => return notices.clone(),
+        NoticesTo::GuestStderr => {}
+    }
     let name = options
         .args
         .first()

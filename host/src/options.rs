@@ -12,7 +12,7 @@ use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use crate::audit::Audit;
 use crate::cache::{CacheDir, MAX_CACHE_BYTES};
 pub(crate) use crate::net::limits::DEFAULT_LINGER;
-use crate::net::{Limits, NetConfig, Resolver, TlsTrust};
+use crate::net::{Limits, NetConfig, Notices, Resolver, TlsTrust};
 use crate::preopen::Preopen;
 use moat_policy::policy::Policy;
 
@@ -192,6 +192,22 @@ pub struct RunOptions {
     pub(crate) stdin: Input,
     pub(crate) stdout: Output,
     pub(crate) stderr: Output,
+    pub(crate) notices: NoticesTo,
+}
+
+/// Where a run's denial lines go.
+#[derive(Clone, Default)]
+pub(crate) enum NoticesTo {
+    /// `tracing`, target `moat::notice`, at debug: a guest can make them
+    /// on demand.
+    #[default]
+    Tracing,
+    /// The guest's stderr (as it is set: inherited, captured or
+    /// discarded), each line prefixed `moat: NAME:` (`moat run`, the
+    /// shim).
+    GuestStderr,
+    /// The embedder's.
+    Given(Notices),
 }
 
 impl RunOptions {
@@ -202,6 +218,23 @@ impl RunOptions {
             net: NetConfig::new(policy),
             ..RunOptions::default()
         }
+    }
+
+    /// Sends the run's denial lines (`connect to 10.0.0.5:5432 denied:
+    /// needs ...`, each distinct one once) to `notices`, a callback of
+    /// the embedder's ([`Notices::new`]). Without this they go to
+    /// `tracing` (target `moat::notice`, debug level), never straight to
+    /// the process's stderr.
+    pub fn notices(mut self, notices: Notices) -> RunOptions {
+        self.notices = NoticesTo::Given(notices);
+        self
+    }
+
+    /// Writes the run's denial lines on the guest's stderr, each prefixed
+    /// `moat: NAME:` (the program's name), as `moat run` and the shim do.
+    pub fn notices_on_guest_stderr(mut self) -> RunOptions {
+        self.notices = NoticesTo::GuestStderr;
+        self
     }
 
     /// Adds an argument (the first is the program name, by convention).
@@ -275,6 +308,14 @@ impl RunOptions {
     /// alone); the default is [`Limits::default`].
     pub fn limits(mut self, limits: Limits) -> RunOptions {
         self.net.limits = limits;
+        self
+    }
+
+    /// Names settings in the run's messages as `spelling` writes them
+    /// (default: the policy's, `Spelling::Embedding` for one made in
+    /// code): `Flags` for `--allow-net=...` as `moat run` says it.
+    pub fn spelled(mut self, spelling: moat_policy::setting::Spelling) -> RunOptions {
+        self.net.policy = self.net.policy.spelled(spelling);
         self
     }
 

@@ -8,9 +8,12 @@ use crate::options::RunOptions;
 pub use moat_policy::settings::*;
 
 /// A run under `settings`: their policy, limits, memory bound and time
-/// bound; nothing else set yet.
+/// bound, its denial lines on the guest's stderr (as `moat run` and the
+/// shim show them); nothing else set yet.
 pub fn run_options(settings: &Settings) -> RunOptions {
-    RunOptions::new(settings.policy.clone()).limits(settings.limits.clone())
+    RunOptions::new(settings.policy.clone())
+        .limits(settings.limits.clone())
+        .notices_on_guest_stderr()
 }
 
 /// Whose defaults the bounds have: most are the same for both commands,

@@ -21,13 +21,15 @@
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub enum Spelling {
     /// `moat run`'s flags: `--allow-net=HOST:PORT`, `--max-sockets=N`.
-    #[default]
     Flags,
     /// A container's environment (the containerd shim):
     /// `MOAT_ALLOW_NET=HOST:PORT`, `MOAT_MAX_SOCKETS=N`.
     Environment,
     /// The embedding API: `Policy::allow_connect("HOST:PORT")`,
-    /// `Limits::max_sockets`.
+    /// `Limits::max_sockets`. The default: a [`crate::policy::Policy`]
+    /// made in code is an embedder's, and its denials should name what
+    /// the embedder's code writes, not a command line it does not have.
+    #[default]
     Embedding,
 }
 

@@ -513,7 +513,7 @@ async fn a_bound_reached_names_the_setting_as_the_user_wrote_it() {
         raised(socket.receive().await.unwrap_err(), host_memory);
         drop(socket);
 
-        let done = start_with(
+        let done = support::start_as_given(
             guests::HOSTILE,
             RunOptions::new(policy.clone())
                 .max_memory(32 << 20)
@@ -535,7 +535,7 @@ async fn a_bound_reached_names_the_setting_as_the_user_wrote_it() {
             }
             other => panic!("{spelling:?}: expected the memory limit, got {other:?}"),
         }
-        let done = start_with(
+        let done = support::start_as_given(
             guests::HOSTILE,
             RunOptions::new(policy)
                 .timeout(Duration::from_millis(300))
@@ -716,7 +716,7 @@ async fn lookups_are_bounded_in_number_and_time_and_end_with_their_caller() {
             ..Limits::default()
         },
         resolver: Some(Arc::new(silent)),
-        ..NetConfig::new(Policy::allow_all())
+        ..NetConfig::new(Policy::allow_all().spelled(moat_host::settings::Spelling::Flags))
     };
     let net = Net::build(config, PendingWrites::new());
     let options = moat_host::net::ConnectOptions::default();

@@ -128,7 +128,7 @@ async fn a_stock_program_on_an_embedders_linker_gets_the_same_grants() {
     assert_eq!(
         ran.notices,
         [format!(
-            "connect to 127.0.0.1:{port} denied: needs --allow-net=127.0.0.1:{port}"
+            "connect to 127.0.0.1:{port} denied: needs Policy::allow_connect(\"127.0.0.1:{port}\")"
         )]
     );
     assert_eq!(connections(&listener), 0);
@@ -169,7 +169,7 @@ async fn an_sdk_guest_runs_on_an_embedders_linker_under_the_same_grants() {
     assert_eq!(ran.exit.unwrap(), 1, "main returned the denial");
     assert!(
         ran.stderr.contains(&format!(
-            "connect to 127.0.0.1:{port} denied: needs --allow-net=127.0.0.1:{port}"
+            "connect to 127.0.0.1:{port} denied: needs Policy::allow_connect(\"127.0.0.1:{port}\")"
         )),
         "{}",
         ran.stderr
@@ -203,7 +203,7 @@ async fn the_kit_holds_a_guest_to_its_socket_cap() {
     assert_eq!(ran.exit.unwrap(), 1, "{}", ran.stdout);
     assert!(!ran.stdout.contains("holding"), "{}", ran.stdout);
     assert!(
-        ran.stderr.contains("limit reached") && ran.stderr.contains("--max-sockets"),
+        ran.stderr.contains("limit reached") && ran.stderr.contains("Limits::max_sockets"),
         "{}",
         ran.stderr
     );
@@ -255,7 +255,8 @@ async fn a_wasi_http_client_on_an_embedders_linker_gets_the_same_grants() {
     assert_eq!(
         ran.notices,
         [format!(
-            "HTTP request: connect to 127.0.0.1:{port} denied: needs --allow-net=127.0.0.1:{port}"
+            "HTTP request: connect to 127.0.0.1:{port} denied: needs \
+             Policy::allow_connect(\"127.0.0.1:{port}\")"
         )]
     );
 }

@@ -163,7 +163,9 @@ async fn a_server_that_accepts_and_never_answers_is_a_timeout_and_the_connection
     let ca = Ca::new("moat test CA");
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
-    let mut config = moat_host::net::NetConfig::new(Policy::allow_all());
+    let mut config = moat_host::net::NetConfig::new(
+        Policy::allow_all().spelled(moat_host::settings::Spelling::Flags),
+    );
     config.limits.tls_handshake_timeout = std::time::Duration::from_millis(300);
     let net = Net::build(config, moat_host::net::PendingWrites::new());
     let (options, client) = (Default::default(), trusting(&ca));

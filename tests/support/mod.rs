@@ -82,8 +82,20 @@ pub fn start(path: &str, policy: Policy, args: &[&str]) -> Running {
     )
 }
 
-/// Starts a guest with full options (stdout and stderr are captured).
+/// Starts a guest with full options (stdout and stderr are captured),
+/// its messages naming settings as `moat run`'s flags do and its denial
+/// lines on its stderr, as `moat run` writes them.
 pub fn start_with(path: &str, options: RunOptions) -> Running {
+    start_as_given(
+        path,
+        options
+            .spelled(moat_host::settings::Spelling::Flags)
+            .notices_on_guest_stderr(),
+    )
+}
+
+/// As [`start_with`], the options' spelling and notices as given.
+pub fn start_as_given(path: &str, options: RunOptions) -> Running {
     let stdout = Captured::new();
     let stderr = Captured::new();
     let options = options

@@ -124,6 +124,12 @@ impl Notices {
         }
     }
 
+    /// Notices logged with `tracing` (target `moat::notice`, debug
+    /// level): a guest can make them on demand, so they are not warnings.
+    pub fn tracing() -> Notices {
+        Notices::new(|line| tracing::debug!(target: "moat::notice", "{line}"))
+    }
+
     pub(crate) fn tell(&self, message: String) {
         let Some(sink) = &self.sink else { return };
         let mut shown = self.shown.lock().unwrap_or_else(PoisonError::into_inner);
@@ -462,6 +468,7 @@ pub(crate) struct UdpReceiveTurn {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use moat_policy::setting::Spelling;
 
     fn gate_for(policy: moat_policy::policy::Policy) -> AddressGate {
         AddressGate::new(
@@ -491,6 +498,7 @@ mod tests {
     #[test]
     fn a_denial_of_a_recorded_address_names_the_name() {
         let policy = moat_policy::policy::Policy::new()
+            .spelled(Spelling::Flags)
             .allow_connect("api.test:443")
             .unwrap();
         let gate = gate_for(policy);
@@ -517,6 +525,7 @@ mod tests {
         }
         // A listener on a port-0 bind is judged as port 0.
         let listen = moat_policy::policy::Policy::new()
+            .spelled(Spelling::Flags)
             .allow_listen("127.0.0.1:0,127.0.0.1:8080")
             .unwrap();
         let listens = gate_for(listen);
@@ -525,6 +534,7 @@ mod tests {
         assert!(listens.judge(local(8080), AddressUse::Bind).is_ok());
         assert!(listens.judge(local(8081), AddressUse::Bind).is_err());
         let only_8080 = moat_policy::policy::Policy::new()
+            .spelled(Spelling::Flags)
             .allow_listen("127.0.0.1:8080")
             .unwrap();
         let only_8080 = gate_for(only_8080);
@@ -568,8 +578,9 @@ mod tests {
         let ip: IpAddr = "10.0.0.7".parse().unwrap();
         let to = |port| SocketAddr::new(ip, port);
         for policy in [
-            moat_policy::policy::Policy::allow_all(),
+            moat_policy::policy::Policy::allow_all().spelled(Spelling::Flags),
             moat_policy::policy::Policy::new()
+                .spelled(Spelling::Flags)
                 .allow_connect("*.lan.test")
                 .unwrap(),
         ] {
@@ -597,6 +608,7 @@ mod tests {
     #[test]
     fn a_name_whose_answer_is_unspecified_never_grants_every_interface() {
         let policy = moat_policy::policy::Policy::new()
+            .spelled(Spelling::Flags)
             .allow_listen("zero.lan.test:28080")
             .unwrap();
         let gate = gate_for(policy);

@@ -33,9 +33,11 @@
 //! let denied = policy
 //!     .check(Capability::Connect, &Host::parse("example.com")?, 80)
 //!     .unwrap_err();
+//! // A policy made in code names the call that would allow it; the CLI's
+//! // (`Settings`, or `.spelled(Spelling::Flags)`) names the flag.
 //! assert_eq!(
 //!     denied.to_string(),
-//!     "connect to example.com:80 denied: needs --allow-net=example.com:80"
+//!     r#"connect to example.com:80 denied: needs Policy::allow_connect("example.com:80")"#
 //! );
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -87,7 +89,9 @@ impl Policy {
     }
 
     /// Names settings in denials as `spelling` writes them (default:
-    /// `moat run`'s flags).
+    /// the embedding API's names, [`Spelling::Embedding`]; the settings
+    /// table's [`Settings`](crate::settings::Settings) spells them as
+    /// flags).
     pub fn spelled(mut self, spelling: Spelling) -> Policy {
         self.spelling = spelling;
         self
@@ -364,9 +368,27 @@ mod tests {
         Host::parse(s).unwrap()
     }
 
+    /// A policy made in code names the embedding API in its denials; the
+    /// settings table's names flags.
+    #[test]
+    fn a_policy_made_in_code_is_spelled_for_embedders_and_settings_for_flags() {
+        assert_eq!(Policy::new().spelling(), Spelling::Embedding);
+        assert_eq!(Policy::allow_all().spelling(), Spelling::Embedding);
+        assert_eq!(
+            crate::settings::Settings::new().policy.spelling(),
+            Spelling::Flags
+        );
+        let denied = Policy::new()
+            .check(Capability::Connect, &host("10.0.0.1"), 80)
+            .unwrap_err()
+            .to_string();
+        assert!(denied.contains("allow_connect"), "{denied}");
+    }
+
     #[test]
     fn a_lookup_is_allowed_when_some_entry_names_the_name_on_some_port() {
         let policy = Policy::new()
+            .spelled(Spelling::Flags)
             .allow_connect("api.test:443,*.corp.test")
             .unwrap()
             .allow_listen("localhost:8080")
@@ -396,14 +418,24 @@ mod tests {
             refused.to_string(),
             "lookup of bad.corp.test denied by --deny-net=bad.corp.test"
         );
-        assert!(Policy::new().check_lookup(&host("a.test")).is_err());
-        assert!(Policy::allow_all().check_lookup(&host("a.test")).is_ok());
+        assert!(
+            Policy::new()
+                .spelled(Spelling::Flags)
+                .check_lookup(&host("a.test"))
+                .is_err()
+        );
+        assert!(
+            Policy::allow_all()
+                .spelled(Spelling::Flags)
+                .check_lookup(&host("a.test"))
+                .is_ok()
+        );
     }
 
     #[test]
     fn default_denies_everything_and_allow_all_allows_everything() {
-        let none = Policy::new();
-        let all = Policy::allow_all();
+        let none = Policy::new().spelled(Spelling::Flags);
+        let all = Policy::allow_all().spelled(Spelling::Flags);
         for cap in [Capability::Connect, Capability::Listen] {
             assert!(none.check(cap, &host("127.0.0.1"), 80).is_err());
             assert!(all.check(cap, &host("example.com"), 80).is_ok());
@@ -412,7 +444,10 @@ mod tests {
 
     #[test]
     fn grants_are_separate() {
-        let p = Policy::new().allow_connect("127.0.0.1").unwrap();
+        let p = Policy::new()
+            .spelled(Spelling::Flags)
+            .allow_connect("127.0.0.1")
+            .unwrap();
         assert!(p.check(Capability::Connect, &host("127.0.0.1"), 1).is_ok());
         assert!(p.check(Capability::Listen, &host("127.0.0.1"), 1).is_err());
     }
@@ -420,6 +455,7 @@ mod tests {
     #[test]
     fn lists_accumulate_and_everything_wins() {
         let p = Policy::new()
+            .spelled(Spelling::Flags)
             .allow_connect("a.example")
             .unwrap()
             .allow_connect("b.example:1")
@@ -436,20 +472,24 @@ mod tests {
 
     #[test]
     fn denial_names_the_flag_that_would_allow_it() {
-        let p = Policy::new();
+        let p = Policy::new().spelled(Spelling::Flags);
         let d = p.check(Capability::Listen, &host("::1"), 8080).unwrap_err();
         assert_eq!(
             d.to_string(),
             "listen on [::1]:8080 denied: needs --allow-listen=[::1]:8080"
         );
         // The hint itself is a valid entry that allows the call.
-        let fixed = Policy::new().allow_listen("[::1]:8080").unwrap();
+        let fixed = Policy::new()
+            .spelled(Spelling::Flags)
+            .allow_listen("[::1]:8080")
+            .unwrap();
         assert!(fixed.check(Capability::Listen, &host("::1"), 8080).is_ok());
     }
 
     #[test]
     fn a_denial_names_the_setting_as_the_granter_writes_it() {
         let p = Policy::new()
+            .spelled(Spelling::Flags)
             .deny_connect("private")
             .unwrap()
             .spelled(Spelling::Environment);
@@ -477,6 +517,7 @@ mod tests {
     #[test]
     fn an_embedders_denial_names_the_call_that_would_allow_it() {
         let p = Policy::new()
+            .spelled(Spelling::Flags)
             .deny_connect("private")
             .unwrap()
             .spelled(Spelling::Embedding);
@@ -499,6 +540,7 @@ mod tests {
     #[test]
     fn a_deny_entry_wins_over_any_grant_and_names_itself() {
         let p = Policy::allow_all()
+            .spelled(Spelling::Flags)
             .deny_connect("private,metadata")
             .unwrap()
             .deny_listen("0.0.0.0")
@@ -521,6 +563,7 @@ mod tests {
     #[test]
     fn resolved_addresses_are_judged_by_the_deny_entries() {
         let p = Policy::new()
+            .spelled(Spelling::Flags)
             .allow_connect("rebind.example")
             .unwrap()
             .deny_connect("metadata,private")
@@ -553,7 +596,10 @@ mod tests {
             .is_ok()
         );
         // Without deny entries, a granted name goes wherever it resolves.
-        let open = Policy::new().allow_connect("rebind.example").unwrap();
+        let open = Policy::new()
+            .spelled(Spelling::Flags)
+            .allow_connect("rebind.example")
+            .unwrap();
         assert!(
             open.check_resolved(Capability::Connect, &name, 80, "127.0.0.1".parse().unwrap())
                 .is_ok()
@@ -563,6 +609,7 @@ mod tests {
     #[test]
     fn a_denial_of_a_carried_address_says_what_it_carries() {
         let p = Policy::allow_all()
+            .spelled(Spelling::Flags)
             .deny_connect("private,metadata")
             .unwrap();
         let d = p
@@ -598,6 +645,7 @@ mod tests {
     #[test]
     fn a_recorded_address_is_held_to_the_deny_entries_of_its_names() {
         let p = Policy::allow_all()
+            .spelled(Spelling::Flags)
             .deny_connect("tracker.example:8080,*.ads.example")
             .unwrap();
         let ip: IpAddr = "203.0.113.7".parse().unwrap();
@@ -622,6 +670,7 @@ mod tests {
         assert!(!p.denies_by_name(&host("cdn.example")));
         assert!(
             !Policy::allow_all()
+                .spelled(Spelling::Flags)
                 .deny_connect("private,*:22")
                 .unwrap()
                 .denies_by_name(&host("cdn.example"))

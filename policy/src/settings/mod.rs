@@ -30,8 +30,10 @@ pub use destination::Destination;
 pub use policy_file::{KEYS, PolicyFile, PolicyFileError, Statement};
 pub use values::{Value, parse_duration, parse_size};
 
-/// One place's grants, deny lists and bounds.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// One place's grants, deny lists and bounds, as the settings table
+/// writes them: its policy names settings as `moat run`'s flags do until
+/// a caller spells it otherwise (the shim: the environment's names).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settings {
     /// What the guest may reach and where it may listen.
     pub policy: Policy,
@@ -158,8 +160,20 @@ impl fmt::Display for SettingError {
     }
 }
 
+impl Default for Settings {
+    fn default() -> Settings {
+        Settings {
+            policy: Policy::new().spelled(Spelling::Flags),
+            limits: Limits::default(),
+            audit: None,
+            applied: Vec::new(),
+        }
+    }
+}
+
 impl Settings {
-    /// Nothing granted, nothing denied, no bounds set.
+    /// Nothing granted, nothing denied, no bounds set; denials name
+    /// settings as flags.
     pub fn new() -> Settings {
         Settings::default()
     }

@@ -1,6 +1,7 @@
 //! The steps before the network, as a specification: what is judged, in
 //! what order, and what each refusal says.
 
+use moat_policy::setting::Spelling;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,7 +19,10 @@ fn client(policy: Policy, limits: Limits) -> HttpClient {
 
 fn granted(entries: &str) -> HttpClient {
     client(
-        Policy::new().allow_connect(entries).unwrap(),
+        Policy::new()
+            .spelled(Spelling::Flags)
+            .allow_connect(entries)
+            .unwrap(),
         Limits::default(),
     )
 }
@@ -123,7 +127,10 @@ fn a_request_refused_before_its_host_is_judged_is_on_the_trail_as_written() {
     let kept = Kept::default();
     let audit = Audit::start(Box::new(kept.clone()), Context::new(None), Vec::new()).unwrap();
     let mut run = Run::new(
-        Policy::new().allow_connect("*").unwrap(),
+        Policy::new()
+            .spelled(Spelling::Flags)
+            .allow_connect("*")
+            .unwrap(),
         Limits::default(),
         None,
     );
@@ -176,7 +183,10 @@ fn a_request_refused_before_its_host_is_judged_is_on_the_trail_as_written() {
 #[test]
 fn requests_in_flight_are_counted_until_their_permit_is_dropped() {
     let c = client(
-        Policy::new().allow_connect("*").unwrap(),
+        Policy::new()
+            .spelled(Spelling::Flags)
+            .allow_connect("*")
+            .unwrap(),
         Limits {
             max_http_requests: 2,
             ..Limits::default()
@@ -272,7 +282,12 @@ async fn get(client: &HttpClient, uri: &str) -> Result<(), HttpError> {
 async fn only_the_socket_cap_closes_idle_connections_for_a_new_one() {
     use std::sync::atomic::Ordering;
     let (port, accepted) = counting_server().await;
-    let policy = || Policy::new().allow_connect("*").unwrap();
+    let policy = || {
+        Policy::new()
+            .spelled(Spelling::Flags)
+            .allow_connect("*")
+            .unwrap()
+    };
     let local = format!("http://127.0.0.1:{port}/");
     // What one idle kept-alive connection holds, measured unbounded.
     let probe = client(policy(), Limits::default());

@@ -1,5 +1,6 @@
 //! Tests of the socket core against real tokio peers on loopback.
 
+use moat_policy::setting::Spelling;
 use std::future::poll_fn;
 use std::task::Poll;
 
@@ -15,7 +16,7 @@ use moat_policy::policy::Policy;
 async fn pair_with(options: ConnectOptions) -> (Net, TcpConn, PeerStream) {
     let peer_listener = PeerListener::bind("127.0.0.1:0").await.unwrap();
     let port = peer_listener.local_addr().unwrap().port();
-    let net = Net::new(Policy::allow_all());
+    let net = Net::new(Policy::allow_all().spelled(Spelling::Flags));
     let (conn, peer) = tokio::join!(
         net.connect("127.0.0.1", port, &options),
         peer_listener.accept()
@@ -120,7 +121,7 @@ async fn a_spent_host_memory_budget_queues_nothing_and_the_write_waits_for_the_k
             max_host_memory: Some(1024),
             ..crate::net::Limits::default()
         },
-        ..crate::net::NetConfig::new(Policy::allow_all())
+        ..crate::net::NetConfig::new(Policy::allow_all().spelled(Spelling::Flags))
     };
     let net = Net::build(config, crate::net::PendingWrites::new());
     let options = ConnectOptions {
@@ -276,7 +277,7 @@ async fn dropping_the_socket_ends_its_streams_and_closes_it() {
 
 #[tokio::test]
 async fn closing_a_listener_wakes_a_parked_accept_and_frees_the_port() {
-    let net = Net::new(Policy::allow_all());
+    let net = Net::new(Policy::allow_all().spelled(Spelling::Flags));
     let mut listener = net
         .listen("127.0.0.1", 0, &ListenOptions::default())
         .await
@@ -297,7 +298,7 @@ async fn closing_a_listener_wakes_a_parked_accept_and_frees_the_port() {
 
 #[tokio::test]
 async fn a_listener_hands_out_working_sockets() {
-    let net = Net::new(Policy::allow_all());
+    let net = Net::new(Policy::allow_all().spelled(Spelling::Flags));
     let listener = net
         .listen("127.0.0.1", 0, &ListenOptions::default())
         .await
@@ -315,7 +316,7 @@ async fn a_listener_hands_out_working_sockets() {
 
 #[tokio::test]
 async fn denied_calls_fail_before_any_socket() {
-    let net = Net::new(Policy::new());
+    let net = Net::new(Policy::new().spelled(Spelling::Flags));
     let err = net
         .connect("127.0.0.1", 9, &ConnectOptions::default())
         .await
@@ -341,7 +342,7 @@ async fn denied_calls_fail_before_any_socket() {
 
 #[tokio::test]
 async fn connect_errors_are_typed() {
-    let net = Net::new(Policy::allow_all());
+    let net = Net::new(Policy::allow_all().spelled(Spelling::Flags));
     // A port nothing listens on: bind one, note it, release it.
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()

@@ -1,5 +1,6 @@
 //! Tests of UDP against plain tokio peers on loopback.
 
+use moat_policy::setting::Spelling;
 use std::time::Duration;
 
 use tokio::net::UdpSocket as Peer;
@@ -17,7 +18,7 @@ async fn bound(net: &Net, host: &str) -> UdpSocket {
 }
 
 fn everything() -> Net {
-    Net::new(Policy::allow_all())
+    Net::new(Policy::allow_all().spelled(Spelling::Flags))
 }
 
 #[tokio::test]
@@ -168,7 +169,12 @@ async fn a_waiting_receive_holds_no_buffer() {
 async fn a_denied_destination_gets_nothing() {
     let peer = Peer::bind("127.0.0.1:0").await.unwrap();
     let port = peer.local_addr().unwrap().port();
-    let net = Net::new(Policy::new().allow_listen("127.0.0.1").unwrap());
+    let net = Net::new(
+        Policy::new()
+            .spelled(Spelling::Flags)
+            .allow_listen("127.0.0.1")
+            .unwrap(),
+    );
     let socket = bound(&net, "127.0.0.1").await;
     let err = socket.send(b"x", "127.0.0.1", port).await.unwrap_err();
     assert_eq!(
@@ -178,6 +184,7 @@ async fn a_denied_destination_gets_nothing() {
     // One denied destination in a batch: nothing of the batch is sent.
     let net = Net::new(
         Policy::new()
+            .spelled(Spelling::Flags)
             .allow_listen("127.0.0.1")
             .unwrap()
             .allow_connect(&format!("127.0.0.1:{port}"))
@@ -204,7 +211,12 @@ async fn a_denied_destination_gets_nothing() {
 
 #[tokio::test]
 async fn bind_needs_the_listen_grant_even_for_an_ephemeral_port() {
-    let net = Net::new(Policy::new().allow_connect("*").unwrap());
+    let net = Net::new(
+        Policy::new()
+            .spelled(Spelling::Flags)
+            .allow_connect("*")
+            .unwrap(),
+    );
     let err = net
         .bind_udp("127.0.0.1", 0, &BindOptions::default())
         .await
