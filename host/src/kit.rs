@@ -17,6 +17,13 @@
 //! engine's `Config` of one's own, [`prepare`] a store, [`call_run`]
 //! (which picks `wasi:cli/run` 0.3 or 0.2), and [`MoatCtx::finish`] once
 //! the store is dropped. [`crate::Moat::run`] is built on this kit.
+//! [`CompileCache`] loads components through moat's compiled-code cache
+//! instead of compiling them every time.
+//!
+//! Denial lines go to `tracing` (target `moat::notice`, debug) unless
+//! [`MoatCtxBuilder::notices`] gives a callback; denials and bounds name
+//! the embedding API (`Policy::allow_connect`, `Limits::max_sockets`)
+//! unless the policy is spelled otherwise.
 //!
 //! ```no_run
 //! use moat_host::kit::{self, MoatCtx, MoatCtxView, MoatView};
@@ -422,6 +429,90 @@ pub fn exports_async_run(component: &Component, engine: &wasmtime::Engine) -> bo
         .any(|(name, _)| name == "wasi:cli/run@0.3.0")
 }
 
+/// The compiled-code cache for an engine of the embedder's own: a
+/// component's native code kept on disk, so that its next load skips
+/// Cranelift (a 12 MB JavaScript component compiles for seconds; a cached
+/// load maps it in milliseconds). The same cache, with the same checks,
+/// as `moat run`'s (see [`crate::CacheDir`]): a directory that is not the
+/// user's alone is refused, and an entry is loaded only if it is
+/// authenticated as this cache's own.
+///
+/// Never give a guest a directory that is, holds or lies inside the
+/// cache: judge the directories you preopen with
+/// [`crate::preopen::check_against`]`(dir, &[cache.directory().into()])`.
+///
+/// ```no_run
+/// use moat_host::CacheDir;
+/// use moat_host::kit::{self, CompileCache};
+///
+/// # fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// let (engine, _ticker) = kit::engine()?;
+/// let cache = CompileCache::open(&CacheDir::Default)?;
+/// let bytes = std::fs::read("handler.wasm")?;
+/// let component = match &cache {
+///     Some(cache) => cache.component(&engine, &bytes)?,
+///     None => wasmtime::component::Component::from_binary(&engine, &bytes)?,
+/// };
+/// # drop(component);
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct CompileCache {
+    cache: crate::cache::CodeCache,
+}
+
+impl CompileCache {
+    /// Opens the cache `dir` names, keeping at most
+    /// [`crate::MAX_CACHE_BYTES`] of entries; `None` for
+    /// [`CacheDir::Off`](crate::CacheDir::Off), or the default with
+    /// neither `XDG_CACHE_HOME` nor `HOME` set.
+    ///
+    /// # Errors
+    /// [`crate::CacheRefused`]: the directory is not this user's alone,
+    /// or cannot be made or read.
+    pub fn open(dir: &crate::CacheDir) -> Result<Option<CompileCache>, crate::CacheRefused> {
+        dir.resolve()
+            .map(|dir| CompileCache::at(&dir, crate::MAX_CACHE_BYTES))
+            .transpose()
+    }
+
+    /// Opens the cache at `dir` (made, mode 0700, if missing), keeping at
+    /// most `max_bytes` of entries.
+    ///
+    /// # Errors
+    /// As [`open`](Self::open).
+    pub fn at(dir: &std::path::Path, max_bytes: u64) -> Result<CompileCache, crate::CacheRefused> {
+        Ok(CompileCache {
+            cache: crate::cache::CodeCache::open(dir, max_bytes)?,
+        })
+    }
+
+    /// The component in `bytes` for `engine`: loaded from the cache if an
+    /// authenticated entry is there, else compiled and kept.
+    ///
+    /// # Errors
+    /// wasmtime's, when the bytes do not compile. A cache that cannot be
+    /// read or written only costs the compile.
+    pub fn component(
+        &self,
+        engine: &wasmtime::Engine,
+        bytes: &[u8],
+    ) -> wasmtime::Result<Component> {
+        self.cache.component(engine, bytes)
+    }
+
+    /// The cache's directory (canonical): what no guest may be given.
+    pub fn directory(&self) -> &std::path::Path {
+        self.cache.directory()
+    }
+
+    /// Loads served from the cache, and loads compiled, so far.
+    pub fn counts(&self) -> (usize, usize) {
+        (self.cache.hits(), self.cache.misses())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::io::Write;
@@ -441,6 +532,26 @@ mod tests {
         fn flush(&mut self) -> std::io::Result<()> {
             Ok(())
         }
+    }
+
+    /// A component compiled once is loaded from the kit's cache the second
+    /// time, on the same engine, and runs the same.
+    #[test]
+    fn the_kit_cache_serves_a_second_load() {
+        let dir = std::env::temp_dir().join(format!("moat-kit-cache-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let (engine, _ticker) = engine().unwrap();
+        let cache = CompileCache::at(&dir, 1 << 30).unwrap();
+        let bytes = wat::parse_str("(component)").unwrap();
+        cache.component(&engine, &bytes).unwrap();
+        assert_eq!(cache.counts(), (0, 1));
+        let again = CompileCache::open(&crate::CacheDir::At(dir.clone()))
+            .unwrap()
+            .unwrap();
+        again.component(&engine, &bytes).unwrap();
+        assert_eq!(again.counts(), (1, 0), "the second load is the cache's");
+        assert!(CompileCache::open(&crate::CacheDir::Off).unwrap().is_none());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     /// An embedder who gives no notices gets the denial lines on

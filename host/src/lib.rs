@@ -26,6 +26,77 @@
 //! The WIT glue (moat:net, and wasi:sockets under the policy) is private:
 //! the [`kit`] adds it to a linker.
 //!
+//! # Embedding, three ways
+//!
+//! **Run a command component** ([`Moat::run`]): moat makes the engine,
+//! the linker and the store. The policy is built in code; its denials name
+//! what the code writes (`needs Policy::allow_connect("10.0.0.5:80")`,
+//! [`settings::Spelling::Embedding`]), and the run's denial lines go to
+//! `tracing` (target `moat::notice`, debug) unless you give a callback.
+//! A [`MoatConfig`] names the compiled-code cache ([`CacheDir`]: by
+//! default `$XDG_CACHE_HOME/moat`).
+//!
+//! ```no_run
+//! use moat_host::net::Notices;
+//! use moat_host::policy::Policy;
+//! use moat_host::{Captured, Moat, MoatConfig, Output, RunOptions};
+//!
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let moat = Moat::new(&MoatConfig::default())?;
+//! let guest = moat.load("fetch.wasm")?;
+//! let policy = Policy::new()
+//!     .allow_connect("api.example.com:443")?
+//!     .deny_connect("private,metadata")?;
+//! let stdout = Captured::new();
+//! let options = RunOptions::new(policy)
+//!     .args(["fetch", "https://api.example.com/"])
+//!     .stdout(Output::Capture(stdout.clone()))
+//!     .max_memory(64 << 20)
+//!     .notices(Notices::new(|line| eprintln!("guest: {line}")));
+//! let exit = moat.run(&guest, options).await?;
+//! println!("{}: {}", exit.code(), String::from_utf8_lossy(&stdout.contents()));
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! **Serve a wasi:http handler** ([`Moat::bind_server`], what `moat serve`
+//! does): a fresh instance per request, HTTP/1.1 and HTTP/2, every bound
+//! of [`serve`]; [`serve::ServeOptions`] takes more addresses
+//! (`unix:PATH`, `systemd`), TLS and a Prometheus address;
+//! [`serve::Server::reloader`] swaps the handler while it serves. Run it
+//! on a multi-threaded tokio runtime: requests go side by side.
+//!
+//! ```no_run
+//! use moat_host::policy::Policy;
+//! use moat_host::serve::{ServeOptions, stop_signal};
+//! use moat_host::{Moat, MoatConfig, RunOptions};
+//!
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let moat = Moat::new(&MoatConfig::default())?;
+//! let guest = moat.load("handler.wasm")?;
+//! let run = RunOptions::new(Policy::new().allow_connect("api.example.com:443")?)
+//!     .arg("handler");
+//! let options = ServeOptions::new("127.0.0.1:8080", run).metrics("127.0.0.1:9090");
+//! let server = moat.bind_server(&guest, options).await?;
+//! println!("serving on {:?}", server.local_addr());
+//! let reloader = server.reloader();
+//! // Later, with a new version: reloader.reload(&moat.load("handler.wasm")?, "handler.wasm")?;
+//! # drop(reloader);
+//! server.serve(stop_signal()).await?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! **Your own engine, linker and store** ([`kit`]): four calls,
+//! [`kit::engine`] (an engine and the [`EpochTicker`] its runs share),
+//! [`kit::add_to_linker`] (WASI 0.2 and 0.3, wasi:http 0.2 and 0.3 with
+//! moat's HTTP client, and moat:net: it serves wasi:http too, no
+//! wasmtime-wasi-http linker needed), [`kit::MoatCtx::new`] and
+//! [`kit::run_to_end`]; your store's data implements [`kit::MoatView`]
+//! (returning a [`kit::MoatCtxView`]) beside wasmtime-wasi's `WasiView`.
+//! The [`kit`] module has the whole program; [`kit::CompileCache`] gives
+//! your engine moat's compiled-code cache.
+//!
 //! The crate denies `unsafe` code; the one exception is loading compiled
 //! code from the cache, whose soundness is argued where it is
 //! (`cache.rs`).
