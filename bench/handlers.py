@@ -8,9 +8,9 @@ Each handler is served by `moat serve`, by the harness's `wasmtime serve`
 language's own server:
 
     rust        wstd-serve.wasm (examples/wstd-serve), GET /
-    javascript  js-hello.wasm (componentize-js, tests/foreign/js/hello.js),
+    javascript  js-hello.wasm (componentize-js, examples/foreign/js/hello.js),
                 and Node's own `http` (bench/node-hello.js)
-    python      py-json.wasm (componentize-py, tests/foreign/python/json),
+    python      py-json.wasm (componentize-py, examples/foreign/python/json),
                 GET /items?id=7: parses the request, answers JSON
 
 The server is pinned to CPU 0 and wrk to CPU 1 (`taskset`), so the client's
@@ -142,7 +142,7 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--moat", required=True)
     p.add_argument("--harness", required=True, help="moat-bench (serve-wasi-http)")
-    p.add_argument("--components", required=True, help="tests/foreign/build.sh's output")
+    p.add_argument("--components", required=True, help="examples/foreign/build.sh's output")
     p.add_argument("--rust", help="wstd-serve.wasm")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--seconds", type=int, default=10)

@@ -88,7 +88,7 @@ fn main() {
     for (_, package, _) in GUESTS {
         build.args(["-p", package]);
     }
-    // Whole-program LTO, as the README advises guest authors: it drops the
+    // Whole-program LTO, as docs/guests.md advises guest authors: it drops the
     // code no guest calls across crate boundaries (hello: 117 → 93 KB), and
     // a smaller component is a faster first start (88 → 60 ms, Cranelift
     // compiles less). The host's own release build stays without it.

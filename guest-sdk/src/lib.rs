@@ -28,7 +28,7 @@
 //!
 //! Build it with `cargo build --release --target wasm32-wasip2` and run it
 //! with `moat run --allow-listen=127.0.0.1:7000 target/wasm32-wasip2/release/NAME.wasm`.
-//! The README's "Write a guest" has the release profile worth having (a
+//! docs/guests.md has the release profile worth having (a
 //! smaller component starts faster the first time, when moat compiles it).
 //!
 //! # Concurrency

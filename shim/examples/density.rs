@@ -12,7 +12,7 @@
 //!    each removed before the next: a runc pod running busybox's `nc` as
 //!    a native echo, a moat pod running echo-server (211 KB), and, when
 //!    its path is given, a moat pod serving componentize-py's
-//!    `py-handler.wasm` (tests/foreign/build.sh builds it) with
+//!    `py-handler.wasm` (examples/foreign/build.sh builds it) with
 //!    `MOAT_HTTP_ADDR`. The first pod of each kind is reported apart from
 //!    the rest.
 //! 2. **Density**: N pods of each kind (runc echo, moat echo-server)

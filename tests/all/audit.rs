@@ -564,7 +564,7 @@ fn an_http_request_is_named_on_each_of_its_records_and_its_end_ties_it_to_its_co
     }
     assert_eq!(exchanges[2]["request"]["method"], "POST");
 
-    // The README's and docs/audit.md's jq line, as written there.
+    // docs/audit.md's jq line, as written there.
     if support::have("jq") {
         let out = Command::new("jq")
             .args([

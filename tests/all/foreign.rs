@@ -5,7 +5,7 @@
 //! Each runs allowed and denied under `moat run` (the handler under
 //! `moat serve`), bytes checked.
 //!
-//! `tests/foreign/build.sh` installs the pinned toolchains and builds the
+//! `examples/foreign/build.sh` installs the pinned toolchains and builds the
 //! components into the target directory once per test run (it rebuilds
 //! only what changed); `moat compile` then compiles them into the tests'
 //! cache, once, so that the tests below share the compiled code.
@@ -60,7 +60,7 @@ pub(crate) fn built() -> Option<&'static PathBuf> {
                 return None;
             }
             let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("foreign");
-            let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/foreign/build.sh");
+            let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/foreign/build.sh");
             let built = Command::new("bash")
                 .arg(script)
                 .arg(&out)
@@ -68,7 +68,7 @@ pub(crate) fn built() -> Option<&'static PathBuf> {
                 .expect("bash runs");
             assert!(
                 built.status.success(),
-                "tests/foreign/build.sh failed:\n{}{}",
+                "examples/foreign/build.sh failed:\n{}{}",
                 text(&built.stdout),
                 text(&built.stderr)
             );

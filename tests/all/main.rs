@@ -15,6 +15,7 @@ mod busy_guest;
 mod chat;
 mod cli;
 mod dns_faults;
+mod docs;
 mod files;
 mod foreign;
 mod hostile;

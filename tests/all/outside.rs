@@ -1,5 +1,5 @@
-//! A guest crate outside this workspace, made from the README's section
-//! "Write a guest" (its Cargo.toml and src/main.rs, as printed there), built
+//! A guest crate outside this workspace, made from docs/guests.md (its
+//! Cargo.toml and src/main.rs, as printed there), built
 //! with cargo and run under `moat run`.
 
 use std::path::{Path, PathBuf};
@@ -18,11 +18,10 @@ fn root() -> PathBuf {
         .to_owned()
 }
 
-/// The first fenced block of `lang` after `## Write a guest` whose first
-/// line starts with `starts`.
+/// The first fenced block of `lang` in docs/guests.md whose first line
+/// starts with `starts`.
 fn readme_block(lang: &str, starts: &str) -> String {
-    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
-    let section = &readme[readme.find("## Write a guest").expect("the section")..];
+    let section = std::fs::read_to_string(root().join("docs/guests.md")).unwrap();
     let fence = format!("```{lang}\n");
     section
         .split(&fence)

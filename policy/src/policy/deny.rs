@@ -57,7 +57,7 @@ pub const PRIVATE_RANGES: &[&str] = &[
 /// credential services, which hand out credentials to whatever can reach
 /// them. 169.254.169.254 serves AWS, Google Cloud, Azure, Oracle Cloud,
 /// OpenStack, DigitalOcean and others; the rest are listed with their
-/// sources in the README ("The capability model").
+/// sources in docs/grants.md.
 pub const METADATA_ADDRESSES: &[&str] = &[
     // AWS EC2 instance metadata (IPv4, and IPv6 on Nitro instances).
     "169.254.169.254/32",

@@ -13,7 +13,7 @@
 #   js-isolation.wasm  componentize-js, wasi:http 0.2 proxy: the isolation tests'
 #   js-hello.wasm    componentize-js, wasi:http 0.2 proxy: the bench's JavaScript row
 #
-# Usage: tests/foreign/build.sh OUT_DIR
+# Usage: examples/foreign/build.sh OUT_DIR
 #
 # Needs only python3 (with pip) and node (with npm). The pinned toolchains
 # (python/requirements.txt, js/toolchain/package*.json) are installed into
