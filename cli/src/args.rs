@@ -131,6 +131,11 @@ pub(crate) struct ServeArgs {
     #[arg(long = "metrics", value_name = "ADDR")]
     pub(crate) metrics: Option<String>,
 
+    /// Load the component again when its file changes (looked at once a
+    /// second), as at SIGHUP: new requests get the new one
+    #[arg(long = "watch")]
+    pub(crate) watch: bool,
+
     /// As `moat run`'s; --timeout is per request.
     #[command(flatten)]
     pub(crate) run: RunArgs,

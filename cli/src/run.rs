@@ -150,6 +150,7 @@ fn serve(args: ServeArgs) -> ExitCode {
         also: addrs.collect(),
         tls,
         metrics: args.metrics.clone(),
+        watch: args.watch,
     };
     // Requests run side by side, one per core.
     launch(prepared, entry, Threads::PerCore, &args.run)

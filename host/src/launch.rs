@@ -10,6 +10,7 @@
 
 use std::future::Future;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use crate::error::MoatError;
 use crate::moat::{Guest, Moat};
@@ -61,6 +62,9 @@ pub enum Entry {
         tls: Option<TlsIdentity>,
         /// Where to answer Prometheus scrapes, as written.
         metrics: Option<String>,
+        /// Whether to load the component again when its file changes, as
+        /// at SIGHUP.
+        watch: bool,
     },
 }
 
@@ -166,13 +170,80 @@ async fn next_hangup(hangups: &mut Option<tokio::signal::unix::Signal>) -> Optio
     }
 }
 
-/// `moat serve`'s SIGHUP: loads the component again from where it came
+/// How often `moat serve --watch` looks at its component's file: a second,
+/// so that a deployment's copy is picked up at once, for one `stat` a
+/// second.
+pub const WATCH_INTERVAL: Duration = Duration::from_secs(1);
+
+/// A file `moat serve --watch` looks at: what it was when last seen.
+struct Watched {
+    path: PathBuf,
+    seen: Option<FileState>,
+}
+
+/// What tells a file's new version from its old: its identity (a
+/// deployment's rename puts a new inode there), size and time of change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct FileState {
+    inode: u64,
+    len: u64,
+    changed: Option<std::time::SystemTime>,
+}
+
+impl FileState {
+    fn of(path: &std::path::Path) -> Option<FileState> {
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::metadata(path).ok()?;
+        Some(FileState {
+            inode: meta.ino(),
+            len: meta.len(),
+            changed: meta.modified().ok(),
+        })
+    }
+}
+
+impl Watched {
+    fn new(path: &std::path::Path) -> Watched {
+        Watched {
+            path: path.to_owned(),
+            seen: FileState::of(path),
+        }
+    }
+
+    /// Resolves once the file is other than it was and has stayed so for
+    /// one more look (a copy still being written is not loaded half way).
+    async fn changed(&mut self) {
+        loop {
+            tokio::time::sleep(WATCH_INTERVAL).await;
+            let now = FileState::of(&self.path);
+            if now.is_none() || now == self.seen {
+                // Gone (being replaced), or as it was.
+                continue;
+            }
+            tokio::time::sleep(WATCH_INTERVAL).await;
+            let settled = FileState::of(&self.path);
+            if settled == now {
+                self.seen = settled;
+                return;
+            }
+        }
+    }
+}
+
+/// The next change of the watched file; never, without a watch.
+async fn next_change(watched: &mut Option<Watched>) {
+    match watched {
+        Some(watched) => watched.changed().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// `moat serve`'s SIGHUP (and `--watch`'s change): loads the component again from where it came
 /// from and puts it in the serving handler's place; what became of it on
 /// stderr. A component that does not load, or is not a handler the
 /// server can run, leaves the old one serving.
 fn reload(moat: &Moat, reloader: &Reloader<'_>, source: &Source, launcher: &dyn Launcher) {
     let name = source.name();
-    eprintln!("moat: SIGHUP: loading {} again", name.display());
     let load = || {
         launcher.load(source, &|| match source {
             Source::File(path) => moat.load(path),
@@ -243,6 +314,7 @@ impl Launch {
                 also,
                 tls,
                 metrics,
+                watch,
             } => {
                 let mut options = ServeOptions::new(addr, self.options);
                 for addr in also {
@@ -269,6 +341,7 @@ impl Launch {
                     launcher.serving(scheme, &bound);
                 }
                 let reloader = server.reloader();
+                let mut changes = watch.then(|| Watched::new(self.source.name()));
                 let mut serving = std::pin::pin!(server.serve(stop));
                 loop {
                     tokio::select! {
@@ -277,6 +350,11 @@ impl Launch {
                             return Ok(Ended::Served);
                         }
                         Some(()) = next_hangup(&mut hangups) => {
+                            eprintln!("moat: SIGHUP: loading {} again", self.source.name().display());
+                            reload(&moat, &reloader, &self.source, launcher);
+                        }
+                        () = next_change(&mut changes) => {
+                            eprintln!("moat: {} changed: loading it again", self.source.name().display());
                             reload(&moat, &reloader, &self.source, launcher);
                         }
                     }

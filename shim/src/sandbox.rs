@@ -395,6 +395,7 @@ fn run(prepared: Prepared, refuse: impl Fn(&str)) -> i32 {
             also: Vec::new(),
             tls: None,
             metrics: None,
+            watch: false,
         },
         None => Entry::Run,
     };

@@ -127,3 +127,31 @@ async fn serve_reloads_its_component_at_sighup_and_keeps_the_old_one_on_failure(
     assert_eq!(server.exited().await.code(), Some(0));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--watch`: a new version put in place (renamed over the old, as a
+/// deployment does) is loaded without a signal, and requests after it get
+/// it; a file that is not a component put there next is refused and the
+/// handler it had goes on.
+#[tokio::test]
+async fn serve_watch_loads_the_component_again_when_its_file_changes() {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("serve-watch");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let component = dir.join("handler.wasm");
+    std::fs::copy(guests::HTTP_HOSTILE, &component).unwrap();
+    let mut server = Serve::start(component.to_str().unwrap(), &["--watch"]).await;
+    let addr = server.addr;
+    assert_eq!(get(addr, "/").await.status, 404, "http-hostile has no /");
+
+    replace(guests::WSTD_SERVE, &component);
+    let log = wait_for_count(&mut server, "moat: reloaded", 1).await;
+    assert!(log.contains("changed: loading it again"), "{log}");
+    assert_eq!(get(addr, "/").await.text(), HELLO, "the new handler");
+
+    let garbage = dir.join("garbage");
+    std::fs::write(&garbage, b"not a component").unwrap();
+    std::fs::rename(&garbage, &component).unwrap();
+    wait_for_count(&mut server, "moat: reload failed", 1).await;
+    assert_eq!(get(addr, "/").await.text(), HELLO, "still the handler it had");
+    let _ = std::fs::remove_dir_all(&dir);
+}
