@@ -152,6 +152,10 @@ async fn serve_watch_loads_the_component_again_when_its_file_changes() {
     std::fs::write(&garbage, b"not a component").unwrap();
     std::fs::rename(&garbage, &component).unwrap();
     wait_for_count(&mut server, "moat: reload failed", 1).await;
-    assert_eq!(get(addr, "/").await.text(), HELLO, "still the handler it had");
+    assert_eq!(
+        get(addr, "/").await.text(),
+        HELLO,
+        "still the handler it had"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
