@@ -13,5 +13,8 @@ mod progress;
 mod run;
 
 fn main() -> std::process::ExitCode {
+    // Before anything opens a descriptor: the sockets a launcher handed
+    // over (`--addr=systemd`) are then the only ones from 3 up.
+    moat_host::serve::listen::take_handed_over();
     run::main()
 }

@@ -19,6 +19,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use moat_policy::policy::{Capability, DenyReason, Host, Policy, PolicyError};
+use moat_policy::setting::Spelling;
 
 #[derive(Debug, Arbitrary)]
 struct Case<'a> {
@@ -47,7 +48,9 @@ fn denied(policy: Policy, capability: Capability, list: &str) -> Result<Policy, 
 /// The policy `grant` and `deny` write, where both parse (an empty list is
 /// none).
 fn written(capability: Capability, grant: &str, deny: &str) -> Option<Policy> {
-    let mut policy = Policy::new();
+    // Spelled as flags: a hint is then `--allow-net=ENTRY`, whose entry
+    // the target reads back and grants.
+    let mut policy = Policy::new().spelled(Spelling::Flags);
     if !grant.is_empty() {
         policy = granted(policy, capability, grant).ok()?;
     }

@@ -4,17 +4,12 @@
 //! component: a renamed or misspelled flag fails here); every page's
 //! Contents lists its headings; every relative link leads to a file.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
-const MOAT: &str = env!("CARGO_BIN_EXE_moat");
+use crate::outside::root;
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("cli/ sits in the workspace")
-        .to_owned()
-}
+const MOAT: &str = env!("CARGO_BIN_EXE_moat");
 
 /// The README, every page of docs/ and the recipes' README.
 fn pages() -> Vec<PathBuf> {

@@ -10,8 +10,8 @@ use tokio::net::TcpStream;
 
 const MOAT: &str = env!("CARGO_BIN_EXE_moat");
 
-/// The workspace root.
-fn root() -> PathBuf {
+/// The workspace root (the docs tests read from it too).
+pub(crate) fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .expect("cli/ sits in the workspace")

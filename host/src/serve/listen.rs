@@ -2,6 +2,10 @@
 //! port, a Unix socket (`unix:PATH`), or the sockets systemd handed over
 //! (`systemd`, socket activation).
 //!
+//! `systemd` needs [`take_handed_over`] called first thing in the
+//! process's `main` (the `moat` command does), so that the descriptors
+//! the launcher names are known to be its.
+//!
 //! Each is the operator's grant, recorded as a `serve-bind`; the handler
 //! needs no listen grant for any. A client of a Unix socket has no IP
 //! address: every client of one is one client for
@@ -13,7 +17,7 @@ use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, PoisonError};
 use std::task::{Context, Poll};
 
 use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
@@ -162,57 +166,109 @@ fn unix(path: &Path) -> io::Result<UnixListener> {
     }
 }
 
-/// Whether the sockets systemd handed over were taken: they are taken once
-/// in a process, by one owner each.
-static HANDED_OVER_TAKEN: AtomicBool = AtomicBool::new(false);
+/// The sockets systemd handed over, from [`take_handed_over`] until
+/// `--addr=systemd` uses them.
+enum HandedOver {
+    /// [`take_handed_over`] has not run.
+    NotTaken,
+    /// Taken at the start of the process: the descriptors, or why there
+    /// are none.
+    Taken(Result<Vec<(RawFd, OwnedFd)>, String>),
+    /// Given to a listener already.
+    Used,
+}
+
+static HANDED_OVER: Mutex<HandedOver> = Mutex::new(HandedOver::NotTaken);
 
 /// The first descriptor of systemd's socket activation protocol
 /// (`SD_LISTEN_FDS_START`).
 const LISTEN_FDS_START: RawFd = 3;
 
-/// The listening sockets systemd handed over (`LISTEN_PID`, `LISTEN_FDS`),
-/// in the order given: TCP and Unix stream sockets, listening.
-fn handed_over() -> io::Result<Vec<(Listener, Bound)>> {
-    let invalid = |why: String| io::Error::new(io::ErrorKind::InvalidInput, why);
+/// Takes the sockets systemd (or a launcher speaking its protocol:
+/// `LISTEN_PID`, `LISTEN_FDS`) handed this process, for `--addr=systemd`.
+/// Call it first thing in `main`, before anything opens a descriptor: a
+/// descriptor the launcher claims is then either its or closed, never one
+/// this process opened since (the `moat` command does). Runs once; later
+/// calls do nothing.
+pub fn take_handed_over() {
+    let mut handed = HANDED_OVER.lock().unwrap_or_else(PoisonError::into_inner);
+    if let HandedOver::NotTaken = *handed {
+        *handed = HandedOver::Taken(descriptors());
+    }
+}
+
+/// The descriptors the environment says were handed over, each checked
+/// open.
+fn descriptors() -> Result<Vec<(RawFd, OwnedFd)>, String> {
     let variable = |name: &str| std::env::var(name).ok();
     let (Some(pid), Some(count)) = (variable("LISTEN_PID"), variable("LISTEN_FDS")) else {
-        return Err(invalid(
+        return Err(
             "no sockets were handed over: LISTEN_PID and LISTEN_FDS are not set \
              (start moat from a systemd socket unit, or systemd-socket-activate)"
                 .to_owned(),
-        ));
+        );
     };
     if pid.trim().parse::<u32>().ok() != Some(std::process::id()) {
-        return Err(invalid(format!(
+        return Err(format!(
             "the sockets were handed to process {pid}, not this one ({})",
             std::process::id()
-        )));
+        ));
     }
     let count = count
         .trim()
         .parse::<RawFd>()
         .ok()
         .filter(|n| (1..=1024).contains(n))
-        .ok_or_else(|| invalid(format!("LISTEN_FDS={count} is not a count from 1 to 1024")))?;
-    if HANDED_OVER_TAKEN.swap(true, Ordering::AcqRel) {
-        return Err(invalid(
-            "the sockets systemd handed over are taken already (systemd given twice)".to_owned(),
-        ));
-    }
-    let mut listeners = Vec::with_capacity(count as usize);
+        .ok_or_else(|| format!("LISTEN_FDS={count} is not a count from 1 to 1024"))?;
+    // Each descriptor must be open before it is owned: closing one that
+    // is not (a launcher that miscounted) would break I/O safety.
     for fd in LISTEN_FDS_START..LISTEN_FDS_START + count {
-        // SAFETY: `OwnedFd::from_raw_fd` needs `fd` open and owned by no
-        // one else. LISTEN_PID names this process, so by the socket
-        // activation protocol its launcher (systemd, or a tool speaking
-        // the same protocol) opened descriptors 3 to 3 + LISTEN_FDS - 1
-        // for it before exec, and nothing in moat opens, closes or takes
-        // descriptors it did not make; HANDED_OVER_TAKEN lets this loop run
-        // once per process, so each descriptor gets one owner.
-        #[allow(unsafe_code)]
-        let owned = unsafe { OwnedFd::from_raw_fd(fd) };
-        listeners.push(listener_of(owned, fd)?);
+        if std::fs::symlink_metadata(format!("/proc/self/fd/{fd}")).is_err() {
+            return Err(format!(
+                "LISTEN_FDS={count}, but descriptor {fd} is not open in this process"
+            ));
+        }
     }
-    Ok(listeners)
+    Ok((LISTEN_FDS_START..LISTEN_FDS_START + count)
+        .map(|fd| {
+            // SAFETY: `OwnedFd::from_raw_fd` needs `fd` open and owned by
+            // no one else. It is open: /proc/self/fd showed it just now.
+            // It is no one else's: `take_handed_over` runs first in the
+            // process, before anything of moat's opens a descriptor, so a
+            // descriptor from 3 up is one the process inherited, which
+            // LISTEN_PID (this process) and LISTEN_FDS say the launcher
+            // passed for it; the state above lets this run once, so each
+            // descriptor gets one owner.
+            #[allow(unsafe_code)]
+            let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+            (fd, owned)
+        })
+        .collect())
+}
+
+/// The listening sockets systemd handed over, in the order given: TCP and
+/// Unix stream sockets, listening.
+fn handed_over() -> io::Result<Vec<(Listener, Bound)>> {
+    let invalid = |why: String| io::Error::new(io::ErrorKind::InvalidInput, why);
+    let taken = {
+        let mut handed = HANDED_OVER.lock().unwrap_or_else(PoisonError::into_inner);
+        std::mem::replace(&mut *handed, HandedOver::Used)
+    };
+    match taken {
+        HandedOver::NotTaken => Err(invalid(
+            "the sockets systemd handed over were not taken when the process started \
+             (an embedder calls moat_host::serve::listen::take_handed_over first in main)"
+                .to_owned(),
+        )),
+        HandedOver::Used => Err(invalid(
+            "the sockets systemd handed over are taken already (systemd given twice)".to_owned(),
+        )),
+        HandedOver::Taken(Err(why)) => Err(invalid(why)),
+        HandedOver::Taken(Ok(descriptors)) => descriptors
+            .into_iter()
+            .map(|(fd, owned)| listener_of(owned, fd))
+            .collect(),
+    }
 }
 
 /// A handed-over descriptor as a listener, if it is a listening stream

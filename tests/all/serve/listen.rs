@@ -227,6 +227,39 @@ async fn serve_refuses_systemd_when_nothing_was_handed_over() {
     );
 }
 
+/// `--addr=systemd` where the launcher's word cannot be taken: a count
+/// of descriptors that are not open, and a descriptor that is a file, not
+/// a listening socket. Each is refused by name, and the host does not
+/// abort on a descriptor it never had.
+#[tokio::test]
+async fn serve_refuses_what_a_launcher_hands_over_that_is_not_a_listening_socket() {
+    for (redirect, count, says) in [
+        ("", "3", "descriptor 3 is not open"),
+        (
+            "3</dev/null",
+            "1",
+            "descriptor 3 handed over is not a socket",
+        ),
+    ] {
+        // The shell's own pid is the one moat gets by exec.
+        let script = format!(
+            "LISTEN_PID=$$ LISTEN_FDS={count} exec {redirect} \"$0\" serve --addr=systemd \"$2\" \"$1\""
+        );
+        let out = within(
+            "moat serve giving up",
+            Command::new("sh")
+                .args(["-c", &script, MOAT, guests::HTTP_HOSTILE])
+                .arg(cache_flag())
+                .output(),
+        )
+        .await
+        .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains(says), "{stderr}");
+    }
+}
+
 fn have_program(program: &str) -> bool {
     std::process::Command::new(program)
         .arg("--help")
