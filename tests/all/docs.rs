@@ -37,17 +37,36 @@ fn blocks<'t>(text: &'t str, lang: &str) -> Vec<&'t str> {
 }
 
 /// The commands of a `sh` block: comments and blank lines dropped, a
-/// continued line (`\` at its end) joined to the next, a `$ ` prompt
-/// taken off.
+/// continued line (`\` at its end) joined to the next. In a block that
+/// shows a session (`$ ` before each command), the lines after a command
+/// are what it printed.
 fn commands(block: &str) -> Vec<String> {
-    let mut commands = Vec::new();
+    session(block)
+        .into_iter()
+        .map(|(command, _)| command)
+        .collect()
+}
+
+/// As [`commands`], each with the lines the block shows it printing.
+fn session(block: &str) -> Vec<(String, Vec<String>)> {
+    let prompted = block.lines().any(|l| l.trim_start().starts_with("$ "));
+    let mut commands: Vec<(String, Vec<String>)> = Vec::new();
     let mut current = String::new();
     for line in block.lines() {
         let line = line.trim();
         if current.is_empty() && (line.is_empty() || line.starts_with('#')) {
             continue;
         }
-        let line = line.strip_prefix("$ ").unwrap_or(line);
+        let line = match (prompted, line.strip_prefix("$ ")) {
+            (true, None) if current.is_empty() => {
+                if let Some((_, printed)) = commands.last_mut() {
+                    printed.push(line.to_owned());
+                }
+                continue;
+            }
+            (_, Some(command)) => command,
+            (_, None) => line,
+        };
         match line.strip_suffix('\\') {
             Some(more) => {
                 current.push_str(more);
@@ -55,7 +74,7 @@ fn commands(block: &str) -> Vec<String> {
             }
             None => {
                 current.push_str(line);
-                commands.push(std::mem::take(&mut current));
+                commands.push((std::mem::take(&mut current), Vec::new()));
             }
         }
     }
@@ -167,6 +186,12 @@ fn every_page_of_docs_lists_its_headings_and_its_links_lead_somewhere() {
         let text = std::fs::read_to_string(&page).unwrap();
         let name = page.strip_prefix(root()).unwrap().display().to_string();
         let headings = headings(&text);
+        let mut seen = std::collections::HashSet::new();
+        for heading in &headings {
+            if !seen.insert(anchor(heading)) {
+                wrong.push(format!("{name}: {heading:?} twice (one anchor for both)"));
+            }
+        }
         let listed = text.contains("**Contents**") || text.contains("**Contents:**");
         if headings.len() >= 2 && page.starts_with(root().join("docs")) {
             if !listed {
@@ -196,4 +221,140 @@ fn every_page_of_docs_lists_its_headings_and_its_links_lead_somewhere() {
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// The guest a docs command names by its file, where the tests build it.
+fn built(component: &str) -> Option<&'static str> {
+    let name = component.rsplit('/').next()?;
+    Some(match name {
+        "echo-server.wasm" => crate::support::guests::ECHO_SERVER,
+        "udp-echo.wasm" => crate::support::guests::UDP_ECHO,
+        "std-echo.wasm" => crate::support::guests::STD_ECHO,
+        "wstd-serve.wasm" => crate::support::guests::WSTD_SERVE,
+        "probe.wasm" => crate::support::guests::PROBE,
+        _ => return None,
+    })
+}
+
+/// The `moat` commands of the docs that can run on this machine (their
+/// component is one the tests build; they reach no host outside it, as
+/// `example.com` would be; they need no certificates) run as written, the
+/// component's path aside: a server until it says it listens (then it is
+/// stopped), a client to its end. Neither may end in an error of moat's,
+/// and what the docs show a command printing, it prints.
+#[tokio::test]
+async fn the_moat_commands_that_can_run_here_run_as_the_docs_say() {
+    let mut ran = Vec::new();
+    for page in pages() {
+        let text = std::fs::read_to_string(&page).unwrap();
+        for block in blocks(&text, "sh") {
+            for (command, printed) in session(block) {
+                let mut words = words(&command);
+                // A guest told to reach a host outside this machine (a
+                // grant for one is only a grant), or given certificates,
+                // cannot run here.
+                if words.first().map(String::as_str) != Some("moat")
+                    || words
+                        .iter()
+                        .any(|w| !w.starts_with("--") && w.contains("example"))
+                    || command.contains("--dir")
+                {
+                    continue;
+                }
+                let Some(at) = words.iter().position(|w| w.ends_with(".wasm")) else {
+                    continue;
+                };
+                let Some(guest) = built(&words[at]) else {
+                    continue;
+                };
+                words[at] = guest.to_owned();
+                let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("docs-runs");
+                let _ = std::fs::remove_dir_all(&dir);
+                std::fs::create_dir_all(&dir).unwrap();
+                let mut child = tokio::process::Command::new(MOAT)
+                    .args(&words[1..])
+                    .current_dir(&dir)
+                    .env_remove("RUST_LOG")
+                    .stdin(std::process::Stdio::null())
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .kill_on_drop(true)
+                    .spawn()
+                    .expect("moat runs");
+                let (out, listened, status) = output_until_listening(&mut child).await;
+                assert!(
+                    !out.contains("moat: error"),
+                    "{}: `{command}`:\n{out}",
+                    page.display()
+                );
+                // A command the docs show failing prints what they show;
+                // any other listens, or ends well.
+                assert!(
+                    !printed.is_empty() || listened || status == Some(0),
+                    "{}: `{command}` neither listened nor ended well ({status:?}):\n{out}",
+                    page.display()
+                );
+                for line in &printed {
+                    assert!(
+                        out.contains(line.as_str()),
+                        "{}: `{command}` does not print {line:?}; it printed:\n{out}",
+                        page.display()
+                    );
+                }
+                ran.push(command);
+            }
+        }
+    }
+    assert!(ran.len() >= 5, "only these ran: {ran:#?}");
+    assert!(
+        ran.iter().any(|c| c.starts_with("moat serve")),
+        "no moat serve ran: {ran:#?}"
+    );
+    eprintln!("ran: {ran:#?}");
+}
+
+/// What `child` printed (stdout, then stderr), once it ends or says it
+/// serves (`listening on`, `moat: serving`); whether it said so (a server
+/// is stopped then), and its exit status if it ended by itself.
+async fn output_until_listening(child: &mut tokio::process::Child) -> (String, bool, Option<i32>) {
+    use tokio::io::AsyncReadExt;
+    let mut stdout = child.stdout.take().unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let (mut out_done, mut err_done) = (false, false);
+    let listening = |out: &[u8], err: &[u8]| {
+        String::from_utf8_lossy(out).contains("listening on")
+            || String::from_utf8_lossy(err).contains("moat: serving")
+    };
+    crate::support::within("the docs' command", async {
+        let (mut a, mut b) = ([0u8; 4096], [0u8; 4096]);
+        while !(out_done && err_done) && !listening(&out, &err) {
+            tokio::select! {
+                n = stdout.read(&mut a), if !out_done => match n {
+                    Ok(0) | Err(_) => out_done = true,
+                    Ok(n) => out.extend_from_slice(&a[..n]),
+                },
+                n = stderr.read(&mut b), if !err_done => match n {
+                    Ok(0) | Err(_) => err_done = true,
+                    Ok(n) => err.extend_from_slice(&b[..n]),
+                },
+            }
+        }
+    })
+    .await;
+    let listened = listening(&out, &err);
+    if listened {
+        let _ = child.start_kill();
+    }
+    let status = crate::support::within("the docs' command ending", child.wait())
+        .await
+        .ok()
+        .and_then(|status| status.code())
+        .filter(|_| !listened);
+    let printed = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out),
+        String::from_utf8_lossy(&err)
+    );
+    (printed, listened, status)
 }
