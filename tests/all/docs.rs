@@ -230,6 +230,8 @@ fn built(component: &str) -> Option<&'static str> {
         "echo-server.wasm" => crate::support::guests::ECHO_SERVER,
         "udp-echo.wasm" => crate::support::guests::UDP_ECHO,
         "std-echo.wasm" => crate::support::guests::STD_ECHO,
+        "std-fetch.wasm" => crate::support::guests::STD_FETCH,
+        "ncat.wasm" => crate::support::guests::NCAT,
         "wstd-serve.wasm" => crate::support::guests::WSTD_SERVE,
         "probe.wasm" => crate::support::guests::PROBE,
         _ => return None,
@@ -237,75 +239,84 @@ fn built(component: &str) -> Option<&'static str> {
 }
 
 /// The `moat` commands of the docs that can run on this machine (their
-/// component is one the tests build; they reach no host outside it, as
-/// `example.com` would be; they need no certificates) run as written, the
-/// component's path aside: a server until it says it listens (then it is
-/// stopped), a client to its end. Neither may end in an error of moat's,
-/// and what the docs show a command printing, it prints.
+/// component is one the tests build; no grant lets the guest reach a host
+/// outside it, as one for `example.com` would; they need no certificates
+/// or directories) run as written, from a directory where the component
+/// is at the path they give: a server until it says it listens (then it
+/// is stopped, before any request), a client to its end. In `sh` blocks, and in the sessions
+/// of `text` blocks (`$ ` before each command) that show what a command
+/// prints: what the docs show a command printing, it prints, and a
+/// command shown printing nothing may not end in an error of moat's.
 #[tokio::test]
 async fn the_moat_commands_that_can_run_here_run_as_the_docs_say() {
     let mut ran = Vec::new();
     for page in pages() {
         let text = std::fs::read_to_string(&page).unwrap();
-        for block in blocks(&text, "sh") {
-            for (command, printed) in session(block) {
-                let mut words = words(&command);
-                // A guest told to reach a host outside this machine (a
-                // grant for one is only a grant), or given certificates,
-                // cannot run here.
-                if words.first().map(String::as_str) != Some("moat")
-                    || words
+        let shown = blocks(&text, "text")
+            .into_iter()
+            .filter(|block| block.lines().any(|l| l.starts_with("$ moat ")))
+            .flat_map(session)
+            .filter(|(_, printed)| !printed.is_empty());
+        let runs: Vec<_> = blocks(&text, "sh")
+            .into_iter()
+            .flat_map(session)
+            .chain(shown)
+            .collect();
+        for (command, printed) in runs {
+            let words = words(&command);
+            // A guest run with a grant for a host outside this machine
+            // would go there (a server only listens until it is stopped).
+            if words.first().map(String::as_str) != Some("moat")
+                || (words.get(1).map(String::as_str) == Some("run")
+                    && words
                         .iter()
-                        .any(|w| !w.starts_with("--") && w.contains("example"))
-                    || command.contains("--dir")
-                {
-                    continue;
-                }
-                let Some(at) = words.iter().position(|w| w.ends_with(".wasm")) else {
-                    continue;
-                };
-                let Some(guest) = built(&words[at]) else {
-                    continue;
-                };
-                words[at] = guest.to_owned();
-                let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("docs-runs");
-                let _ = std::fs::remove_dir_all(&dir);
-                std::fs::create_dir_all(&dir).unwrap();
-                let mut child = tokio::process::Command::new(MOAT)
-                    .args(&words[1..])
-                    .current_dir(&dir)
-                    .env_remove("RUST_LOG")
-                    .stdin(std::process::Stdio::null())
-                    .stdout(std::process::Stdio::piped())
-                    .stderr(std::process::Stdio::piped())
-                    .kill_on_drop(true)
-                    .spawn()
-                    .expect("moat runs");
-                let (out, listened, status) = output_until_listening(&mut child).await;
+                        .any(|w| w.starts_with("--allow-") && w.contains("example")))
+                || command.contains("--dir")
+            {
+                continue;
+            }
+            let Some(at) = words.iter().position(|w| w.ends_with(".wasm")) else {
+                continue;
+            };
+            let Some(guest) = built(&words[at]) else {
+                continue;
+            };
+            let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("docs-runs");
+            let _ = std::fs::remove_dir_all(&dir);
+            let component = dir.join(&words[at]);
+            std::fs::create_dir_all(component.parent().unwrap()).unwrap();
+            std::os::unix::fs::symlink(guest, &component).unwrap();
+            let mut child = tokio::process::Command::new(MOAT)
+                .args(&words[1..])
+                .current_dir(&dir)
+                .env_remove("RUST_LOG")
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .kill_on_drop(true)
+                .spawn()
+                .expect("moat runs");
+            let (out, listened, status) = output_until_listening(&mut child).await;
+            // A command the docs show failing prints what they show;
+            // any other listens, or ends well, without an error of moat's.
+            if printed.is_empty() {
                 assert!(
-                    !out.contains("moat: error"),
-                    "{}: `{command}`:\n{out}",
-                    page.display()
-                );
-                // A command the docs show failing prints what they show;
-                // any other listens, or ends well.
-                assert!(
-                    !printed.is_empty() || listened || status == Some(0),
+                    !out.contains("moat: error") && (listened || status == Some(0)),
                     "{}: `{command}` neither listened nor ended well ({status:?}):\n{out}",
                     page.display()
                 );
-                for line in &printed {
-                    assert!(
-                        out.contains(line.as_str()),
-                        "{}: `{command}` does not print {line:?}; it printed:\n{out}",
-                        page.display()
-                    );
-                }
-                ran.push(command);
             }
+            for line in &printed {
+                assert!(
+                    out.contains(line.as_str()),
+                    "{}: `{command}` does not print {line:?}; it printed:\n{out}",
+                    page.display()
+                );
+            }
+            ran.push(command);
         }
     }
-    assert!(ran.len() >= 5, "only these ran: {ran:#?}");
+    assert!(ran.len() >= 11, "only these ran: {ran:#?}");
     assert!(
         ran.iter().any(|c| c.starts_with("moat serve")),
         "no moat serve ran: {ran:#?}"

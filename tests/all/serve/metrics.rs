@@ -93,6 +93,23 @@ fn have_parser() -> bool {
     )
 }
 
+/// How many requests `server` (run with `--metrics`) answered itself for
+/// each of `reasons`, as prometheus_client's OpenMetrics parser reads
+/// them; `None` when python3 has no prometheus_client outside CI (the
+/// caller leaves its metrics checks out; the skip is printed).
+pub(super) async fn refused(server: &Serve, reasons: &[&str]) -> Option<Vec<f64>> {
+    if !have_parser() {
+        return None;
+    }
+    let scraped = scrape(&metrics_url(server), true).await;
+    Some(
+        reasons
+            .iter()
+            .map(|reason| scraped.get(&format!(r#"moat_http_refused_total{{reason="{reason}"}}"#)))
+            .collect(),
+    )
+}
+
 /// The metrics address from the server's stderr.
 fn metrics_url(server: &Serve) -> String {
     let stderr = server.stderr();

@@ -355,6 +355,44 @@ async fn get(addr: SocketAddr, path: &str) -> Answer {
     exchange(addr, head, Vec::new()).await
 }
 
+/// `GET /slow` on a connection of its own, returned once the handler's
+/// fifth tick is in (it ticks every 100 ms until its time is up): the
+/// handler then holds an instance and a place in 127.0.0.1's share until
+/// its --timeout cuts it off.
+async fn slow_and_ticking(addr: SocketAddr) -> BufReader<TcpStream> {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    stream
+        .write_all(b"GET /slow HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut stream = BufReader::new(stream);
+    let mut line = String::new();
+    let mut ticks = 0;
+    while ticks < 5 {
+        line.clear();
+        within("the slow handler's ticks", stream.read_line(&mut line))
+            .await
+            .unwrap();
+        ticks += usize::from(line.contains("tick"));
+    }
+    stream
+}
+
+/// `GET /slow` from 127.0.0.1 on a task of its own: the whole answer, as
+/// text, once the server closes the connection.
+fn slow_answer(addr: SocketAddr) -> tokio::task::JoinHandle<String> {
+    tokio::spawn(async move {
+        let mut stream = TcpStream::connect(addr).await.unwrap();
+        stream
+            .write_all(b"GET /slow HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut all = Vec::new();
+        let _ = stream.read_to_end(&mut all).await;
+        String::from_utf8_lossy(&all).into_owned()
+    })
+}
+
 async fn post(addr: SocketAddr, path: &str, body: Vec<u8>) -> Answer {
     let head = format!(
         "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",

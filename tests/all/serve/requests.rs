@@ -637,39 +637,21 @@ async fn serve_runs_at_most_max_instances_handlers_and_the_rest_wait() {
 /// gets a 503 naming `--max-instances`, and the server goes on. A holds
 /// the only instance until its time is up; of B and C, sent next, one
 /// takes the instance then and holds it for its own time, so the other
-/// is still waiting when its time is up, whichever came first.
+/// is still waiting when its time is up, whichever came first. The
+/// metrics count the 503 as `instances-busy`, once.
 #[tokio::test]
 async fn serve_answers_503_when_no_instance_frees_within_the_request_time() {
-    let server = Serve::start(guests::HTTP_HOSTILE, &["--max-instances=1", "--timeout=2s"]).await;
+    let server = Serve::start(
+        guests::HTTP_HOSTILE,
+        &["--max-instances=1", "--timeout=2s", "--metrics=127.0.0.1:0"],
+    )
+    .await;
     let addr = server.addr;
-    let mut a = TcpStream::connect(addr).await.unwrap();
-    a.write_all(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
-        .await
-        .unwrap();
-    let mut a = BufReader::new(a);
-    // B and C start after A's fifth tick (the handler ticks every 100 ms):
-    // A's time is then up at least 400 ms before theirs, which leaves its
-    // instance that long to be given back to one of them.
-    let mut line = String::new();
-    let mut ticks = 0;
-    while ticks < 5 {
-        line.clear();
-        within("A's ticks", a.read_line(&mut line)).await.unwrap();
-        ticks += usize::from(line.contains("tick"));
-    }
-    let slow = || {
-        tokio::spawn(async move {
-            let mut stream = TcpStream::connect(addr).await.unwrap();
-            stream
-                .write_all(b"GET /slow HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-                .await
-                .unwrap();
-            let mut all = Vec::new();
-            let _ = stream.read_to_end(&mut all).await;
-            String::from_utf8_lossy(&all).into_owned()
-        })
-    };
-    let (b, c) = (slow(), slow());
+    // B and C start after A's fifth tick: A's time is then up at least
+    // 400 ms before theirs, which leaves its instance that long to be
+    // given back to one of them.
+    let mut a = slow_and_ticking(addr).await;
+    let (b, c) = (slow_answer(addr), slow_answer(addr));
     // A's body is cut off when its time is up: the connection closes
     // without the last chunk, so the client knows it is not whole.
     let mut rest = Vec::new();
@@ -696,4 +678,9 @@ async fn serve_answers_503_when_no_instance_frees_within_the_request_time() {
     );
     let after = get(addr, "/ok").await;
     assert_eq!((after.status, after.text()), (200, "ok\n".to_owned()));
+    let counts = super::metrics::refused(&server, &["instances-busy", "client-share"]).await;
+    assert!(
+        counts.as_ref().is_none_or(|counts| *counts == [1.0, 0.0]),
+        "{counts:?}"
+    );
 }

@@ -85,10 +85,59 @@ async fn serve_gives_one_client_address_no_more_than_its_share_of_instances() {
     drop(slow);
 }
 
+/// A request past its address's share of instances waits for one of that
+/// address's own, and gets a 429 naming --max-instances-per-client when
+/// none frees within its --timeout, while another address is served at
+/// once. A (share of one) holds its place until its time is up; of B and
+/// C from the same address, sent next, the first to take the place then
+/// holds it for a whole --timeout of its own (a handler's time starts
+/// when it starts), so the other's time is up 1.5 s before, whichever
+/// came first. The metrics count the 429 as `client-share`, once.
+#[tokio::test]
+async fn serve_answers_429_to_a_client_past_its_share_within_the_request_time() {
+    let server = Serve::start(
+        guests::HTTP_HOSTILE,
+        &[
+            "--max-instances=4",
+            "--max-instances-per-client=1",
+            "--timeout=2s",
+            "--metrics=127.0.0.1:0",
+        ],
+    )
+    .await;
+    let addr = server.addr;
+    let mut a = slow_and_ticking(addr).await;
+    let (b, c) = (slow_answer(addr), slow_answer(addr));
+    let other = get_from("127.0.0.2", addr, "/ok").await;
+    assert_eq!((other.status, other.text()), (200, "ok\n".to_owned()));
+    let mut rest = Vec::new();
+    let _ = within("A's handler stopped at its time", a.read_to_end(&mut rest)).await;
+    let mut answers = [
+        within("B's answer", b).await.unwrap(),
+        within("C's answer", c).await.unwrap(),
+    ];
+    answers.sort_by_key(|answer| !answer.starts_with("HTTP/1.1 429"));
+    assert!(
+        answers[0].starts_with("HTTP/1.1 429")
+            && answers[0].contains("--max-instances-per-client")
+            && answers[0].to_ascii_lowercase().contains("retry-after: 1"),
+        "one of B and C should find its address's share taken all its time: {answers:?}"
+    );
+    assert!(
+        answers[1].starts_with("HTTP/1.1 200") && answers[1].contains("tick"),
+        "the other should be served once A's time was up: {answers:?}"
+    );
+    let counts = super::metrics::refused(&server, &["client-share", "instances-busy"]).await;
+    assert!(
+        counts.as_ref().is_none_or(|counts| *counts == [1.0, 0.0]),
+        "{counts:?}"
+    );
+}
+
 /// A request body that pauses longer than --http-request-body-timeout
 /// while its handler waits for it ends the request with 408 (the handler
 /// is stopped and its instance given back), and the next request is
-/// served by that instance.
+/// served by that instance. The metrics count it as `body-timeout`.
 #[tokio::test]
 async fn serve_answers_408_to_a_request_body_that_pauses_past_its_bound() {
     let server = Serve::start(
@@ -97,6 +146,7 @@ async fn serve_answers_408_to_a_request_body_that_pauses_past_its_bound() {
             "--max-instances=1",
             "--http-request-body-timeout=1s",
             "--timeout=120s",
+            "--metrics=127.0.0.1:0",
         ],
     )
     .await;
@@ -122,6 +172,11 @@ async fn serve_answers_408_to_a_request_body_that_pauses_past_its_bound() {
     drop(to);
     let next = get(server.addr, "/ok").await;
     assert_eq!((next.status, next.text()), (200, "ok\n".to_owned()));
+    let counts = super::metrics::refused(&server, &["body-timeout"]).await;
+    assert!(
+        counts.as_ref().is_none_or(|counts| *counts == [1.0]),
+        "{counts:?}"
+    );
 }
 
 /// A client that asks for a large response and does not read it is cut
