@@ -245,6 +245,16 @@ fn bad_command_lines_exit_2_and_say_why() {
             "--timeout=5 parsecs",
             "--timeout=5 parsecs: \"5 parsecs\": unknown unit",
         ),
+        // A number alone: a unit is what the flag needs (a policy file's
+        // quotes are no part of it).
+        (
+            "--max-host-memory=64",
+            "--max-host-memory=64: \"64\" has no unit: add one of B, KiB, MiB or GiB\n",
+        ),
+        (
+            "--timeout=30",
+            "--timeout=30: \"30\" has no unit: add one of ms, s, m or h\n",
+        ),
     ] {
         let out = moat_run(&[flag, guests::PROBE, "env"]);
         assert_eq!(out.status.code(), Some(2), "{flag}");
@@ -253,6 +263,7 @@ fn bad_command_lines_exit_2_and_say_why() {
             err.starts_with(&format!("moat: error: {says}")),
             "{flag}: {err}"
         );
+        assert!(!err.contains("quotes"), "{flag}: {err}");
     }
 
     let out = moat_run(&["--dir=/no/such/dir", guests::PROBE, "env"]);

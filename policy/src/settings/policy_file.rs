@@ -391,7 +391,9 @@ fn count(
 
 /// A size (integer bytes, or a string such as "512MiB") or a duration
 /// (integer seconds, or a string such as "30s"): `expected` says which,
-/// for the message.
+/// for the message. A string of digits alone is refused here, where the
+/// quotes can be named (a flag's or a variable's `64` has no unit: the
+/// settings say so, and add no word about quotes).
 fn integer_or_text(
     doc: &Doc<'_>,
     key: &str,
@@ -400,6 +402,16 @@ fn integer_or_text(
 ) -> Result<Written, PolicyFileError> {
     match value.get_ref() {
         DeValue::Integer(int) => Ok(Written::Integer(integer(int))),
+        DeValue::String(s) if !s.trim().is_empty() && s.trim().bytes().all(|b| b.is_ascii_digit()) => {
+            Err(doc.error(
+                value.span(),
+                key,
+                format!(
+                    "expected {expected}, found the string \"{s}\" with no unit: add a unit, or write {} without quotes",
+                    s.trim()
+                ),
+            ))
+        }
         DeValue::String(s) => Ok(Written::Text(s.to_string())),
         other => Err(doc.error(
             value.span(),
@@ -830,7 +842,9 @@ max-audit-size = "100MiB"
         assert!(
             reason("\"5 parsecs\"").contains("unknown unit `parsecs`: expected B, KiB, MiB or GiB")
         );
-        assert!(reason("\"1024\"").contains("has no unit"));
+        assert!(reason("\"1024\"").contains(
+            "found the string \"1024\" with no unit: add a unit, or write 1024 without quotes"
+        ));
         assert!(reason("\"1.5GiB\"").contains("whole numbers only"));
         assert!(reason("\"MiB\"").contains("expected a number followed by a unit"));
         assert!(reason("\"-1MiB\"").contains("must not be negative"));
@@ -861,7 +875,7 @@ max-audit-size = "100MiB"
         assert!(reason("-1").contains("must be at least 1 second"));
         assert!(reason("\"0s\"").contains("must be longer than 0"));
         assert!(reason("\"0ms\"").contains("must be longer than 0"));
-        assert!(reason("\"30\"").contains("has no unit"));
+        assert!(reason("\"30\"").contains("with no unit: add a unit, or write 30 without quotes"));
         assert!(reason("\"5 parsecs\"").contains("unknown unit `parsecs`: expected ms, s, m or h"));
         assert!(reason("\"10sec\"").contains("write `s`"));
         assert!(reason("\"2min\"").contains("write `m`"));

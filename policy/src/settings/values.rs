@@ -118,9 +118,7 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         "MiB" => 1 << 20,
         "GiB" => 1 << 30,
         "" => {
-            return Err(format!(
-                "{s:?} has no unit: add one of {UNITS}, or write the bytes as an integer without quotes"
-            ));
+            return Err(format!("{s:?} has no unit: add one of {UNITS}"));
         }
         _ => return Err(size_unit_hint(s, unit, UNITS)),
     };
@@ -161,9 +159,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         "m" => Duration::from_secs(number.checked_mul(60).ok_or_else(too_large)?),
         "h" => Duration::from_secs(number.checked_mul(3600).ok_or_else(too_large)?),
         "" => {
-            return Err(format!(
-                "{s:?} has no unit: add one of {UNITS}, or write seconds as an integer without quotes"
-            ));
+            return Err(format!("{s:?} has no unit: add one of {UNITS}"));
         }
         _ => return Err(duration_unit_hint(s, unit, UNITS)),
     };
