@@ -126,7 +126,6 @@ python_component() { # APP_DIR WORLD
     (cd "$out/src/$1" && componentize_py --quiet -d "$out/wit/py" -w "$2" componentize -p . app -o "$tmp")
 }
 
-
 # componentize-js's own CLI, so that its pinned version (not the one jco
 # 1.35 nests for itself) builds it.
 js_fetch() {

@@ -243,10 +243,11 @@ fn built(component: &str) -> Option<&'static str> {
 /// outside it, as one for `example.com` would; they need no certificates
 /// or directories) run as written, from a directory where the component
 /// is at the path they give: a server until it says it listens (then it
-/// is stopped, before any request), a client to its end. In `sh` blocks, and in the sessions
-/// of `text` blocks (`$ ` before each command) that show what a command
-/// prints: what the docs show a command printing, it prints, and a
-/// command shown printing nothing may not end in an error of moat's.
+/// is stopped, before any request), a client to its end. In `sh` blocks,
+/// and in the sessions of `text` blocks (`$ ` before each command) that
+/// show what a command prints: what the docs show a command printing, it
+/// prints, and a command shown printing nothing may not end in an error
+/// of moat's.
 #[tokio::test]
 async fn the_moat_commands_that_can_run_here_run_as_the_docs_say() {
     let mut ran = Vec::new();

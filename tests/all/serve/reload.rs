@@ -46,6 +46,17 @@ async fn wait_for_count(server: &mut Serve, needle: &str, count: usize) -> Strin
     seen
 }
 
+/// A fresh directory `name` under the tests' temporary directory, and in
+/// it `handler.wasm`, a copy of http-hostile: the file a reload replaces.
+fn handler_copy(name: &str) -> (PathBuf, PathBuf) {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let component = dir.join("handler.wasm");
+    std::fs::copy(guests::HTTP_HOSTILE, &component).unwrap();
+    (dir, component)
+}
+
 /// SIGHUP with a new handler in the file: a request in flight (its body
 /// half sent) finishes on the handler it started on; requests after the
 /// reload get the new one, on the same server and port. A file that is
@@ -53,11 +64,7 @@ async fn wait_for_count(server: &mut Serve, needle: &str, count: usize) -> Strin
 /// are refused with why, and the handler it had goes on serving.
 #[tokio::test]
 async fn serve_reloads_its_component_at_sighup_and_keeps_the_old_one_on_failure() {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("serve-reload");
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let component = dir.join("handler.wasm");
-    std::fs::copy(guests::HTTP_HOSTILE, &component).unwrap();
+    let (dir, component) = handler_copy("serve-reload");
     let mut server = Serve::start_logging(
         component.to_str().unwrap(),
         &["--timeout=60s"],
@@ -134,11 +141,7 @@ async fn serve_reloads_its_component_at_sighup_and_keeps_the_old_one_on_failure(
 /// handler it had goes on.
 #[tokio::test]
 async fn serve_watch_loads_the_component_again_when_its_file_changes() {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("serve-watch");
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let component = dir.join("handler.wasm");
-    std::fs::copy(guests::HTTP_HOSTILE, &component).unwrap();
+    let (dir, component) = handler_copy("serve-watch");
     let mut server = Serve::start(component.to_str().unwrap(), &["--watch"]).await;
     let addr = server.addr;
     assert_eq!(get(addr, "/").await.status, 404, "http-hostile has no /");
