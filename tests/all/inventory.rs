@@ -53,15 +53,18 @@ impl MoatView for Host {
 /// Where cargo keeps `package`'s sources (the version this workspace
 /// builds with).
 fn package_dir(package: &str) -> PathBuf {
-    // Offline, and for this machine's platform only: a clone's first build
-    // downloads no crate of another platform's, and an unfiltered
-    // `cargo metadata` would want them all.
+    // Not `--offline`: `cargo metadata` wants every package of the lock's
+    // graph for the platform, built or not (an optional dependency that no
+    // build enables among them), and fetches those cargo's cache lacks, as
+    // a fresh machine's does. `--locked`: the lock is read, never
+    // rewritten. This machine's platform only: no other's crates are
+    // fetched.
     let platform = format!("{}-unknown-linux-gnu", std::env::consts::ARCH);
     let out = Command::new(env!("CARGO"))
         .args([
             "metadata",
             "--format-version=1",
-            "--offline",
+            "--locked",
             "--filter-platform",
         ])
         .arg(platform)
@@ -70,7 +73,7 @@ fn package_dir(package: &str) -> PathBuf {
         .expect("cargo metadata");
     assert!(
         out.status.success(),
-        "{}",
+        "cargo metadata (it downloads the packages of Cargo.lock that cargo's cache lacks):\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
     let metadata: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
