@@ -568,8 +568,14 @@ mod tests {
             check(Path::new("/")),
             Err(PreopenError::PseudoFilesystem { inside: true, .. })
         ));
-        let tmp = std::env::temp_dir();
-        assert!(check(&tmp).is_ok(), "{}", tmp.display());
+        // A directory of its own there, not the temporary directory itself:
+        // with HOME under it (HOME=/tmp in some containers and CI jobs) it
+        // holds the default cache and is refused for that.
+        let tmp = std::env::temp_dir().join(format!("moat-preopen-tmp-{}", std::process::id()));
+        std::fs::create_dir_all(&tmp).unwrap();
+        let judged = check(&tmp);
+        std::fs::remove_dir(&tmp).unwrap();
+        assert!(judged.is_ok(), "{}: {judged:?}", tmp.display());
         assert!(matches!(
             check(Path::new("/no/such/dir")),
             Err(PreopenError::Inspect(_))

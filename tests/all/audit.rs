@@ -10,7 +10,7 @@ use std::process::{Command, Output, Stdio};
 
 use serde_json::Value;
 
-use crate::support::{self, guests};
+use crate::support::{self, cache_flag, guests};
 
 const MOAT: &str = env!("CARGO_BIN_EXE_moat");
 const SCHEMA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/audit.schema.json");
@@ -22,15 +22,14 @@ fn trail(name: &str) -> PathBuf {
     path
 }
 
-fn cache() -> String {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cli-cache");
-    format!("--cache-dir={}", dir.display())
-}
-
 /// `moat run --audit=TRAIL ARGS`.
 fn moat_run(trail: &Path, args: &[&str]) -> Output {
     Command::new(MOAT)
-        .args(["run", &cache(), &format!("--audit={}", trail.display())])
+        .args([
+            "run",
+            &cache_flag(),
+            &format!("--audit={}", trail.display()),
+        ])
         .args(args)
         .output()
         .expect("moat runs")
@@ -167,13 +166,21 @@ fn a_policy_files_audit_key_and_lines_name_where_each_rule_was_written() {
     )
     .unwrap();
     let out = Command::new(MOAT)
-        .args(["run", &cache(), &format!("--policy={}", policy.display())])
+        .args([
+            "run",
+            &cache_flag(),
+            &format!("--policy={}", policy.display()),
+        ])
         .args([guests::PROBE, "listen", "127.0.0.1", "0"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let out = Command::new(MOAT)
-        .args(["run", &cache(), &format!("--policy={}", policy.display())])
+        .args([
+            "run",
+            &cache_flag(),
+            &format!("--policy={}", policy.display()),
+        ])
         .args([guests::PROBE, "listen", "0.0.0.0", "0"])
         .output()
         .unwrap();
@@ -587,7 +594,11 @@ fn an_http_request_is_named_on_each_of_its_records_and_its_end_ties_it_to_its_co
 /// then, in bytes.
 fn hostile_peak(trail: &Path, flags: &[&str], args: &[&str]) -> (String, u64) {
     let mut child = Command::new(MOAT)
-        .args(["run", &cache(), &format!("--audit={}", trail.display())])
+        .args([
+            "run",
+            &cache_flag(),
+            &format!("--audit={}", trail.display()),
+        ])
         .args(flags)
         .arg(guests::HOSTILE)
         .args(args)

@@ -205,6 +205,7 @@ fn env_and_args_reach_the_guest() {
     let out = Command::new(MOAT)
         .env("MOAT_FROM_HOST", "passed on")
         .args(["run", "--env=MOAT_TEST=hello", "--env", "MOAT_FROM_HOST"])
+        .arg(support::cache_flag())
         .args([guests::PROBE, "env", "a", "-b", "--c=d"])
         .output()
         .unwrap();

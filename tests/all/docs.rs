@@ -81,6 +81,15 @@ fn session(block: &str) -> Vec<(String, Vec<String>)> {
     commands
 }
 
+/// What the docs' commands get as `XDG_CACHE_HOME`: they name no
+/// `--cache-dir`, so moat caches under it. In the target directory, not in
+/// the user's own `~/.cache/moat`: the tests do not fill a cache that the
+/// user's runs (and the next test run) would then find, and a fresh clone
+/// starts them as cold as a fresh machine.
+fn xdg_cache_home() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("docs-xdg-cache")
+}
+
 /// A command line's words, as a shell splits one without quotes,
 /// variables or globs (what the docs' `moat` lines use).
 fn words(command: &str) -> Vec<String> {
@@ -125,6 +134,7 @@ fn every_moat_command_in_the_docs_is_one_moat_takes() {
                     .args(&words[1..])
                     .current_dir(&empty)
                     .env_remove("RUST_LOG")
+                    .env("XDG_CACHE_HOME", xdg_cache_home())
                     .output()
                     .expect("moat runs");
                 let stderr = String::from_utf8_lossy(&out.stderr);
@@ -291,6 +301,7 @@ async fn the_moat_commands_that_can_run_here_run_as_the_docs_say() {
                 .args(&words[1..])
                 .current_dir(&dir)
                 .env_remove("RUST_LOG")
+                .env("XDG_CACHE_HOME", xdg_cache_home())
                 .stdin(std::process::Stdio::null())
                 .stdout(std::process::Stdio::piped())
                 .stderr(std::process::Stdio::piped())

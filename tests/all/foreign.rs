@@ -18,14 +18,9 @@ use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::support::{self, connections, watched_port, within};
+use crate::support::{self, cache_flag, connections, watched_port, within};
 
 const MOAT: &str = env!("CARGO_BIN_EXE_moat");
-
-pub(crate) fn cache_flag() -> String {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cli-cache");
-    format!("--cache-dir={}", dir.display())
-}
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()

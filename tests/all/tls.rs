@@ -193,6 +193,7 @@ async fn ca_file_makes_a_private_root_trusted_for_the_run() {
     let out = Command::new(env!("CARGO_BIN_EXE_moat"))
         .args([
             "run",
+            &support::cache_flag(),
             "--allow-net=localhost",
             &format!("--ca-file={}", certs.path("ca.pem")),
         ])
@@ -209,6 +210,7 @@ async fn ca_file_makes_a_private_root_trusted_for_the_run() {
     let out = Command::new(env!("CARGO_BIN_EXE_moat"))
         .args([
             "run",
+            &support::cache_flag(),
             "--allow-net=localhost",
             guests::PROBE,
             "tls-connect",

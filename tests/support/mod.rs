@@ -272,6 +272,15 @@ pub async fn within<F: std::future::Future>(what: &str, future: F) -> F::Output 
 pub mod certs;
 pub mod netns;
 
+/// `--cache-dir=DIR` for the `moat` commands the tests run: the one cache
+/// of compiled code they share, in the target directory. Every test names
+/// it (or a cache of its own): a test that took the default would fill the
+/// user's own `~/.cache/moat`, and find there what earlier runs left.
+pub fn cache_flag() -> String {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cli-cache");
+    format!("--cache-dir={}", dir.display())
+}
+
 /// Skips `test` (returns true) when `why_not` says this machine cannot run
 /// it, saying why; with `CI` set, fails instead (CI must run every test).
 pub fn skip_unless(test: &str, why_not: Option<String>) -> bool {

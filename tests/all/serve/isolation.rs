@@ -176,7 +176,7 @@ async fn a_probe_finds_the_secret_an_instance_used_twice_still_holds() {
 async fn serve_one_at_a_time(component: &str, flags: &[&str]) -> Serve {
     let mut all = vec!["--max-instances=1"];
     all.extend_from_slice(flags);
-    Serve::start_cached(component, &all, &crate::foreign::cache_flag()).await
+    Serve::start_cached(component, &all, &crate::support::cache_flag()).await
 }
 
 #[tokio::test]
