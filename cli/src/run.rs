@@ -8,6 +8,7 @@ use moat_host::launch::{Entry, Launch, Launcher, Source, Threads};
 use moat_host::net::{TlsIdentity, TlsTrust};
 use moat_host::preopen::Preopen;
 use moat_host::settings::{Defaults, Origin, PolicyFile, Setting, Settings};
+use moat_host::trusted::{self, Kept, Trusted};
 use moat_host::{CacheDir, Moat, MoatConfig, MoatError, RunOptions};
 
 use crate::args::{self, CompileArgs, RunArgs, ServeArgs};
@@ -112,7 +113,7 @@ fn init_logging() {
 }
 
 fn run(args: RunArgs) -> ExitCode {
-    let prepared = match prepare(&args, Defaults::Run) {
+    let prepared = match prepare(&args, Defaults::Run, &[]) {
         Ok(prepared) => prepared,
         Err(e) => {
             eprintln!("moat: error: {}", chain(&e));
@@ -123,12 +124,23 @@ fn run(args: RunArgs) -> ExitCode {
 }
 
 fn serve(args: ServeArgs) -> ExitCode {
-    let prepared = prepare(&args.run, Defaults::Serve).and_then(|prepared| {
+    let tls_files: Vec<Kept> = [
+        args.tls_cert
+            .as_ref()
+            .map(|cert| Kept::new(cert, Trusted::TlsCertificate)),
+        args.tls_key
+            .as_ref()
+            .map(|key| Kept::new(key, Trusted::TlsKey)),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    let prepared = prepare(&args.run, Defaults::Serve, &tls_files).and_then(|prepared| {
         let tls = match (&args.tls_cert, &args.tls_key) {
             (Some(cert), Some(key)) => Some(TlsIdentity {
-                certificate_chain_pem: std::fs::read(cert)
+                certificate_chain_pem: trusted::read(cert, Trusted::TlsCertificate)
                     .with_context(|| format!("--tls-cert {}", cert.display()))?,
-                private_key_pem: std::fs::read(key)
+                private_key_pem: trusted::read(key, Trusted::TlsKey)
                     .with_context(|| format!("--tls-key {}", key.display()))?,
             }),
             _ => None,
@@ -228,7 +240,7 @@ fn chain(err: &anyhow::Error) -> String {
 /// What to try after `err`, when moat can tell.
 fn hint(err: &MoatError, args: &RunArgs) -> Option<String> {
     match err {
-        MoatError::Read { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+        MoatError::Read(e) if e.io_kind() == Some(std::io::ErrorKind::NotFound) => {
             Some(match spaced_grant(args) {
                 Some(flag) => {
                     let list = args.component.display();
@@ -281,10 +293,24 @@ fn spaced_grant(args: &RunArgs) -> Option<&'static str> {
 }
 
 /// Turns the flags (and the policy file, if any) into the options of a
-/// run with `defaults` and the engine's configuration.
-fn prepare(args: &RunArgs, defaults: Defaults) -> anyhow::Result<Prepared> {
+/// run with `defaults` and the engine's configuration. No directory given
+/// to the guest may reach a file the run trusts: the policy file, the
+/// component, the trail, the CA files, the cache and `also_kept`.
+fn prepare(args: &RunArgs, defaults: Defaults, also_kept: &[Kept]) -> anyhow::Result<Prepared> {
+    let mut kept: Vec<Kept> = also_kept.to_vec();
+    kept.push(Kept::new(&args.component, Trusted::Component));
     let from_file = match &args.policy {
-        Some(path) => Settings::from_file(&PolicyFile::read(path)?)?,
+        Some(path) => {
+            kept.push(Kept::new(path, Trusted::Policy));
+            let bytes = trusted::read(path, Trusted::Policy).map_err(|e| {
+                let text = format!("cannot read {e}");
+                anyhow::Error::new(e).context(text)
+            })?;
+            let text = String::from_utf8(bytes).map_err(|_| {
+                anyhow::anyhow!("the policy file {}: it is not UTF-8 text", path.display())
+            })?;
+            Settings::from_file(&PolicyFile::parse(&text, path)?)?
+        }
         None => Settings::new(),
     };
     let mut from_flags = Settings::new();
@@ -299,22 +325,10 @@ fn prepare(args: &RunArgs, defaults: Defaults) -> anyhow::Result<Prepared> {
     let mut options = moat_host::settings::run_options(&settings)
         .arg(args.component.display().to_string())
         .args(args.args.iter().cloned());
-    let mut component = None;
-    if let Some(destination) = &settings.audit {
-        // The digest of the bytes that run names them in every record; a
-        // component that cannot be read fails the run when it is loaded.
-        component = std::fs::read(&args.component).ok();
-        let guest = component
-            .as_deref()
-            .map(|bytes| GuestIdentity::of(&args.component, bytes));
-        let audit = Audit::to_destination(
-            destination,
-            audit::Context::new(guest),
-            moat_host::settings::audited(&settings, defaults),
-            settings.limits.max_audit_size,
-            moat_host::settings::Spelling::Flags,
-        )?;
-        options = options.audit(audit);
+    // The trail is kept from the guest's directories, which are judged
+    // before it is opened (created, if new).
+    if let Some(moat_host::settings::Destination::File(path)) = &settings.audit {
+        kept.push(Kept::new(path, Trusted::Trail));
     }
     for entry in &args.env {
         let (key, value) = match entry.split_once('=') {
@@ -342,12 +356,16 @@ fn prepare(args: &RunArgs, defaults: Defaults) -> anyhow::Result<Prepared> {
         }
         (None, false) => CacheDir::Default,
     };
-    // No guest may be given the cache's directory (nor the default one,
+    // No guest may be given the cache's directory (nor a default one,
     // which the host keeps apart always).
-    let apart: Vec<std::path::PathBuf> = match &cache {
-        CacheDir::At(dir) => vec![dir.clone()],
-        _ => Vec::new(),
-    };
+    if let CacheDir::At(dir) = &cache {
+        kept.push(Kept::new(dir, Trusted::Cache));
+    }
+    kept.extend(
+        args.ca_file
+            .iter()
+            .map(|file| Kept::new(file, Trusted::CaFile)),
+    );
     for dir in &args.dir {
         let preopen = Preopen::parse(dir).with_context(|| format!("--dir {dir}"))?;
         if !preopen.host.is_dir() {
@@ -355,7 +373,9 @@ fn prepare(args: &RunArgs, defaults: Defaults) -> anyhow::Result<Prepared> {
         }
         // Judged again when the run opens it; here it fails as a bad
         // command line, before the component is compiled.
-        if let Err(source) = moat_host::preopen::check_against(&preopen.host, &apart) {
+        if let Err(source) =
+            moat_host::preopen::check_against(&preopen.host, preopen.writable, &kept)
+        {
             let refused = MoatError::PreopenRefused {
                 host: preopen.host,
                 guest: preopen.guest,
@@ -365,11 +385,31 @@ fn prepare(args: &RunArgs, defaults: Defaults) -> anyhow::Result<Prepared> {
         }
         options = options.preopen(preopen);
     }
+    for file in kept {
+        options = options.keep(file);
+    }
+    let mut component = None;
+    if let Some(destination) = &settings.audit {
+        // The digest of the bytes that run names them in every record; a
+        // component that cannot be read fails the run when it is loaded.
+        component = trusted::read(&args.component, Trusted::Component).ok();
+        let guest = component
+            .as_deref()
+            .map(|bytes| GuestIdentity::of(&args.component, bytes));
+        let audit = Audit::to_destination(
+            destination,
+            audit::Context::new(guest),
+            moat_host::settings::audited(&settings, defaults),
+            settings.limits.max_audit_size,
+            moat_host::settings::Spelling::Flags,
+        )?;
+        options = options.audit(audit);
+    }
     if !args.ca_file.is_empty() {
         let mut trust = TlsTrust::webpki();
         for file in &args.ca_file {
-            let pem =
-                std::fs::read(file).with_context(|| format!("--ca-file {}", file.display()))?;
+            let pem = trusted::read(file, Trusted::CaFile)
+                .with_context(|| format!("--ca-file {}", file.display()))?;
             trust = trust
                 .with_pem(&pem)
                 .with_context(|| format!("--ca-file {}", file.display()))?;

@@ -72,6 +72,48 @@ impl CacheDir {
     }
 }
 
+/// The node's cache of the containerd shim, unless its settings name
+/// another: kept from every guest of every moat on the machine, since a pod
+/// may be given it through a hostPath volume.
+pub const NODE_CACHE_DIR: &str = "/var/lib/moat/cache";
+
+/// Every cache directory a moat on this machine uses unless told otherwise:
+/// the one `XDG_CACHE_HOME` names, the one under `HOME`, the one under the
+/// home the password database gives this user (what a service started
+/// without `HOME`, or with another, would find), and [`NODE_CACHE_DIR`].
+/// No guest is given a directory that reaches one of them
+/// ([`crate::preopen::check_against`]), whichever this run uses.
+pub(crate) fn every_default() -> Vec<PathBuf> {
+    let mut homes: Vec<PathBuf> = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from)
+        .into_iter()
+        .collect();
+    homes.extend(passwd_home());
+    let mut all: Vec<PathBuf> = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(|base| PathBuf::from(base).join("moat"))
+        .into_iter()
+        .chain(homes.into_iter().map(|home| home.join(".cache/moat")))
+        .chain(std::iter::once(PathBuf::from(NODE_CACHE_DIR)))
+        .collect();
+    all.dedup();
+    all
+}
+
+/// This user's home as `/etc/passwd` has it (the sixth field of the line
+/// whose third is the effective user id), read without the C library's
+/// name service so that no module is loaded into the host.
+fn passwd_home() -> Option<PathBuf> {
+    let uid = rustix::process::geteuid().as_raw().to_string();
+    let passwd = fs::read_to_string("/etc/passwd").ok()?;
+    passwd.lines().find_map(|line| {
+        let fields: Vec<&str> = line.split(':').collect();
+        (fields.len() >= 7 && fields[2] == uid && fields[5].starts_with('/'))
+            .then(|| PathBuf::from(fields[5]))
+    })
+}
+
 /// Most bytes of entries the cache keeps by default
 /// ([`crate::MoatConfig::max_cache_bytes`]): 2 GiB, room for forty of the
 /// largest components seen here (a 22 MB componentize-py component

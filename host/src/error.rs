@@ -26,14 +26,10 @@ pub enum MoatError {
         /// Why.
         source: std::io::Error,
     },
-    /// The file could not be read.
-    #[error("cannot read {path}: {source}")]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
+    /// The component's file could not be read, or is not one moat reads
+    /// ([`crate::trusted`]: a symbolic link, not a regular file, too large).
+    #[error("cannot read {0}")]
+    Read(#[source] crate::trusted::TrustedFileError),
     /// The bytes are not a component wasmtime can compile.
     #[error("{path} is not a WebAssembly component moat can run: {source:#}")]
     Compile {

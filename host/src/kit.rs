@@ -439,7 +439,8 @@ pub fn exports_async_run(component: &Component, engine: &wasmtime::Engine) -> bo
 ///
 /// Never give a guest a directory that is, holds or lies inside the
 /// cache: judge the directories you preopen with
-/// [`crate::preopen::check_against`]`(dir, &[cache.directory().into()])`.
+/// [`crate::preopen::check_against`]`(dir, writable, &[Kept::new(cache.directory(), Trusted::Cache)])`
+/// (with [`crate::trusted::Kept`] and [`crate::trusted::Trusted`]).
 ///
 /// ```no_run
 /// use moat_host::CacheDir;

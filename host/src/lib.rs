@@ -121,8 +121,9 @@ pub mod serve;
 pub mod settings;
 pub mod start;
 mod ticker;
+pub mod trusted;
 
-pub use cache::{CacheDir, CacheRefused, EVICTED, MAX_CACHE_BYTES};
+pub use cache::{CacheDir, CacheRefused, EVICTED, MAX_CACHE_BYTES, NODE_CACHE_DIR};
 pub use error::{MoatError, REFUSED_EXIT, START_FAILED_EXIT, TIMEOUT_EXIT, TRAP_EXIT};
 pub use moat::{CacheUse, Guest, Moat};
 pub use moat_policy::limits;

@@ -22,6 +22,7 @@ use crate::preopen;
 use crate::run_state::RunState;
 use crate::start;
 use crate::ticker::EpochTicker;
+use crate::trusted::{Kept, Trusted};
 use moat_policy::setting::Setting;
 
 /// The wasi:http handler among a component's `exports`, if any.
@@ -132,7 +133,7 @@ pub struct Moat {
     cache_refused: Option<CacheRefused>,
     /// The cache directory asked for (used or not), which no guest of
     /// this `Moat`'s may be given.
-    apart: Vec<std::path::PathBuf>,
+    apart: Vec<Kept>,
     pool: Option<InstancePool>,
     linger: Duration,
     // Dropped last: stops the thread that advances the epoch.
@@ -153,7 +154,7 @@ impl Moat {
         if let Some(dir) = config.cache.resolve() {
             match CodeCache::open(&dir, config.max_cache_bytes) {
                 Ok(opened) => {
-                    apart.push(opened.directory().to_owned());
+                    apart.push(Kept::new(opened.directory(), Trusted::Cache));
                     cache = Some(opened);
                 }
                 Err(refused) => {
@@ -164,7 +165,7 @@ impl Moat {
                     cache_refused = Some(refused);
                 }
             }
-            apart.push(dir);
+            apart.push(Kept::new(dir, Trusted::Cache));
         }
         let concurrent =
             Linked::concurrent(&base, config.instance_pool).map_err(MoatError::Engine)?;
@@ -192,10 +193,7 @@ impl Moat {
     /// [`MoatError::Read`] or [`MoatError::Compile`].
     pub fn load(&self, path: impl AsRef<Path>) -> Result<Guest, MoatError> {
         let path = path.as_ref();
-        let bytes = std::fs::read(path).map_err(|source| MoatError::Read {
-            path: path.to_owned(),
-            source,
-        })?;
+        let bytes = crate::trusted::read(path, Trusted::Component).map_err(MoatError::Read)?;
         self.load_bytes(&bytes, path)
     }
 
@@ -290,10 +288,13 @@ impl Moat {
         }
     }
 
-    /// The cache directories no guest may be given (see
-    /// [`crate::preopen::check_against`]).
-    pub(crate) fn apart(&self) -> &[std::path::PathBuf] {
-        &self.apart
+    /// What no directory of `guest`'s may reach (see
+    /// [`crate::preopen::check_against`]): the caches and its own file (a
+    /// reload reads the same path).
+    pub(crate) fn apart_from(&self, guest: &Guest) -> Vec<Kept> {
+        let mut apart = self.apart.clone();
+        apart.push(Kept::new(guest.name.to_path_buf(), Trusted::Component));
+        apart
     }
 
     /// The plain engine, made on first use.
@@ -372,11 +373,9 @@ pub(crate) fn notices(options: &RunOptions) -> Notices {
 
 /// The guest's WASI context as `options` describe it: arguments,
 /// environment, stdio and directories (its sockets are set up by
-/// [`kit::MoatCtxBuilder::build`]).
-pub(crate) fn wasi_ctx(
-    options: &RunOptions,
-    apart: &[std::path::PathBuf],
-) -> Result<WasiCtxBuilder, MoatError> {
+/// [`kit::MoatCtxBuilder::build`]). No directory may reach `apart` (the
+/// caches and the component), the files `options` keep or the trail's file.
+pub(crate) fn wasi_ctx(options: &RunOptions, apart: &[Kept]) -> Result<WasiCtxBuilder, MoatError> {
     let mut wasi = WasiCtxBuilder::new();
     wasi.args(&options.args);
     wasi.envs(&options.env);
@@ -401,8 +400,16 @@ pub(crate) fn wasi_ctx(
         Output::Capture(captured) => wasi.stderr(captured.0.clone()),
         Output::Discard => wasi.stderr(std::io::empty()),
     };
+    let mut kept: Vec<Kept> = apart.iter().chain(&options.kept).cloned().collect();
+    kept.extend(
+        options
+            .net
+            .audit
+            .file()
+            .map(|file| Kept::new(file, Trusted::Trail)),
+    );
     for dir in &options.dirs {
-        let checked = preopen::check_against(&dir.host, apart).map_err(|source| {
+        let checked = preopen::check_against(&dir.host, dir.writable, &kept).map_err(|source| {
             MoatError::PreopenRefused {
                 host: dir.host.clone(),
                 guest: dir.guest.clone(),
@@ -456,7 +463,7 @@ impl Moat {
             .notices(notices(&options))
             .linger(self.linger());
         let (engine, linker) = self.linked(guest)?;
-        let mut wasi = wasi_ctx(&options, self.apart())?;
+        let mut wasi = wasi_ctx(&options, &self.apart_from(guest))?;
         let moat = builder.build(&self.ticker, &mut wasi);
         let finish = moat.finish();
         let mut store = Store::new(

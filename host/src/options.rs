@@ -14,6 +14,7 @@ use crate::cache::{CacheDir, MAX_CACHE_BYTES};
 pub(crate) use crate::net::limits::DEFAULT_LINGER;
 use crate::net::{Limits, NetConfig, Notices, Resolver, TlsTrust};
 use crate::preopen::Preopen;
+use crate::trusted::Kept;
 use moat_policy::policy::Policy;
 
 /// Settings of a [`crate::Moat`] (named so as not to shadow `wasmtime::Config`).
@@ -189,6 +190,9 @@ pub struct RunOptions {
     pub(crate) args: Vec<String>,
     pub(crate) env: Vec<(String, String)>,
     pub(crate) dirs: Vec<Preopen>,
+    /// Files a later run trusts, which no directory of the guest's may
+    /// reach (with the trail's file and the component, added by the run).
+    pub(crate) kept: Vec<Kept>,
     pub(crate) stdin: Input,
     pub(crate) stdout: Output,
     pub(crate) stderr: Output,
@@ -272,6 +276,15 @@ impl RunOptions {
     /// Gives the guest a directory as `preopen` says.
     pub fn preopen(mut self, preopen: Preopen) -> RunOptions {
         self.dirs.push(preopen);
+        self
+    }
+
+    /// Keeps `kept` (a policy file, a TLS key, ...) out of every directory
+    /// given to the guest: the run refuses one that reaches it
+    /// ([`crate::preopen::check_against`]). The trail's file, the
+    /// component and the compiled-code caches are kept without asking.
+    pub fn keep(mut self, kept: Kept) -> RunOptions {
+        self.kept.push(kept);
         self
     }
 

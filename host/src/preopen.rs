@@ -33,6 +33,8 @@ use std::fmt;
 use std::io;
 use std::path::{Component, Path, PathBuf};
 
+use crate::trusted::{Kept, Trusted};
+
 /// The filesystem types a guest's directory may not be or contain, as the
 /// kernel names them in `/proc/self/mountinfo`: the host's processes
 /// (`proc`), kernel and machine state (`sysfs`, `cgroup`, `cgroup2`,
@@ -219,6 +221,23 @@ pub enum PreopenError {
         /// How the two meet.
         relation: Overlap,
     },
+    /// The directory is, or reaches, a file a later run trusts
+    /// ([`crate::trusted`]).
+    #[error(
+        "it {relation} {what} {}: a guest that can reach it could {harm}; give the guest a \
+         directory apart from it (or keep the file elsewhere)",
+        .file.display()
+    )]
+    Trusted {
+        /// What the file is.
+        what: Trusted,
+        /// What a guest could do with it.
+        harm: &'static str,
+        /// The file, as given.
+        file: PathBuf,
+        /// How the two meet.
+        relation: Overlap,
+    },
     /// The directory could not be found or examined.
     #[error("cannot examine it: {0}")]
     Inspect(#[source] io::Error),
@@ -241,11 +260,11 @@ fn explain(fstype: &str) -> &'static str {
 /// How a guest's directory meets a cache directory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Overlap {
-    /// It is the cache directory.
+    /// It is the kept directory.
     Is,
-    /// The cache directory is inside it.
+    /// The kept file or directory is inside it.
     Contains,
-    /// It is inside the cache directory.
+    /// It is inside the kept directory.
     LiesInside,
 }
 
@@ -261,51 +280,80 @@ impl fmt::Display for Overlap {
 
 /// Checks that `dir` may be given to a guest: it exists, neither it nor
 /// anything mounted below it is one of [`PSEUDO_FILESYSTEMS`], and it
-/// keeps apart from the default compiled-code cache. Returns the
+/// reaches no compiled-code cache moat uses by default. Returns the
 /// directory's canonical path, the one to open (so that what was judged is
 /// what the guest gets). An embedder that gives its guests directories of
-/// its own judges them with this.
+/// its own judges them with this, or with [`check_against`] to keep its own
+/// trusted files out of them too.
 ///
 /// # Errors
 /// [`PreopenError`].
 pub fn check(dir: &Path) -> Result<PathBuf, PreopenError> {
-    check_against(dir, &[])
+    check_against(dir, true, &[])
 }
 
-/// As [`check`], keeping `dir` apart from each of `caches` too (the
-/// default cache is always kept out).
+/// As [`check`], keeping `dir` apart from each of `kept` too: a directory
+/// that reaches a [secret](crate::trusted::Trusted::is_secret) is refused,
+/// and a `writable` one that reaches any of them. Every cache moat could
+/// use by default is always kept out (the one `XDG_CACHE_HOME` names, the
+/// one under `HOME`, the one under the home the password database gives
+/// when `HOME` is unset or another, and the shim's node cache).
+///
+/// "Reaches" is judged by identity, not by the paths as written: each path
+/// is resolved (symbolic links above it followed), then placed in its
+/// filesystem (the device of the mount that holds it, and its path from that
+/// filesystem's root, from `/proc/self/mountinfo`), and `dir` gives its own
+/// place and that of every mount below it. So a bind mount of a cache, of a
+/// directory above it, or of the directory itself somewhere else is seen for
+/// what it is.
 ///
 /// # Errors
 /// [`PreopenError`].
-pub fn check_against(dir: &Path, caches: &[PathBuf]) -> Result<PathBuf, PreopenError> {
+pub fn check_against(dir: &Path, writable: bool, kept: &[Kept]) -> Result<PathBuf, PreopenError> {
     let dir = check_filesystems(dir)?;
-    let default = crate::cache::CacheDir::Default.resolve();
-    for cache in caches.iter().chain(default.iter()) {
-        if let Some(relation) = overlap(&dir, cache) {
-            return Err(PreopenError::CodeCache {
-                cache: cache.clone(),
-                relation,
+    let mounts = platform::mount_table()?;
+    let mounts: Vec<Mount<'_>> = mounts.lines().filter_map(parse_mount).collect();
+    let defaults = crate::cache::every_default()
+        .into_iter()
+        .map(|cache| Kept::new(cache, Trusted::Cache));
+    for kept in kept.iter().cloned().chain(defaults) {
+        if !kept.kept_from(writable) {
+            continue;
+        }
+        let both_ways = kept.what == Trusted::Cache;
+        if let Some(relation) = overlap(&dir, &kept.path, both_ways, &mounts) {
+            return Err(match kept.what {
+                Trusted::Cache => PreopenError::CodeCache {
+                    cache: kept.path,
+                    relation,
+                },
+                what => PreopenError::Trusted {
+                    what,
+                    harm: kept.harm(),
+                    file: kept.path,
+                    relation,
+                },
             });
         }
     }
     Ok(dir)
 }
 
-/// How `dir` (canonical) meets `cache` (which may not exist yet): by their
-/// paths, the cache's resolved through its nearest existing directory,
-/// and by the identity (device and inode) of each existing directory on
-/// either path, so that a bind mount of the cache, or of a directory
-/// above it, is seen for what it is.
-fn overlap(dir: &Path, cache: &Path) -> Option<Overlap> {
+/// How `dir` (canonical) meets `kept` (which may not exist yet): by their
+/// paths, `kept`'s resolved through its nearest existing directory; by the
+/// identity (device and inode) of each existing directory on either path;
+/// and by their places in their filesystems ([`gives`]). With `both_ways`,
+/// `dir` lying inside `kept` counts too (`kept` is a directory).
+fn overlap(dir: &Path, kept: &Path, both_ways: bool, mounts: &[Mount<'_>]) -> Option<Overlap> {
     use std::os::unix::fs::MetadataExt;
-    let cache = resolved(cache);
-    if dir == cache {
+    let kept = resolved(kept);
+    if dir == kept {
         return Some(Overlap::Is);
     }
-    if dir.starts_with(&cache) {
+    if both_ways && dir.starts_with(&kept) {
         return Some(Overlap::LiesInside);
     }
-    if cache.starts_with(dir) {
+    if kept.starts_with(dir) {
         return Some(Overlap::Contains);
     }
     let identity = |path: &Path| {
@@ -313,24 +361,63 @@ fn overlap(dir: &Path, cache: &Path) -> Option<Overlap> {
             .ok()
             .map(|meta| (meta.dev(), meta.ino()))
     };
-    let dir_id = identity(dir)?;
-    if let Some(cache_id) = identity(&cache) {
-        if dir_id == cache_id {
+    let dir_id = identity(dir);
+    if let (Some(dir_id), Some(kept_id)) = (dir_id, identity(&kept)) {
+        if dir_id == kept_id {
             return Some(Overlap::Is);
         }
-        if dir
-            .ancestors()
-            .skip(1)
-            .any(|up| identity(up) == Some(cache_id))
+        if both_ways
+            && dir
+                .ancestors()
+                .skip(1)
+                .any(|up| identity(up) == Some(kept_id))
         {
             return Some(Overlap::LiesInside);
         }
     }
-    cache
-        .ancestors()
-        .skip(1)
-        .any(|up| identity(up) == Some(dir_id))
-        .then_some(Overlap::Contains)
+    if let Some(dir_id) = dir_id
+        && kept
+            .ancestors()
+            .skip(1)
+            .any(|up| identity(up) == Some(dir_id))
+    {
+        return Some(Overlap::Contains);
+    }
+    if gives(mounts, dir, &kept) {
+        return Some(Overlap::Contains);
+    }
+    (both_ways && gives(mounts, &kept, dir)).then_some(Overlap::LiesInside)
+}
+
+/// Where `path` (absolute, resolved) lives: the device of the mount that
+/// holds it and its path from that filesystem's root.
+fn place(mounts: &[Mount<'_>], path: &Path) -> Option<(String, PathBuf)> {
+    // The mount at the longest mount point above it, the last listed if
+    // several (a later mount covers an earlier one).
+    let holder = mounts
+        .iter()
+        .filter(|mount| path.starts_with(&mount.point))
+        .max_by_key(|mount| mount.point.components().count())?;
+    let rest = path.strip_prefix(&holder.point).ok()?;
+    Some((holder.dev.to_owned(), holder.root.as_ref()?.join(rest)))
+}
+
+/// Whether `target` lies in what `dir` gives a guest: the part of its own
+/// filesystem below it, and every filesystem (or part of one, for a bind
+/// mount) mounted below it.
+fn gives(mounts: &[Mount<'_>], dir: &Path, target: &Path) -> bool {
+    let Some((device, at)) = place(mounts, target) else {
+        return false;
+    };
+    place(mounts, dir)
+        .into_iter()
+        .chain(
+            mounts
+                .iter()
+                .filter(|mount| mount.point.starts_with(dir))
+                .filter_map(|mount| Some((mount.dev.to_owned(), mount.root.clone()?))),
+        )
+        .any(|(given, root)| given == device && at.starts_with(&root))
 }
 
 /// `path` made absolute, through the canonical form of its nearest
@@ -384,8 +471,11 @@ mod platform {
                 inside: false,
             });
         }
-        let table = std::fs::read_to_string(MOUNT_TABLE).map_err(PreopenError::MountTable)?;
-        judge_mounts(dir, &table)
+        judge_mounts(dir, &mount_table()?)
+    }
+
+    pub(super) fn mount_table() -> Result<String, PreopenError> {
+        std::fs::read_to_string(MOUNT_TABLE).map_err(PreopenError::MountTable)
     }
 }
 
@@ -397,53 +487,80 @@ mod platform {
     pub(super) fn check(_dir: &Path) -> Result<(), PreopenError> {
         Ok(())
     }
+
+    /// No table: paths and identities judge alone.
+    pub(super) fn mount_table() -> Result<String, PreopenError> {
+        Ok(String::new())
+    }
 }
 
 /// Judges `dir` (canonical) against a mount table in `mountinfo` form:
 /// the mount that holds `dir`, then every mount below it.
 fn judge_mounts(dir: &Path, table: &str) -> Result<(), PreopenError> {
-    let mounts: Vec<(PathBuf, &str)> = table.lines().filter_map(parse_mount).collect();
+    let mounts: Vec<Mount<'_>> = table.lines().filter_map(parse_mount).collect();
     let pseudo = |fstype: &str| PSEUDO_FILESYSTEMS.contains(&fstype);
     // The mount that holds `dir` is the one at the longest mount point
     // above it, the last listed if several (a later mount covers).
     let holder = mounts
         .iter()
-        .filter(|(mount, _)| dir.starts_with(mount))
-        .max_by_key(|(mount, _)| mount.components().count());
-    if let Some((_, fstype)) = holder.filter(|(_, fstype)| pseudo(fstype)) {
+        .filter(|mount| dir.starts_with(&mount.point))
+        .max_by_key(|mount| mount.point.components().count());
+    if let Some(mount) = holder.filter(|mount| pseudo(mount.fstype)) {
         return Err(PreopenError::PseudoFilesystem {
             mount: dir.to_owned(),
-            fstype: (*fstype).to_owned(),
+            fstype: mount.fstype.to_owned(),
             inside: false,
         });
     }
     match mounts
         .into_iter()
-        .find(|(mount, fstype)| mount != dir && mount.starts_with(dir) && pseudo(fstype))
+        .find(|mount| mount.point != dir && mount.point.starts_with(dir) && pseudo(mount.fstype))
     {
-        Some((mount, fstype)) => Err(PreopenError::PseudoFilesystem {
-            mount,
-            fstype: fstype.to_owned(),
+        Some(mount) => Err(PreopenError::PseudoFilesystem {
+            mount: mount.point,
+            fstype: mount.fstype.to_owned(),
             inside: true,
         }),
         None => Ok(()),
     }
 }
 
-/// The mount point and filesystem type of one `mountinfo` line:
-/// `ID PARENT MAJ:MIN ROOT MOUNT_POINT OPTIONS [OPTIONAL...] - TYPE SOURCE
-/// SUPER_OPTIONS`, with spaces, tabs, newlines and backslashes in paths
-/// written as octal escapes.
-fn parse_mount(line: &str) -> Option<(PathBuf, &str)> {
+/// One line of `mountinfo`.
+struct Mount<'a> {
+    /// The filesystem's device, `MAJ:MIN`.
+    dev: &'a str,
+    /// The directory of that filesystem mounted here (`/` unless a bind
+    /// mount of a part of it); none if the kernel names something else
+    /// (`net:[4026531840]` for a namespace).
+    root: Option<PathBuf>,
+    /// Where it is mounted.
+    point: PathBuf,
+    /// Its type, as the kernel names it.
+    fstype: &'a str,
+}
+
+/// One `mountinfo` line: `ID PARENT MAJ:MIN ROOT MOUNT_POINT OPTIONS
+/// [OPTIONAL...] - TYPE SOURCE SUPER_OPTIONS`, with spaces, tabs, newlines
+/// and backslashes in paths written as octal escapes.
+fn parse_mount(line: &str) -> Option<Mount<'_>> {
     let (head, tail) = line.split_once(" - ")?;
-    let mount = head.split(' ').nth(4)?;
+    let mut fields = head.split(' ');
+    let dev = fields.nth(2)?;
+    let root = PathBuf::from(unescape(fields.next()?));
+    let point = PathBuf::from(unescape(fields.next()?));
     let fstype = tail.split(' ').next()?;
-    let mount = PathBuf::from(unescape(mount));
     // Only absolute, normal paths: anything else is not a mount point.
-    mount
-        .components()
-        .all(|c| matches!(c, Component::RootDir | Component::Normal(_)))
-        .then_some((mount, fstype))
+    let normal = |path: &Path| {
+        path.components()
+            .all(|c| matches!(c, Component::RootDir | Component::Normal(_)))
+    };
+    let root = normal(&root).then_some(root);
+    normal(&point).then_some(Mount {
+        dev,
+        root,
+        point,
+        fstype,
+    })
 }
 
 /// Undoes mountinfo's `\ooo` escapes.
@@ -588,8 +705,8 @@ mod tests {
         let home = base.join("home");
         let cache = home.join(".cache/moat");
         std::fs::create_dir_all(home.join("work")).unwrap();
-        let caches = [cache.clone()];
-        let relation = |dir: &Path| match check_against(dir, &caches) {
+        let caches = [Kept::new(&cache, Trusted::Cache)];
+        let relation = |dir: &Path| match check_against(dir, false, &caches) {
             Err(PreopenError::CodeCache { relation, .. }) => Some(relation),
             Ok(_) => None,
             Err(other) => panic!("{}: {other}", dir.display()),
@@ -604,7 +721,9 @@ mod tests {
         // A symbolic link to the cache is the cache.
         std::os::unix::fs::symlink(&cache, base.join("link")).unwrap();
         assert_eq!(relation(&base.join("link")), Some(Overlap::Is));
-        let e = check_against(&home, &caches).unwrap_err().to_string();
+        let e = check_against(&home, false, &caches)
+            .unwrap_err()
+            .to_string();
         assert!(
             e.starts_with(&format!(
                 "it contains moat's compiled-code cache {}",
@@ -613,6 +732,42 @@ mod tests {
             "{e}"
         );
         std::fs::remove_dir_all(&base).unwrap();
+    }
+
+    /// A table where `/srv/view` is a bind mount of `/home/u/.cache` (root
+    /// `/home/u/.cache` of the root filesystem's device 8:1) and
+    /// `/mnt/data` one of `/srv/data`'s tmpfs's `/sub`.
+    const BINDS: &str = "\
+22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw
+28 22 0:25 / /srv/data rw,relatime shared:20 - tmpfs tmpfs rw
+31 22 8:1 /home/u/.cache /srv/view rw,relatime shared:1 - ext4 /dev/sda1 rw
+32 22 0:25 /sub /mnt/data rw,relatime shared:20 - tmpfs tmpfs rw
+33 22 0:4 net:[4026531840] /run/netns/x rw shared:5 - nsfs nsfs rw
+";
+
+    #[test]
+    fn what_a_directory_gives_is_judged_in_its_filesystem_not_by_its_path() {
+        let mounts: Vec<Mount<'_>> = BINDS.lines().filter_map(parse_mount).collect();
+        assert_eq!(mounts.len(), 5, "a namespace's mount is still a mount");
+        let gives = |dir: &str, target: &str| gives(&mounts, Path::new(dir), Path::new(target));
+        // The cache under its own path, and through the bind mount of its
+        // parent: the directory that holds the mount point gives it.
+        assert!(gives("/home/u", "/home/u/.cache/moat/key"));
+        assert!(
+            gives("/srv", "/home/u/.cache/moat/key"),
+            "through /srv/view"
+        );
+        assert!(gives("/srv/view", "/home/u/.cache/moat/key"));
+        assert!(gives("/srv/view/moat", "/home/u/.cache/moat/key"));
+        // And the other way: a path through the bind lies where it leads.
+        assert!(gives("/home/u/.cache/moat", "/srv/view/moat/code/x"));
+        assert!(gives("/srv/data/sub", "/mnt/data/file"));
+        assert!(gives("/mnt", "/srv/data/sub/file"));
+        // Apart.
+        assert!(!gives("/srv/data", "/home/u/.cache/moat/key"));
+        assert!(!gives("/mnt/data", "/srv/data/other"));
+        assert!(!gives("/home/u/work", "/home/u/.cache/moat/key"));
+        assert!(!gives("/srv/view/other", "/home/u/.cache/moat/key"));
     }
 
     #[test]

@@ -54,7 +54,7 @@ pub const SETTINGS_FILE: &str = "/etc/moat/shim.toml";
 pub const SETTINGS_VAR: &str = "MOAT_SHIM_SETTINGS";
 
 /// The cache directory when the node's settings name none.
-pub const DEFAULT_CACHE_DIR: &str = "/var/lib/moat/cache";
+pub const DEFAULT_CACHE_DIR: &str = moat_host::NODE_CACHE_DIR;
 
 /// The first argument that makes the shim's binary compile a component
 /// into the node's cache instead of serving containerd.

@@ -18,6 +18,7 @@ use moat_host::launch::{Entry, Launch, Plain, Source, Threads};
 use moat_host::preopen::Preopen;
 use moat_host::preopen::{self, PreopenError};
 use moat_host::settings::Spelling;
+use moat_host::trusted::{Kept, Trusted};
 use moat_host::{CacheDir, MoatConfig, MoatError, REFUSED_EXIT, RunOptions};
 
 use crate::deployment::HTTP_ADDR_VAR;
@@ -330,9 +331,16 @@ impl MoatSandbox {
         }
         let mut options =
             moat_host::settings::run_options(&settings).args(container.args.iter().cloned());
+        // The node's cache, whichever the settings name (every default one
+        // is kept by the host too).
+        let kept: Vec<Kept> = container
+            .compiled_code
+            .iter()
+            .map(|dir| Kept::new(dir, Trusted::Cache))
+            .collect();
         for dir in &deployment.dirs {
-            let checked =
-                preopen::check(&self.in_root(&dir.host)).map_err(|source| StartError::Dir {
+            let checked = preopen::check_against(&self.in_root(&dir.host), dir.writable, &kept)
+                .map_err(|source| StartError::Dir {
                     dir: dir.clone(),
                     source,
                 })?;

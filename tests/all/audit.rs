@@ -593,6 +593,12 @@ fn an_http_request_is_named_on_each_of_its_records_and_its_end_ties_it_to_its_co
 /// last line, and returns that line and the host's peak resident memory
 /// then, in bytes.
 fn hostile_peak(trail: &Path, flags: &[&str], args: &[&str]) -> (String, u64) {
+    guest_peak(guests::HOSTILE, trail, flags, args)
+}
+
+/// As [`hostile_peak`], for `guest` (one that waits for stdin's end after
+/// its line).
+fn guest_peak(guest: &str, trail: &Path, flags: &[&str], args: &[&str]) -> (String, u64) {
     let mut child = Command::new(MOAT)
         .args([
             "run",
@@ -600,9 +606,10 @@ fn hostile_peak(trail: &Path, flags: &[&str], args: &[&str]) -> (String, u64) {
             &format!("--audit={}", trail.display()),
         ])
         .args(flags)
-        .arg(guests::HOSTILE)
+        .arg(guest)
         .args(args)
         .stdin(Stdio::piped())
+        .stderr(Stdio::null())
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
@@ -856,4 +863,117 @@ fn a_connect_to_the_programs_own_listener_is_recorded_as_such_with_its_listen_gr
         .filter(|r| r.get("own_listener").is_some())
         .count();
     assert_eq!(marked, 1);
+}
+
+/// Round four's finding 3: 4,096 first-of-a-kind denials, each of a request
+/// with a 60 KB path, under `--max-host-memory=16MiB`. Each denial's count
+/// keeps a digest and its first record cut to a few hundred bytes a text;
+/// before, each kept its whole request and the host grew by 1.5 GiB.
+#[test]
+fn first_of_a_kind_denials_keep_no_guest_chosen_path_whole() {
+    // Near the longest path a request takes (the head's 64 KiB bound).
+    const LONG: u64 = 60_000;
+    let flags = ["--max-host-memory=16MiB"];
+    let path = trail("denied-paths-few");
+    let (said, few) = guest_peak(
+        guests::HTTP_PROBE,
+        &path,
+        &flags,
+        &["denied-paths", "16", &LONG.to_string()],
+    );
+    assert_eq!(said, "denied 16");
+    let path = trail("denied-paths-many");
+    let (said, many) = guest_peak(
+        guests::HTTP_PROBE,
+        &path,
+        &flags,
+        &["denied-paths", "4096", &LONG.to_string()],
+    );
+    assert_eq!(said, "denied 4096");
+    assert!(
+        many < few + (48 << 20),
+        "the host's peak went from {few} to {many} bytes for 4,080 more denials"
+    );
+    let records = records(&path);
+    let denials = decisions(&records, "http-request");
+    assert_eq!(denials.len(), 4096, "each first of its kind, whole");
+    let written = denials[0]["request"]["path"].as_str().unwrap();
+    assert!(
+        written.starts_with("/aaaa")
+            && written.contains(&format!("...[cut: {LONG} bytes, sha256 "))
+            && written.len() < 320,
+        "{written}"
+    );
+    let size = std::fs::metadata(&path).unwrap().len();
+    assert!(
+        size < 4096 * 4096,
+        "{size} bytes of trail for 4,096 denials: a path is kept cut"
+    );
+}
+
+/// Round four's findings 4 and 8: an allowed request with a 60 KB path
+/// leaves records of a few KiB (before, about 181 KB: the path whole in the
+/// decision, the connect and the exchange), and a text a guest chose with a
+/// right-to-left override lands on the trail as an ASCII escape, the same
+/// text once read as JSON.
+#[test]
+fn a_record_keeps_a_long_path_cut_and_every_text_in_ascii() {
+    let server = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = server.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in server.incoming().flatten() {
+            let mut stream = stream;
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") && stream.read(&mut byte).unwrap_or(0) == 1 {
+                head.push(byte[0]);
+            }
+            let _ = stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok");
+        }
+    });
+    let long = format!("/{}", "b".repeat(60_000));
+    let path = trail("long-path");
+    let grant = format!("--allow-net=127.0.0.1:{port}");
+    let out = moat_run(
+        &path,
+        &[
+            &grant,
+            guests::HTTP_PROBE,
+            "fetch",
+            &format!("http://127.0.0.1:{port}{long}"),
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let size = std::fs::metadata(&path).unwrap().len();
+    assert!(size < 16 * 1024, "{size} bytes of trail for one request");
+    let written = records(&path);
+    let exchange = written
+        .iter()
+        .find(|r| r["kind"] == "http-exchange")
+        .expect("the exchange's record");
+    assert!(
+        exchange["request"]["path"]
+            .as_str()
+            .unwrap()
+            .contains("...[cut: 60001 bytes, sha256 "),
+        "{exchange}"
+    );
+
+    let path = trail("non-ascii");
+    let reversed = "/\u{202e}txt.exe";
+    let out = moat_run(
+        &path,
+        &[
+            guests::HTTP_PROBE,
+            "fetch",
+            &format!("http://192.0.2.1:80{reversed}"),
+        ],
+    );
+    assert!(!out.status.success());
+    let bytes = std::fs::read(&path).unwrap();
+    assert!(bytes.is_ascii(), "the trail holds a byte past ASCII");
+    assert!(text(&bytes).contains("\\u202e"), "{}", text(&bytes));
+    let written = records(&path);
+    let denial = decisions(&written, "http-request")[0];
+    assert_eq!(denial["request"]["path"], reversed, "{denial}");
 }

@@ -278,7 +278,7 @@ fn a_missing_component_gets_a_hint() {
     assert_eq!(out.status.code(), Some(126));
     let err = text(&out.stderr);
     assert!(
-        err.starts_with("moat: error: cannot read no-such-guest.wasm"),
+        err.starts_with("moat: error: cannot read the component no-such-guest.wasm"),
         "{err}"
     );
     assert!(err.contains("moat: hint: build guests with"), "{err}");
@@ -329,7 +329,7 @@ fn a_grant_after_a_space_gets_a_hint_about_the_equals_sign() {
         assert_eq!(out.status.code(), Some(126));
         let err = text(&out.stderr);
         assert!(
-            err.starts_with(&format!("moat: error: cannot read {list}")),
+            err.starts_with(&format!("moat: error: cannot read the component {list}")),
             "{err}"
         );
         assert!(
@@ -486,7 +486,8 @@ fn moat_compile_fills_the_cache_that_moat_run_then_reads() {
     let missing = compile("no-such-guest.wasm");
     assert_eq!(missing.status.code(), Some(126));
     assert!(
-        text(&missing.stderr).starts_with("moat: error: cannot read no-such-guest.wasm"),
+        text(&missing.stderr)
+            .starts_with("moat: error: cannot read the component no-such-guest.wasm"),
         "{}",
         text(&missing.stderr)
     );
@@ -1099,7 +1100,7 @@ fn a_bad_policy_file_names_the_file_the_line_and_the_key() {
     }
     let out = moat_run(&["--policy=/nonexistent/moat.toml", guests::PROBE, "env"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("cannot read /nonexistent/moat.toml"));
+    assert!(text(&out.stderr).contains("cannot read the policy file /nonexistent/moat.toml"));
 }
 
 #[test]

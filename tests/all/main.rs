@@ -34,5 +34,6 @@ mod tcp;
 mod tls;
 mod tls_core;
 mod tls_faults;
+mod trusted;
 mod udp;
 mod versions;

@@ -8,38 +8,43 @@
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
 
-use super::record::{Body, Event, Operation, Outcome};
+use super::record::{Body, Event, Outcome};
 
 /// Most distinct denials counted at once. A guest that is refused in more
 /// ways than this has every count written out and starts over: its next
-/// denial of each kind is a whole record again. A counted denial keeps its
-/// first record (a few hundred bytes), so 4096 of them are about 2 MiB.
+/// denial of each kind is a whole record again. A counted denial keeps a
+/// digest and its first record with every text cut
+/// ([`super::MAX_RECORDED_TEXT`]), at most about 3 KiB, so 4096 of them hold
+/// at most about 12 MiB for the trail's life (a server's, under `moat
+/// serve`), whatever the requests that made them carried.
 pub const MAX_COUNTED_DENIALS: usize = 4096;
 
 /// What makes two denials the same: what was asked, of which destination
 /// (as written), and the message the guest got (which names the reason and
-/// the rule).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct Key {
-    operation: Operation,
-    host: String,
-    written: Option<String>,
-    port: Option<u16>,
-    message: String,
-}
+/// the rule), as the SHA-256 of those (cut as the record keeps them, which
+/// leaves long texts distinct by their hash).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct Key([u8; 32]);
 
 impl Key {
     fn of(event: &Event) -> Option<Key> {
+        use sha2::{Digest, Sha256};
         let Outcome::Denied { message, .. } = &event.outcome else {
             return None;
         };
-        Some(Key {
-            operation: event.operation,
-            host: event.host.clone(),
-            written: event.written.clone(),
-            port: event.port,
-            message: message.clone(),
-        })
+        let mut digest = Sha256::new();
+        // Each text with its length before it, so that no two lists of
+        // texts run together into the same bytes.
+        let mut text = |t: &str| {
+            digest.update((t.len() as u64).to_le_bytes());
+            digest.update(t.as_bytes());
+        };
+        text(event.operation.as_str());
+        text(&event.host);
+        text(event.written.as_deref().unwrap_or("\u{0}none"));
+        text(&event.port.map_or_else(String::new, |p| p.to_string()));
+        text(message);
+        Some(Key(digest.finalize().into()))
     }
 }
 
@@ -144,7 +149,7 @@ impl DenialCounts {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::audit::Reason;
+    use crate::audit::{Operation, Reason};
     use moat_policy::policy::Host;
 
     fn denial(port: u16) -> Event {

@@ -336,7 +336,92 @@ pub struct HttpExchange {
     pub received: u64,
 }
 
+/// The most bytes of one text a guest, a client or a peer chose (a path,
+/// an authority, an error, the message that repeats them) that a record
+/// keeps. Past it a text is cut ([`cut`]): a record stays a few KiB
+/// whatever was asked, so that one request cannot fill the trail (which
+/// refuses every later operation once full) or, through the counts of
+/// repeated denials, the host's memory. 256 bytes hold any host name (at
+/// most 253) and the paths of ordinary APIs whole.
+pub const MAX_RECORDED_TEXT: usize = 256;
+
+/// `text` as a record keeps it: whole up to [`MAX_RECORDED_TEXT`] bytes;
+/// past it, its first bytes up to that, then `...[cut: N bytes, sha256
+/// H]` with its length and the first 16 hex digits of its SHA-256, so
+/// that two long texts still tell apart and a reader who holds the whole
+/// text can match it.
+pub fn cut(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.len() <= MAX_RECORDED_TEXT {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut end = MAX_RECORDED_TEXT;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let digest = Sha256::digest(text.as_bytes());
+    let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+    std::borrow::Cow::Owned(format!(
+        "{}...[cut: {} bytes, sha256 {hex}]",
+        &text[..end],
+        text.len()
+    ))
+}
+
+/// Cuts `text` in place ([`cut`]).
+fn cut_in_place(text: &mut String) {
+    if let std::borrow::Cow::Owned(short) = cut(text) {
+        *text = short;
+    }
+}
+
+impl HttpRequest {
+    /// The request with each text cut ([`cut`]).
+    #[must_use]
+    pub fn cut(mut self) -> HttpRequest {
+        cut_in_place(&mut self.method);
+        cut_in_place(&mut self.scheme);
+        cut_in_place(&mut self.authority);
+        cut_in_place(&mut self.path);
+        self
+    }
+}
+
+impl HttpExchange {
+    /// The exchange with each text cut ([`cut`]); its request is cut
+    /// where it is made.
+    pub(crate) fn cut(mut self) -> HttpExchange {
+        cut_in_place(&mut self.host);
+        if let Some(error) = &mut self.error {
+            cut_in_place(error);
+        }
+        self
+    }
+}
+
 impl Event {
+    /// The event with every text a guest or a peer chose cut ([`cut`]):
+    /// what a record, and the count of a repeated denial, keep of it.
+    pub(crate) fn cut(mut self) -> Event {
+        cut_in_place(&mut self.host);
+        for text in self.written.iter_mut().chain(self.error.iter_mut()) {
+            cut_in_place(text);
+        }
+        if let Outcome::Denied { reason, message } = &mut self.outcome {
+            cut_in_place(message);
+            match reason {
+                Reason::NoGrant { needs } => cut_in_place(needs),
+                Reason::Limit { reached, .. } => cut_in_place(reached),
+                Reason::DenyEntry { .. } | Reason::Invalid => {}
+            }
+        }
+        if let Some(link) = &mut self.http
+            && link.request.size() > 4 * MAX_RECORDED_TEXT + 64
+        {
+            link.request = Arc::new((*link.request).clone().cut());
+        }
+        self
+    }
+
     /// An event for `operation` on `host`:`port` with nothing resolved yet.
     pub fn new(operation: Operation, host: &Host, port: Option<u16>, outcome: Outcome) -> Event {
         Event {
@@ -609,8 +694,8 @@ impl AuditRecord {
                 record.insert(
                     "message".into(),
                     json!(format!(
-                        "the audit trail reached its size cap of {limit} bytes: no network \
-                         operation is allowed past it (raise it with {setting})"
+                        "audit trail full: it reached its size cap of {limit} bytes, and no \
+                         network operation is allowed past it (raise it with {setting})"
                     )),
                 );
             }
@@ -745,5 +830,30 @@ fn decision_json(record: &mut Map<String, Value>, event: &Event) {
             record.insert("reason".into(), reason);
             record.insert("message".into(), json!(message));
         }
+    }
+}
+
+#[cfg(test)]
+mod cut_tests {
+    use super::*;
+
+    #[test]
+    fn a_long_text_is_cut_at_a_character_with_its_length_and_hash() {
+        assert_eq!(cut("/short"), "/short");
+        let exact = "x".repeat(MAX_RECORDED_TEXT);
+        assert_eq!(cut(&exact), exact.as_str());
+        // A two-byte character across the bound is left out whole.
+        let long = format!("{}é{}", "a".repeat(MAX_RECORDED_TEXT - 1), "z".repeat(999));
+        let short = cut(&long);
+        assert!(
+            short.starts_with(&format!(
+                "{}...[cut: {} bytes, sha256 ",
+                "a".repeat(255),
+                long.len()
+            )),
+            "{short}"
+        );
+        let other = format!("{}é{}", "a".repeat(MAX_RECORDED_TEXT - 1), "y".repeat(999));
+        assert_ne!(cut(&other), short, "two long texts stay apart");
     }
 }

@@ -2,8 +2,8 @@
 //! thread of its own into an [`AuditSink`].
 
 use std::collections::VecDeque;
-use std::fs::OpenOptions;
 use std::io::{self, Write};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
@@ -16,6 +16,7 @@ use super::denials::DenialCounts;
 use super::record::{AuditRecord, Body, Context, Event, HttpExchange, SettingRecord};
 use super::tally::DecisionCounts;
 use super::udp::UdpCounts;
+use crate::trusted::Trusted;
 use moat_policy::policy::Host;
 use moat_policy::setting::{Setting, Spelled, Spelling};
 
@@ -70,6 +71,30 @@ pub trait AuditSink: Send + 'static {
     }
 }
 
+/// Writes every character past ASCII in `json` (serde_json's output,
+/// valid UTF-8) as a `\uXXXX` escape (two for one past U+FFFF): JSON
+/// means the same, and a text a guest chose reaches a terminal or an
+/// editor that shows the trail as plain ASCII, never as a right-to-left
+/// override (U+202E) or another control that reorders what is shown.
+/// Outside strings JSON has no such character, so only strings change.
+fn escape_non_ascii(json: &mut Vec<u8>) {
+    if json.is_ascii() {
+        return;
+    }
+    let text = String::from_utf8_lossy(json).into_owned();
+    json.clear();
+    let mut units = [0u16; 2];
+    for c in text.chars() {
+        if c.is_ascii() {
+            json.push(c as u8);
+        } else {
+            for unit in c.encode_utf16(&mut units) {
+                json.extend_from_slice(format!("\\u{unit:04x}").as_bytes());
+            }
+        }
+    }
+}
+
 /// A sink that writes each record as one line of JSON.
 pub struct JsonLines<W: Write + Send + 'static> {
     out: io::BufWriter<W>,
@@ -107,6 +132,7 @@ impl<W: Write + Send + 'static> AuditSink for JsonLines<W> {
     fn write(&mut self, record: &AuditRecord) -> io::Result<()> {
         self.line.clear();
         serde_json::to_writer(&mut self.line, &record.to_json())?;
+        escape_non_ascii(&mut self.line);
         self.line.push(b'\n');
         if self.whole_lines {
             self.out.get_mut().write_all(&self.line)?;
@@ -144,8 +170,8 @@ pub enum AuditError {
     /// The trail reached its size cap; nothing more is recorded, so
     /// nothing more is allowed.
     #[error(
-        "the audit trail reached its size cap of {limit} bytes: no network operation is allowed \
-         past it (raise it with {setting})"
+        "audit trail full: it reached its size cap of {limit} bytes, and no network operation is \
+         allowed past it (raise it with {setting})"
     )]
     Full {
         /// The cap, in bytes.
@@ -450,6 +476,9 @@ fn drain(shared: &Shared, mut sink: Box<dyn AuditSink>) {
 #[derive(Clone, Default)]
 pub struct Audit {
     trail: Option<Arc<Trail>>,
+    /// The file the trail is appended to, if it goes to one: kept from
+    /// every directory a guest may write ([`crate::trusted`]).
+    file: Option<Arc<Path>>,
     /// Every decision counted, with or without a trail
     /// ([`Audit::counting`]).
     tally: Option<Arc<DecisionCounts>>,
@@ -533,6 +562,7 @@ impl Audit {
                 shared,
                 writer: Mutex::new(Some(writer)),
             })),
+            file: None,
             tally: None,
         })
     }
@@ -552,18 +582,19 @@ impl Audit {
         let sink: Box<dyn AuditSink> = match destination {
             Destination::Stderr => Box::new(JsonLines::shared(io::stderr())),
             Destination::File(path) => {
-                let file = OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(path)
-                    .map_err(|e| AuditError::Open {
+                let file =
+                    crate::trusted::append(path, Trusted::Trail).map_err(|e| AuditError::Open {
                         destination: destination.to_string(),
-                        reason: e.to_string(),
+                        reason: e.reason(),
                     })?;
                 Box::new(JsonLines::new(file))
             }
         };
-        Audit::start_capped(sink, context, settings, max_bytes, spelling)
+        let mut audit = Audit::start_capped(sink, context, settings, max_bytes, spelling)?;
+        if let Destination::File(path) = destination {
+            audit.file = Some(path.as_path().into());
+        }
+        Ok(audit)
     }
 
     /// The same trail (or none), every decision also counted in
@@ -572,6 +603,11 @@ impl Audit {
     pub fn counting(mut self, counts: Arc<DecisionCounts>) -> Audit {
         self.tally = Some(counts);
         self
+    }
+
+    /// The file the trail is appended to, if it goes to one.
+    pub fn file(&self) -> Option<&Path> {
+        self.file.as_deref()
     }
 
     /// Whether there is a trail.
@@ -606,7 +642,7 @@ impl Audit {
             }
             return Ok(());
         };
-        let event = event();
+        let event = event().cut();
         if let Some(tally) = &self.tally {
             tally.count(event.operation, event.allowed());
         }
@@ -640,7 +676,9 @@ impl Audit {
         let Some(trail) = &self.trail else {
             return Ok(());
         };
-        trail.shared.push(Body::HttpExchange(Box::new(exchange())))
+        trail
+            .shared
+            .push(Body::HttpExchange(Box::new(exchange().cut())))
     }
 
     /// Records a UDP send to `host`:`port`: the first to a destination
@@ -672,7 +710,7 @@ impl Audit {
             trail.shared.push(body)?;
         }
         if first {
-            trail.shared.push(Body::Decision(event()))?;
+            trail.shared.push(Body::Decision(event().cut()))?;
         } else if !trail.shared.counted.swap(true, Ordering::AcqRel) {
             trail.shared.work.notify_one();
         }

@@ -393,9 +393,19 @@ async fn an_http_requests_noted_facts_are_paid_for_and_a_dropped_one_ends_abando
         assert_ne!(n, 0, "the request's head arrives");
         head.extend_from_slice(&buf[..n]);
     }
+    // The facts are kept cut (the path to 256 bytes and a hash), and paid.
+    let noted = crate::audit::HttpRequest {
+        id: 1,
+        method: "GET".to_owned(),
+        scheme: "http".to_owned(),
+        authority: at.to_string(),
+        path: path.clone(),
+        query: true,
+    }
+    .cut();
     let held = client.budget().used() - idle - connection;
     assert!(
-        held >= path.len(),
+        held >= noted.size(),
         "{held} bytes paid beside the connection while the request is under way"
     );
     sending.abort();
@@ -415,7 +425,8 @@ async fn an_http_requests_noted_facts_are_paid_for_and_a_dropped_one_ends_abando
     let exchange = &exchanges[0];
     assert_eq!(exchange.end, crate::audit::HttpEnd::Abandoned);
     assert_eq!(exchange.status, None);
-    assert_eq!(exchange.request.path, path);
+    assert_eq!(exchange.request.path, noted.path);
+    assert!(noted.path.len() < 320 && noted.path.starts_with("/aaaa"));
     assert!(exchange.request.query);
     let connection = exchange.connection.as_ref().expect("it had a connection");
     assert_eq!((connection.id, connection.reused), (1, false));

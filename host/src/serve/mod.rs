@@ -234,7 +234,7 @@ impl Moat {
         let name = options.run.args.first().cloned().unwrap_or_default();
         let (engine, pre) = self.template(guest, &name)?;
         // Checked once here, as every request's store will be built.
-        crate::moat::wasi_ctx(&options.run, self.apart())?;
+        crate::moat::wasi_ctx(&options.run, &self.apart_from(guest))?;
         let mut listeners = Vec::with_capacity(1 + options.also.len());
         for written in std::iter::once(&options.addr).chain(&options.also) {
             for opened in listen::open(written).await? {
@@ -301,7 +301,7 @@ impl Moat {
             notices,
             max_memory,
             run,
-            self.apart().to_vec(),
+            self.apart_from(guest),
         );
         shared.metrics = metrics;
         let shared = Arc::new(shared);

@@ -62,8 +62,9 @@ pub(crate) struct Shared {
     notices: Notices,
     max_memory: u64,
     run: RunOptions,
-    /// The cache directories no handler may be given.
-    apart: Vec<std::path::PathBuf>,
+    /// What no handler's directory may reach: the caches and the
+    /// component's file.
+    apart: Vec<crate::trusted::Kept>,
     /// The figures `--metrics` reports, if asked for.
     pub(super) metrics: Option<Arc<Metrics>>,
 }
@@ -76,7 +77,7 @@ impl Shared {
         notices: Notices,
         max_memory: u64,
         run: RunOptions,
-        apart: Vec<std::path::PathBuf>,
+        apart: Vec<crate::trusted::Kept>,
     ) -> Shared {
         Shared {
             instances: Arc::new(Semaphore::new(net.limits().max_instances.max(1) as usize)),

@@ -162,3 +162,63 @@ async fn serve_watch_loads_the_component_again_when_its_file_changes() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Finding 7: SIGHUP with the component's path turned into a link to
+/// `/dev/zero`, then into a sparse 3 GiB file, loads neither (before, the
+/// server grew to 3.1 and 2.2 GB reading them) and the handler it had
+/// goes on; a component in a directory the handler may write is refused at
+/// start (it could replace itself for the next reload).
+#[tokio::test]
+async fn serve_reloads_only_a_regular_file_within_bounds() {
+    let (dir, component) = handler_copy("serve-reload-file");
+    let mut server = Serve::start(component.to_str().unwrap(), &[]).await;
+    let addr = server.addr;
+    assert_eq!(get(addr, "/ok").await.text(), "ok\n");
+
+    let link = dir.join("link");
+    std::os::unix::fs::symlink("/dev/zero", &link).unwrap();
+    std::fs::rename(&link, &component).unwrap();
+    hangup(&server);
+    let log = wait_for_count(&mut server, "moat: reload failed", 1).await;
+    assert!(log.contains("symbolic link"), "{log}");
+
+    let sparse = dir.join("sparse");
+    std::fs::File::create(&sparse)
+        .unwrap()
+        .set_len(3 << 30)
+        .unwrap();
+    std::fs::rename(&sparse, &component).unwrap();
+    hangup(&server);
+    let log = wait_for_count(&mut server, "moat: reload failed", 2).await;
+    assert!(log.contains("3221225472 bytes, more than"), "{log}");
+    assert_eq!(get(addr, "/ok").await.text(), "ok\n", "the handler it had");
+    let pid = server.child.id().unwrap();
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let peak_kib: u64 = status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    assert!(
+        peak_kib < 1 << 20,
+        "the server's peak RSS reached {peak_kib} KiB reading what is no component"
+    );
+    server.terminate();
+    assert_eq!(server.exited().await.code(), Some(0));
+
+    std::fs::copy(guests::HTTP_HOSTILE, &component).unwrap();
+    let refused = std::process::Command::new(env!("CARGO_BIN_EXE_moat"))
+        .args([
+            "serve",
+            &crate::support::cache_flag(),
+            "--addr=127.0.0.1:0",
+            &format!("--dir={}::/www:rw", dir.display()),
+            component.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{err}");
+    assert!(err.contains("contains the component"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

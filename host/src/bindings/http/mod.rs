@@ -257,9 +257,11 @@ fn error_code(e: CoreError) -> WasiHttpError {
             tracing::debug!(target: "moat::http", %limit, "limit reached");
             WasiHttpError::ConnectionLimitReached
         }
+        // Not a connection limit: the guest is told what stopped it, in
+        // the words of the setting that would let it go on.
         CoreError::AuditFailed(why) => {
             tracing::debug!(target: "moat::http", %why, "audit trail failed");
-            WasiHttpError::ConnectionLimitReached
+            WasiHttpError::InternalError(Some(why))
         }
         CoreError::Lookup(e) => match e {
             NetError::TimedOut(_) => WasiHttpError::DnsTimeout,

@@ -20,7 +20,8 @@ use crate::net::budget::Charge;
 use crate::net::run::Run;
 use moat_policy::policy::Host;
 
-/// A request's facts as written, numbered `id` within the run.
+/// A request's facts as written (each text cut as records keep it),
+/// numbered `id` within the run.
 pub(super) fn request_of(parts: &Parts, id: u64) -> HttpRequest {
     let uri = &parts.uri;
     HttpRequest {
@@ -33,6 +34,8 @@ pub(super) fn request_of(parts: &Parts, id: u64) -> HttpRequest {
         path: uri.path().to_owned(),
         query: uri.query().is_some(),
     }
+    // What every record of it keeps, and what its charge pays for.
+    .cut()
 }
 
 /// A connection the client made, as the requests that go on it record it.

@@ -47,6 +47,10 @@
 //!                                       response's head, read no body, keep them all;
 //!                                       print "held K responses" and each distinct error
 //!                                       as flood does
+//! http-probe denied-paths N BYTES      GET http://192.0.2.1:P/aaa... for P = 1..=N, each
+//!                                       path BYTES long (no grant covers them: each is
+//!                                       refused); print "denied K", then wait for stdin's
+//!                                       end (so that the host's memory can be read then)
 //! ```
 //!
 //! A request that fails prints `error: ERR` (the Debug form of wasi:http's
@@ -98,6 +102,9 @@ fn main() {
             number(n).and_then(|n| number(bytes).and_then(|b| hold_fields(n, b)))
         }
         ("hold-responses", Some(n), Some(url)) => number(n).and_then(|n| hold_responses(n, url)),
+        ("denied-paths", Some(n), Some(bytes)) => {
+            number(n).and_then(|n| number(bytes).and_then(|b| denied_paths(n, b)))
+        }
         (mode, _, _) => Err(Failure::Usage(format!(
             "unknown mode {mode:?} or missing arguments"
         ))),
@@ -497,6 +504,29 @@ fn timeouts(
     let response = send(get(url)?, Some(options))?;
     println!("status: {}", response.status());
     println!("received {}", body_length(&response)?);
+    Ok(())
+}
+
+/// Requests the host refuses, each to another port (so that each denial is
+/// the first of its kind) with a path of `bytes` bytes.
+fn denied_paths(n: u64, bytes: u64) -> Result<(), Failure> {
+    let path = format!("/{}", "a".repeat(bytes.saturating_sub(1) as usize));
+    let mut denied = 0;
+    for port in 1..=n {
+        let target = Target {
+            scheme: Scheme::Http,
+            authority: format!("192.0.2.1:{port}"),
+            path_with_query: path.clone(),
+        };
+        if let Err(Failure::Http(ErrorCode::HttpRequestDenied)) =
+            send(request(&target, Method::Get, Fields::new())?, None)
+        {
+            denied += 1;
+        }
+    }
+    println!("denied {denied}");
+    let _ = std::io::stdout().flush();
+    let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut Vec::new());
     Ok(())
 }
 
