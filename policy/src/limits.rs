@@ -158,10 +158,30 @@ pub const DEFAULT_HTTP_RESPONSE_SEND_TIMEOUT: Duration = Duration::from_secs(30)
 /// IPv6 /64) holds at once: 4, a quarter of the default
 /// [`DEFAULT_MAX_INSTANCES`], so that one client (slow bodies, unread
 /// responses, a hundred HTTP/2 streams) leaves three quarters of the
-/// server to the others. Its further requests wait for its own instances,
-/// within their `--timeout`, then get 429. A server behind a reverse
+/// server to the others. [`DEFAULT_MAX_WAITING_PER_CLIENT`] more of its
+/// requests wait for its own instances, within their `--timeout`; past
+/// those, a request gets 429 at once. A server behind a reverse
 /// proxy sees one address and raises it.
 pub const DEFAULT_MAX_INSTANCES_PER_CLIENT: u32 = 4;
+
+/// `moat serve`: requests of one client address (an IPv4 address, an IPv6
+/// /64) that wait for its share of instances: 128, so that a load tester's
+/// 64 or 100 connections from one address, or a reverse proxy's burst,
+/// wait their turn, while one address holds at most an eighth of the
+/// server's default 1,024 places waiting (1,100 HTTP/2 streams from one
+/// address each held a place for a whole `--timeout`, and every other
+/// client got 503). Past it a request gets 429 at once.
+pub const DEFAULT_MAX_WAITING_PER_CLIENT: u32 = 128;
+
+/// `moat serve`: client connections one address (an IPv4 address, an IPv6
+/// /64) holds open at once: 256, a quarter of the default
+/// [`DEFAULT_MAX_HTTP_CONNECTIONS`], so that one client that opens
+/// connections and sends nothing (1,030 of them took every place before)
+/// leaves three quarters of the server's connections to the others; a
+/// browser opens six. Its connections past it are closed as they are
+/// accepted. A server behind a reverse proxy sees one address and raises
+/// it.
+pub const DEFAULT_MAX_HTTP_CONNECTIONS_PER_CLIENT: u32 = 256;
 
 /// Linear memory a guest may grow to, all memories together, unless the
 /// run sets another: 512 MiB. moat's examples run in under 4 MiB and a
@@ -249,6 +269,12 @@ pub struct Limits {
     /// `moat serve`'s instances one client address holds at once
     /// ([`DEFAULT_MAX_INSTANCES_PER_CLIENT`]).
     pub max_instances_per_client: u32,
+    /// `moat serve`'s connections one client address holds open at once
+    /// ([`DEFAULT_MAX_HTTP_CONNECTIONS_PER_CLIENT`]).
+    pub max_http_connections_per_client: u32,
+    /// `moat serve`'s requests of one client address waiting for its share
+    /// ([`DEFAULT_MAX_WAITING_PER_CLIENT`]).
+    pub max_waiting_per_client: u32,
     /// The guest's linear memories together ([`DEFAULT_MAX_MEMORY`]).
     pub max_memory: u64,
     /// The run's wall-clock time (`None`, the default: no limit; `moat
@@ -283,6 +309,8 @@ impl Default for Limits {
             http_request_body_timeout: DEFAULT_HTTP_REQUEST_BODY_TIMEOUT,
             http_response_send_timeout: DEFAULT_HTTP_RESPONSE_SEND_TIMEOUT,
             max_instances_per_client: DEFAULT_MAX_INSTANCES_PER_CLIENT,
+            max_http_connections_per_client: DEFAULT_MAX_HTTP_CONNECTIONS_PER_CLIENT,
+            max_waiting_per_client: DEFAULT_MAX_WAITING_PER_CLIENT,
             max_memory: DEFAULT_MAX_MEMORY,
             timeout: None,
             max_audit_size: DEFAULT_MAX_AUDIT_SIZE,
@@ -372,6 +400,10 @@ impl Limits {
             Setting::HttpRequestBodyTimeout => Bound::Duration(self.http_request_body_timeout),
             Setting::HttpResponseSendTimeout => Bound::Duration(self.http_response_send_timeout),
             Setting::MaxInstancesPerClient => Bound::Count(self.max_instances_per_client),
+            Setting::MaxHttpConnectionsPerClient => {
+                Bound::Count(self.max_http_connections_per_client)
+            }
+            Setting::MaxWaitingPerClient => Bound::Count(self.max_waiting_per_client),
             Setting::MaxAuditSize => Bound::Size(self.max_audit_size),
         })
     }
@@ -441,6 +473,10 @@ impl Limits {
                 self.http_response_send_timeout = need(duration, refused)?
             }
             Setting::MaxInstancesPerClient => self.max_instances_per_client = need(count, refused)?,
+            Setting::MaxHttpConnectionsPerClient => {
+                self.max_http_connections_per_client = need(count, refused)?;
+            }
+            Setting::MaxWaitingPerClient => self.max_waiting_per_client = need(count, refused)?,
             Setting::MaxAuditSize => self.max_audit_size = need(size, refused)?,
         }
         Ok(())

@@ -88,6 +88,10 @@ pub enum Setting {
     HttpResponseSendTimeout,
     /// `moat serve`'s handlers running at once for one client address.
     MaxInstancesPerClient,
+    /// `moat serve`'s connections open at once from one client address.
+    MaxHttpConnectionsPerClient,
+    /// `moat serve`'s requests of one client address waiting for its share.
+    MaxWaitingPerClient,
     /// Where the audit trail of every decision goes.
     Audit,
     /// The audit trail's largest size.
@@ -387,8 +391,28 @@ const ROWS: [Row; Setting::ALL.len()] = [
         option: "Limits::max_instances_per_client",
         kind: Kind::Count,
         help: "moat serve: most handler instances one client address (an IPv6 /64) holds \
-               at once (more of its requests wait, within --timeout, then 429); behind a \
-               proxy every client is the proxy's address",
+               at once (--max-waiting-per-client more of its requests wait, within \
+               --timeout; past those, 429 at once); behind a proxy every client is the \
+               proxy's address",
+    },
+    Row {
+        key: "max-http-connections-per-client",
+        flag: "--max-http-connections-per-client",
+        variable: "MOAT_MAX_HTTP_CONNECTIONS_PER_CLIENT",
+        option: "Limits::max_http_connections_per_client",
+        kind: Kind::Count,
+        help: "moat serve: most client connections one address (an IPv6 /64) holds open \
+               at once (more are closed as they come); behind a proxy every client is the \
+               proxy's address",
+    },
+    Row {
+        key: "max-waiting-per-client",
+        flag: "--max-waiting-per-client",
+        variable: "MOAT_MAX_WAITING_PER_CLIENT",
+        option: "Limits::max_waiting_per_client",
+        kind: Kind::Count,
+        help: "moat serve: most requests of one client address (an IPv6 /64) waiting for \
+               its share of instances (more get 429 at once)",
     },
     Row {
         key: "audit",
@@ -413,7 +437,7 @@ const ROWS: [Row; Setting::ALL.len()] = [
 
 impl Setting {
     /// Every setting, in the order `moat run --help` lists their flags.
-    pub const ALL: [Setting; 28] = [
+    pub const ALL: [Setting; 30] = [
         Setting::AllowNet,
         Setting::AllowListen,
         Setting::DenyNet,
@@ -440,6 +464,8 @@ impl Setting {
         Setting::HttpRequestBodyTimeout,
         Setting::HttpResponseSendTimeout,
         Setting::MaxInstancesPerClient,
+        Setting::MaxHttpConnectionsPerClient,
+        Setting::MaxWaitingPerClient,
         Setting::Audit,
         Setting::MaxAuditSize,
     ];

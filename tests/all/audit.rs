@@ -977,3 +977,30 @@ fn a_record_keeps_a_long_path_cut_and_every_text_in_ascii() {
     let denial = decisions(&written, "http-request")[0];
     assert_eq!(denial["request"]["path"], reversed, "{denial}");
 }
+
+/// Round four's finding 8: a request of another scheme (`ftp`) is refused
+/// by moat, not by wasmtime-wasi-http before it, and so leaves its record:
+/// denied, with the authority as written.
+#[test]
+fn a_request_of_another_scheme_is_refused_on_the_trail() {
+    let path = trail("scheme");
+    let out = moat_run(
+        &path,
+        &[guests::HTTP_PROBE, "authority", "127.0.0.1:21", "ftp"],
+    );
+    assert_eq!(
+        text(&out.stdout),
+        "error: ErrorCode::HttpRequestDenied\n",
+        "{}",
+        text(&out.stderr)
+    );
+    let written = records(&path);
+    let denials = decisions(&written, "http-request");
+    assert_eq!(denials.len(), 1, "{written:?}");
+    assert_eq!(denials[0]["decision"], "denied", "{}", denials[0]);
+    assert!(
+        denials[0].to_string().contains("ftp"),
+        "the record says why: {}",
+        denials[0]
+    );
+}

@@ -439,8 +439,34 @@ async fn the_host_a_server_reads_is_the_one_judged_and_user_information_is_refus
     }
     assert_eq!(up.connections(), 1, "nothing more was sent");
 
-    // Over HTTP/2: the `:authority` is the host and port judged, in the
-    // case the guest wrote; with user information, refused.
+    // Round four's finding 8: spellings of the same host and port reach
+    // the server as that host and port, not as written.
+    let local = Names::new(&[("localhost", "127.0.0.1")]);
+    let both = || {
+        Policy::new()
+            .allow_connect(&format!("127.0.0.1:{port},localhost:{port}"))
+            .unwrap()
+    };
+    for (written, sent) in [
+        (format!("127.0.0.1:+{port}"), format!("127.0.0.1:{port}")),
+        (format!("127.0.0.1:0{port}"), format!("127.0.0.1:{port}")),
+        (format!("LOCALHOST.:{port}"), format!("localhost:{port}")),
+    ] {
+        let done = probe(both(), &local, &["authority", &written]).await;
+        assert_eq!(
+            done.stdout, "status: 200\nreached\n",
+            "{written}: {}",
+            done.stderr
+        );
+        assert_eq!(
+            up.requests().last().cloned(),
+            Some(format!("GET / HTTP/1.1 host={sent}")),
+            "{written}"
+        );
+    }
+
+    // Over HTTP/2: the `:authority` is the host and port judged (in lower
+    // case); with user information, refused.
     let ca = Ca::new("moat authority CA");
     let (h2_port, _, requests) = h2_upstream(&ca).await;
     let names = Names::new(&[("h2.test", "127.0.0.1")]);

@@ -35,7 +35,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::http10::Http10;
-use super::request::{Shared, text};
+use super::request::Shared;
 use super::watch::Watch;
 use crate::net::Limits;
 
@@ -74,7 +74,7 @@ impl Requests {
         )))
     }
 
-    fn try_take(&self) -> Option<OwnedSemaphorePermit> {
+    pub(super) fn try_take(&self) -> Option<OwnedSemaphorePermit> {
         Arc::clone(&self.0).try_acquire_owned().ok()
     }
 }
@@ -313,7 +313,7 @@ impl Serving {
         let for_streams = Arc::clone(&next_stream);
         let service = hyper::service::service_fn(move |request: Request<Incoming>| {
             let shared = Arc::clone(&shared);
-            let permit = requests.try_take();
+            let requests = requests.clone();
             let h2 = request.version() == hyper::Version::HTTP_2;
             let http10 = Http10::of(&request);
             let watch = Arc::new(Watch::new(h2));
@@ -325,19 +325,13 @@ impl Serving {
             }
             let mut unanswered = StopUnlessAnswered(Some(Arc::clone(&watch)));
             async move {
-                let mut response = match permit {
-                    Some(_) => shared.handle(request, tls, peer, &watch).await,
-                    None => {
-                        tracing::debug!(target: "moat::http", "a request past the server's bound on requests at once");
-                        text(
-                            hyper::StatusCode::SERVICE_UNAVAILABLE,
-                            format!(
-                                "the server is answering its {} requests at once\n",
-                                moat_policy::setting::Setting::MaxHttpConnections.flag()
-                            ),
-                        )
-                    }
-                };
+                // The request's place among the server's, taken once its
+                // address's share let it in: a client past its share
+                // holds none of the server's.
+                let mut permit = None;
+                let mut response = shared
+                    .handle(request, tls, peer, &watch, &requests, &mut permit)
+                    .await;
                 unanswered.answered();
                 if let Some(http10) = http10 {
                     http10.answer(&mut response);

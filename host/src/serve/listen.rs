@@ -129,10 +129,24 @@ pub(super) async fn open(written: &str) -> Result<Vec<(Listener, Bound)>, MoatEr
     Ok(vec![(Listener::Tcp(listener), Bound::Tcp(addr))])
 }
 
+/// The mode of a Unix socket `moat serve` makes: its owner and its group
+/// may connect (a front proxy is given the group), no other user, whatever
+/// the umask says (under umask 0 it was 0777: any local user was a
+/// client).
+pub const UNIX_SOCKET_MODE: u32 = 0o660;
+
+/// A Unix socket listening at `path`, of [`UNIX_SOCKET_MODE`].
+fn unix(path: &Path) -> io::Result<UnixListener> {
+    let listener = unix_bound(path)?;
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(UNIX_SOCKET_MODE))?;
+    Ok(listener)
+}
+
 /// A Unix socket listening at `path`. A socket file left there by a
 /// server that is gone (nothing accepts on it) is replaced; one that a
 /// server still listens on, or a file that is not a socket, is not.
-fn unix(path: &Path) -> io::Result<UnixListener> {
+fn unix_bound(path: &Path) -> io::Result<UnixListener> {
     if path.as_os_str().is_empty() {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,

@@ -28,12 +28,27 @@ use crate::net::Net;
 
 /// Scrape connections answered at once; more wait in the kernel's
 /// backlog. A Prometheus server scrapes one target with one connection;
-/// 4 leaves room for a second scraper and a person with curl.
-pub const METRICS_CONNECTIONS: usize = 4;
+/// 64 leave room for scrapers and people with curl, and for clients that
+/// connect and send nothing (each address holds at most
+/// [`METRICS_CONNECTIONS_PER_CLIENT`], each for at most
+/// [`METRICS_HEAD_TIME`]): 16 idle connections kept every scrape out for
+/// 10 s when there were 4 places.
+pub const METRICS_CONNECTIONS: usize = 64;
+
+/// Scrape connections one client address holds at once: half the places,
+/// so that one address leaves the other half to the scrapers, and a
+/// scraper on the same address as a client that holds connections (both
+/// on the node, say) still finds one; past it a connection is closed as
+/// it is accepted.
+pub const METRICS_CONNECTIONS_PER_CLIENT: u32 = 32;
+
+/// Longest a scrape connection may take to send its request's head: a
+/// scraper sends it at once; a client that sends nothing is closed after
+/// this.
+pub const METRICS_HEAD_TIME: Duration = Duration::from_secs(1);
 
 /// Longest a scrape connection is kept, from its accept to its response
-/// sent: a scrape takes milliseconds, and a client that sends nothing is
-/// closed after this.
+/// sent: a scrape takes milliseconds.
 pub const METRICS_CONNECTION_TIME: Duration = Duration::from_secs(10);
 
 /// The request latencies the histogram tells apart, in seconds: from a
@@ -289,6 +304,7 @@ pub(crate) async fn serve_scrapes(
     let mut next = 0;
     let registry = Arc::new(registry);
     let places = Arc::new(Semaphore::new(METRICS_CONNECTIONS));
+    let per_client = super::share::Connections::new(METRICS_CONNECTIONS_PER_CLIENT);
     loop {
         let place = tokio::select! {
             () = stopping.cancelled() => return,
@@ -309,15 +325,22 @@ pub(crate) async fn serve_scrapes(
                 continue;
             }
         };
+        let Some(counted) = per_client.open(peer) else {
+            tracing::debug!(target: "moat::http", %peer, "a metrics connection past its address's share, closed");
+            continue;
+        };
         let registry = Arc::clone(&registry);
         tokio::spawn(async move {
             let _place = place;
+            let _counted = counted;
             let service = hyper::service::service_fn(move |request| {
                 let response = scrape(&request, &registry);
                 async move { Ok::<_, std::convert::Infallible>(response) }
             });
             let connection = hyper::server::conn::http1::Builder::new()
                 .keep_alive(false)
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(METRICS_HEAD_TIME)
                 .serve_connection(TokioIo::new(stream), service);
             match tokio::time::timeout(METRICS_CONNECTION_TIME, connection).await {
                 Ok(Ok(())) => {}

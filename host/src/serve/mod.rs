@@ -38,8 +38,10 @@
 //!
 //! **Slow clients.** An instance is taken once a request's head is whole,
 //! and a client cannot keep it: one client address holds at most
-//! `--max-instances-per-client` instances at once (its further requests
-//! wait for its own, then 429); a pause in a request body the handler
+//! `--max-instances-per-client` instances at once (`--max-waiting-per-client`
+//! more of its requests wait for its own, then 429; past those, 429 at
+//! once, holding none of the server's places) and `--max-http-connections-per-client`
+//! connections open; a pause in a request body the handler
 //! waits on past `--http-request-body-timeout` ends the request (408, or
 //! the response cut off if it had started); a response whose client has
 //! not taken more of it for `--http-response-send-timeout` is cut off;
@@ -476,6 +478,7 @@ impl Server<'_> {
         let limits = shared.net().limits().clone();
         let _ticker = request::TimeTicker::start(shared.engine.clone())?;
         let connections = Arc::new(Semaphore::new(limits.max_http_connections.max(1) as usize));
+        let per_client = share::Connections::new(limits.max_http_connections_per_client);
         let stopping = CancellationToken::new();
         let tracker = TaskTracker::new();
         if let (false, Some(metrics)) = (scrapes.is_empty(), &shared.metrics) {
@@ -523,11 +526,17 @@ impl Server<'_> {
                     continue;
                 }
             };
+            // Closed at once when its address holds its share open.
+            let Some(counted) = per_client.open(peer) else {
+                tracing::debug!(target: "moat::http", %peer, max = limits.max_http_connections_per_client, "a connection past its address's share, closed");
+                continue;
+            };
             let serving = Arc::clone(&serving);
             let tls = tls.clone();
             let open = shared.metrics.as_ref().map(|m| m.connection());
             tracker.spawn(async move {
                 let _permit = permit;
+                let _counted = counted;
                 let _open = open;
                 // A client that stalls its handshake gives its place back
                 // after the handshake bound.

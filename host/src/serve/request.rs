@@ -10,7 +10,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use wasmtime::component::ResourceTable;
 use wasmtime::{Engine, Store};
 use wasmtime_wasi_http::p2::bindings::ProxyPre;
@@ -21,6 +21,7 @@ use wasmtime_wasi_http::p3::bindings::ServicePre;
 
 use super::DEFAULT_REQUEST_TIMEOUT;
 use super::body::{Exceeded, LimitedBody, Paused, Watched, response_cut_short};
+use super::conn::Requests;
 use super::metrics::{Metrics, Refusal};
 use super::share::Shares;
 use super::watch::Watch;
@@ -81,7 +82,10 @@ impl Shared {
     ) -> Shared {
         Shared {
             instances: Arc::new(Semaphore::new(net.limits().max_instances.max(1) as usize)),
-            shares: Shares::new(net.limits().max_instances_per_client),
+            shares: Shares::new(
+                net.limits().max_instances_per_client,
+                net.limits().max_waiting_per_client,
+            ),
             engine,
             pre: std::sync::RwLock::new(pre),
             net,
@@ -119,13 +123,17 @@ impl Shared {
         tls: bool,
         peer: IpAddr,
         watch: &Arc<Watch>,
+        places: &Requests,
+        place: &mut Option<OwnedSemaphorePermit>,
     ) -> Response<HyperOutgoingBody> {
         let started = Instant::now();
         let method = request.method().clone();
         let path = request.uri().path().to_owned();
         let version = request.version();
         let scheme = if tls { Scheme::Https } else { Scheme::Http };
-        let response = self.answer(request, scheme, peer, watch).await;
+        let response = self
+            .answer(request, scheme, peer, watch, places, place)
+            .await;
         if let Some(metrics) = &self.metrics {
             metrics.answered(&method, response.status(), started.elapsed());
         }
@@ -144,6 +152,8 @@ impl Shared {
         scheme: Scheme,
         peer: IpAddr,
         watch: &Arc<Watch>,
+        places: &Requests,
+        place: &mut Option<OwnedSemaphorePermit>,
     ) -> Response<HyperOutgoingBody> {
         let limits = self.net.limits();
         let max_body = limits.max_http_body_size;
@@ -166,11 +176,22 @@ impl Shared {
         // client's own share first, so that a client past its share waits
         // behind its own requests, never ahead of anyone else's.
         let deadline = tokio::time::Instant::now() + limit;
-        let Ok(share) = tokio::time::timeout_at(deadline, self.shares.take(peer)).await else {
+        let Ok(Ok(share)) = tokio::time::timeout_at(deadline, self.shares.take(peer)).await else {
             tracing::debug!(target: "moat::http", %peer, max = limits.max_instances_per_client, "a client past its share of instances");
             self.refused(Refusal::ClientShare);
             return too_many_from_client(limits.max_instances_per_client);
         };
+        *place = places.try_take();
+        if place.is_none() {
+            tracing::debug!(target: "moat::http", "a request past the server's bound on requests at once");
+            return text(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!(
+                    "the server is answering its {} requests at once\n",
+                    moat_policy::setting::Setting::MaxHttpConnections.flag()
+                ),
+            );
+        }
         let waiting = self.metrics.as_ref().map(|m| m.waiting());
         let waited =
             tokio::time::timeout_at(deadline, Arc::clone(&self.instances).acquire_owned()).await;

@@ -71,8 +71,11 @@ async fn serve_listens_on_a_unix_socket_and_removes_it_at_the_end() {
     assert!(socket.exists());
     let trail = dir.join("audit.jsonl");
     let scrapes = dir.join("metrics.sock");
-    let mut command = Command::new(MOAT);
+    // Under umask 0 the socket is made 0660 all the same (round four's
+    // finding 8: it followed the umask).
+    let mut command = Command::new("sh");
     command
+        .args(["-c", "umask 000 && exec \"$0\" \"$@\"", MOAT])
         .arg("serve")
         .arg(cache_flag())
         .arg(format!("--addr=unix:{}", socket.display()))
@@ -85,6 +88,11 @@ async fn serve_listens_on_a_unix_socket_and_removes_it_at_the_end() {
         &format!("moat: serving http on unix:{}\n", socket.display()),
     )
     .await;
+    use std::os::unix::fs::PermissionsExt;
+    for made in [&socket, &scrapes] {
+        let mode = std::fs::metadata(made).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o660, "{}: {mode:o}", made.display());
+    }
     assert_eq!(curl_unix(&socket, "/ok").await, "ok\n");
     assert_eq!(curl_unix(&socket, "/count").await, "1\n");
     let metrics = curl_unix(&scrapes, "/metrics").await;

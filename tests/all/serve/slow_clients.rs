@@ -311,3 +311,115 @@ async fn serve_hands_a_handler_no_host_backtrace_whatever_rust_backtrace_says() 
     );
     assert!(text.len() < 1024, "{} bytes: {text}", text.len());
 }
+
+/// `GET /ok` from another address (127.0.0.2), answered 200 within 2 s: the
+/// bar round four's review set for every reproduction of one client
+/// starving the server.
+async fn another_client_is_served_at_once(addr: SocketAddr) {
+    let answer = tokio::time::timeout(
+        std::time::Duration::from_secs(2),
+        get_from("127.0.0.2", addr, "/ok"),
+    )
+    .await
+    .expect("another client answered within 2 s");
+    assert_eq!((answer.status, answer.text()), (200, "ok\n".to_owned()));
+}
+
+/// Raises this process's descriptor limit to its hard limit, for tests
+/// that hold a thousand connections.
+fn more_descriptors() {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let mut limit = getrlimit(Resource::Nofile);
+    limit.current = limit.maximum;
+    let _ = setrlimit(Resource::Nofile, limit);
+}
+
+/// Round four's finding 5: one address that opens 1,030 HTTP/1.1
+/// connections and sends nothing holds its share of the server's
+/// connections (256 by default) and no more: the rest are closed as they
+/// come, and a client from another address is answered at once (before,
+/// the first 1,024 took every place until their head's time ran out).
+#[tokio::test]
+async fn serve_keeps_one_address_of_a_thousand_idle_connections_to_its_share() {
+    more_descriptors();
+    let server = Serve::start(guests::HTTP_HOSTILE, &["--http-header-read-timeout=60s"]).await;
+    let mut idle = Vec::new();
+    for _ in 0..1030 {
+        idle.push(TcpStream::connect(server.addr).await.unwrap());
+    }
+    another_client_is_served_at_once(server.addr).await;
+    // Those past the share were closed: reading one ends at once.
+    let mut closed = 0;
+    for stream in &mut idle[256..] {
+        let mut byte = [0u8; 1];
+        if let Ok(Ok(0) | Err(_)) = tokio::time::timeout(
+            std::time::Duration::from_millis(100),
+            stream.read(&mut byte),
+        )
+        .await
+        {
+            closed += 1;
+        }
+    }
+    assert!(
+        closed >= 1030 - 256 - 16,
+        "{closed} of the 774 past the share closed"
+    );
+    drop(idle);
+}
+
+/// Round four's finding 5: one address with 11 HTTP/2 connections of 100
+/// POST streams whose bodies never come holds its share of instances,
+/// --max-waiting-per-client waiting, and none of the server's places past
+/// those: its other
+/// streams are refused at once with 429, and a client from another
+/// address is answered at once (before, the 1,100 streams waited their
+/// --timeout, each holding one of the server's 1,024 places, and every
+/// other client got 503).
+#[tokio::test]
+async fn serve_gives_eleven_http2_connections_of_stalled_streams_none_of_the_servers_places() {
+    use http_body_util::StreamBody;
+    type Stalled = StreamBody<
+        futures::stream::Pending<
+            Result<hyper::body::Frame<bytes::Bytes>, std::convert::Infallible>,
+        >,
+    >;
+    more_descriptors();
+    let server = Serve::start(guests::HTTP_HOSTILE, &["--timeout=120s"]).await;
+    let mut held = Vec::new();
+    for _ in 0..11 {
+        let stream = TcpStream::connect(server.addr).await.unwrap();
+        let (mut send, conn) = hyper::client::conn::http2::handshake::<_, _, Stalled>(
+            hyper_util::rt::TokioExecutor::new(),
+            hyper_util::rt::TokioIo::new(stream),
+        )
+        .await
+        .expect("an HTTP/2 handshake with moat serve");
+        tokio::spawn(conn);
+        for _ in 0..100 {
+            let request = hyper::Request::post(format!("http://{}/consume", server.addr))
+                .body(StreamBody::new(futures::stream::pending()))
+                .unwrap();
+            held.push(tokio::spawn(send.send_request(request)));
+        }
+    }
+    // Most are answered at once: 429, the address's share and its queue
+    // taken.
+    let mut refused = 0;
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    for stream in &mut held {
+        // One deadline for all: those that wait for the share are not
+        // answered before it, and the refused ones are by then.
+        if let Ok(Ok(Ok(response))) = tokio::time::timeout_at(deadline, stream).await
+            && response.status() == 429
+        {
+            refused += 1;
+        }
+    }
+    // 1,100 less the share (4) and those waiting for it (128).
+    assert!(refused >= 960, "{refused} of 1,100 streams refused at once");
+    another_client_is_served_at_once(server.addr).await;
+    for stream in held {
+        stream.abort();
+    }
+}

@@ -190,6 +190,14 @@ impl WasiHttpHooks for MoatHooks {
         BODY_CHUNK
     }
 
+    /// Every scheme reaches [`send_request`](Self::send_request), whose
+    /// client refuses all but http and https and records the refusal with
+    /// the authority as written (wasmtime-wasi-http's own check refused
+    /// `ftp` or `HTTP` before moat saw them, and left no record).
+    fn is_supported_scheme(&mut self, _scheme: &http::uri::Scheme) -> bool {
+        true
+    }
+
     fn send_request(
         &mut self,
         request: http::Request<WasiBody>,

@@ -149,6 +149,13 @@ impl Abandoned {
 /// body. A body the guest finished just before it left, whose end hyper
 /// had not read yet, fails too: the peer is told of a failure that lost
 /// nothing, never the other way round.
+///
+/// It also drops the guest's empty writes: wasmtime-wasi-http 50.0.1 turns
+/// each zero-length write into a data frame of no bytes, which hyper's
+/// HTTP/2 side queues without waiting for flow control (GHSA-f8mm-ggr3-89wh,
+/// fixed in its 50.0.2, which this build cannot have yet): a guest writing
+/// nothing in a loop grew the host's heap without bound. A frame of no
+/// bytes says nothing, so none reaches hyper, in either direction.
 pub struct Unfinished<B: Body> {
     inner: B,
     abandoned: Abandoned,
@@ -167,6 +174,9 @@ impl<B: Body> Unfinished<B> {
     }
 }
 
+/// Empty frames [`Unfinished`] skips in one poll before it yields.
+const EMPTY_FRAMES_AT_ONCE: usize = 64;
+
 /// The error of a guest's request body that it left unfinished.
 pub fn request_cut_short() -> BoxError {
     Box::new(HttpError::RequestBody(
@@ -182,13 +192,22 @@ impl<B: Body<Data = Bytes> + Unpin> Body for Unfinished<B> {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
-        match Pin::new(&mut self.inner).poll_frame(cx) {
-            Poll::Ready(None) if self.abandoned.get() => {
-                tracing::debug!(target: "moat::http", "a body's writer left it unfinished");
-                Poll::Ready(Some(Err((self.cut)())))
-            }
-            polled => polled,
+        // A run of empty frames gives the task back now and then, as a
+        // body that is never ready would.
+        for _ in 0..EMPTY_FRAMES_AT_ONCE {
+            return match Pin::new(&mut self.inner).poll_frame(cx) {
+                Poll::Ready(Some(Ok(frame))) if frame.data_ref().is_some_and(Bytes::is_empty) => {
+                    continue;
+                }
+                Poll::Ready(None) if self.abandoned.get() => {
+                    tracing::debug!(target: "moat::http", "a body's writer left it unfinished");
+                    Poll::Ready(Some(Err((self.cut)())))
+                }
+                polled => polled,
+            };
         }
+        cx.waker().wake_by_ref();
+        Poll::Pending
     }
 
     fn is_end_stream(&self) -> bool {
@@ -238,5 +257,27 @@ impl<B: Body<Data = Bytes> + Unpin> Body for ChargedBody<B> {
 
     fn size_hint(&self) -> SizeHint {
         self.inner.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body_util::{BodyExt as _, StreamBody};
+
+    /// A guest's zero-length writes never reach hyper as frames: a
+    /// million of them, then one byte, come out as that one byte.
+    #[tokio::test]
+    async fn a_guests_empty_writes_are_not_frames() {
+        let frames = std::iter::repeat_n(Bytes::new(), 1_000_000)
+            .chain(std::iter::once(Bytes::from_static(b"x")))
+            .map(|data| Ok::<_, BoxError>(Frame::data(data)));
+        let body = StreamBody::new(futures::stream::iter(frames));
+        let mut body = Unfinished::new(body, Abandoned::default(), request_cut_short);
+        let mut seen = Vec::new();
+        while let Some(frame) = body.frame().await {
+            seen.push(frame.unwrap().into_data().unwrap());
+        }
+        assert_eq!(seen, vec![Bytes::from_static(b"x")]);
     }
 }

@@ -7,8 +7,9 @@
 //! 1. Its URI's authority, as written, is the destination: an empty or
 //!    missing one is refused, and so is one with user information
 //!    (`user@host`): the `Host` header (HTTP/1.1) and `:authority`
-//!    (HTTP/2) carry the authority, which then names exactly the host and
-//!    port judged. The `Host` header is never what is judged: the
+//!    (HTTP/2) are the host and port as judged (lower case, no trailing
+//!    dot, the port as a number, the scheme's own left out), never the
+//!    authority as written. The `Host` header is never what is judged: the
 //!    connection goes where the URI says. A request refused here, before
 //!    its host could be judged, is on the audit trail too, with the
 //!    authority as written.
@@ -208,6 +209,19 @@ struct Target {
     admitted: Admitted,
 }
 
+impl Target {
+    /// The host and port as judged, the scheme's own port left out:
+    /// `example.com`, `127.0.0.1:8080`, `[::1]:8443`.
+    fn authority(&self) -> String {
+        let default = if self.https { 443 } else { 80 };
+        if self.port == default {
+            self.host.to_string()
+        } else {
+            format!("{}:{}", self.host, self.port)
+        }
+    }
+}
+
 impl HttpClient {
     pub(crate) fn new(run: Arc<Run>, tls: Arc<TlsContext>, tasks: Tasks) -> HttpClient {
         let in_flight = Arc::new(Semaphore::new(run.limits.max_http_requests.max(1) as usize));
@@ -263,7 +277,7 @@ impl HttpClient {
         request: Request<B>,
         options: HttpRequestOptions,
     ) -> Result<Response<ResponseBody>, HttpError> {
-        let (parts, body) = request.into_parts();
+        let (mut parts, body) = request.into_parts();
         // With an audit trail, the request's facts go on its records: a
         // copy of its method, authority and path, held until it ends and
         // paid from the run's host memory.
@@ -301,6 +315,23 @@ impl HttpClient {
                 return Err(refused);
             }
         };
+        // What the peer reads as the host it is asked for (HTTP/1.1's
+        // `Host`, which wasi:http sets from the authority and a guest may
+        // not, and HTTP/2's `:authority`): the host and port as judged,
+        // never the authority as written (`127.0.0.1:+28180`,
+        // `LOCALHOST.`), which a server or a front proxy may read
+        // otherwise. The records keep what the guest wrote.
+        let judged = target.authority();
+        if let Ok(authority) = judged.parse::<Authority>() {
+            let mut uri = parts.uri.clone().into_parts();
+            uri.authority = Some(authority);
+            if let Ok(uri) = Uri::from_parts(uri) {
+                parts.uri = uri;
+            }
+        }
+        if let Ok(value) = http::HeaderValue::from_str(&judged) {
+            parts.headers.insert(http::header::HOST, value);
+        }
         let mut exchange = Exchange::new(
             Arc::clone(&self.inner.run),
             noted.map(|(link, charge)| (link.request, charge)),
