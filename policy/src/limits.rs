@@ -147,6 +147,16 @@ pub const DEFAULT_MAX_INSTANCES: u32 = 16;
 /// off) and the handler is stopped, giving its instance back.
 pub const DEFAULT_HTTP_REQUEST_BODY_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// `moat serve`: the slowest a request body may come while its handler
+/// waits for it, in bytes a second: 1 KiB. A body may make its handler wait
+/// one second, and one more for each 1 KiB it brought; past that the client
+/// gets 408 and the handler is stopped. A pause bound alone let a client
+/// that sends a byte every 5 s hold an instance for minutes (four addresses
+/// held all 16 instances for 37 s); now it holds one about a second. Any
+/// client that is uploading at all (a phone on a bad link sends tens of
+/// KiB a second) is far above it.
+pub const DEFAULT_MIN_HTTP_BODY_RATE: u64 = 1 << 10;
+
 /// `moat serve`: the longest a response may wait for its client to take
 /// more of it (TCP's window, or HTTP/2's, closed): 30 s, half the default
 /// request time, long enough for any client that reads at all. Past it
@@ -275,6 +285,9 @@ pub struct Limits {
     /// `moat serve`'s requests of one client address waiting for its share
     /// ([`DEFAULT_MAX_WAITING_PER_CLIENT`]).
     pub max_waiting_per_client: u32,
+    /// `moat serve`'s slowest request body, in bytes a second
+    /// ([`DEFAULT_MIN_HTTP_BODY_RATE`]).
+    pub min_http_body_rate: u64,
     /// The guest's linear memories together ([`DEFAULT_MAX_MEMORY`]).
     pub max_memory: u64,
     /// The run's wall-clock time (`None`, the default: no limit; `moat
@@ -311,6 +324,7 @@ impl Default for Limits {
             max_instances_per_client: DEFAULT_MAX_INSTANCES_PER_CLIENT,
             max_http_connections_per_client: DEFAULT_MAX_HTTP_CONNECTIONS_PER_CLIENT,
             max_waiting_per_client: DEFAULT_MAX_WAITING_PER_CLIENT,
+            min_http_body_rate: DEFAULT_MIN_HTTP_BODY_RATE,
             max_memory: DEFAULT_MAX_MEMORY,
             timeout: None,
             max_audit_size: DEFAULT_MAX_AUDIT_SIZE,
@@ -404,6 +418,7 @@ impl Limits {
                 Bound::Count(self.max_http_connections_per_client)
             }
             Setting::MaxWaitingPerClient => Bound::Count(self.max_waiting_per_client),
+            Setting::MinHttpBodyRate => Bound::Size(self.min_http_body_rate),
             Setting::MaxAuditSize => Bound::Size(self.max_audit_size),
         })
     }
@@ -477,6 +492,7 @@ impl Limits {
                 self.max_http_connections_per_client = need(count, refused)?;
             }
             Setting::MaxWaitingPerClient => self.max_waiting_per_client = need(count, refused)?,
+            Setting::MinHttpBodyRate => self.min_http_body_rate = need(size, refused)?,
             Setting::MaxAuditSize => self.max_audit_size = need(size, refused)?,
         }
         Ok(())

@@ -92,6 +92,8 @@ pub enum Setting {
     MaxHttpConnectionsPerClient,
     /// `moat serve`'s requests of one client address waiting for its share.
     MaxWaitingPerClient,
+    /// `moat serve`'s slowest request body a handler waits on, a second.
+    MinHttpBodyRate,
     /// Where the audit trail of every decision goes.
     Audit,
     /// The audit trail's largest size.
@@ -415,6 +417,15 @@ const ROWS: [Row; Setting::ALL.len()] = [
                its share of instances (more get 429 at once)",
     },
     Row {
+        key: "min-http-body-rate",
+        flag: "--min-http-body-rate",
+        variable: "MOAT_MIN_HTTP_BODY_RATE",
+        option: "Limits::min_http_body_rate",
+        kind: Kind::Size,
+        help: "moat serve: slowest a request body may come while its handler waits, in \
+               bytes a second after its first second (slower: 408, the handler stopped)",
+    },
+    Row {
         key: "audit",
         flag: "--audit",
         variable: "MOAT_AUDIT",
@@ -437,7 +448,7 @@ const ROWS: [Row; Setting::ALL.len()] = [
 
 impl Setting {
     /// Every setting, in the order `moat run --help` lists their flags.
-    pub const ALL: [Setting; 30] = [
+    pub const ALL: [Setting; 31] = [
         Setting::AllowNet,
         Setting::AllowListen,
         Setting::DenyNet,
@@ -466,6 +477,7 @@ impl Setting {
         Setting::MaxInstancesPerClient,
         Setting::MaxHttpConnectionsPerClient,
         Setting::MaxWaitingPerClient,
+        Setting::MinHttpBodyRate,
         Setting::Audit,
         Setting::MaxAuditSize,
     ];

@@ -38,12 +38,23 @@ pub(crate) type Exceeded = Flag;
 /// Set when a client paused its body past the bound.
 pub(crate) type Paused = Flag;
 
+/// Set when a client's body came slower than `--min-http-body-rate`.
+pub(crate) type Slow = Flag;
+
+/// The wait a body may cost its handler before its rate counts: its first
+/// second ([`moat_policy::limits::DEFAULT_MIN_HTTP_BODY_RATE`]).
+const RATE_GRACE: Duration = Duration::from_secs(1);
+
 /// The client's body, at most `max` bytes of it (the handler's read past
 /// that fails with `HTTP-request-body-size`), with no pause longer than
 /// `pause` while the handler waits for it (past it the read fails with
 /// `connection-read-timeout`, and the request's handler is stopped). The
 /// clock runs only while the handler waits: a handler that reads slowly,
-/// or not at all, never makes its client look slow.
+/// or not at all, never makes its client look slow. Nor, counted on the
+/// same clock, may the body come slower than `rate` bytes a second: all
+/// its waits together may take [`RATE_GRACE`] and a second more for each
+/// `rate` bytes it brought (past it the read fails as for a pause, with
+/// `slow` set).
 pub(crate) struct LimitedBody {
     incoming: Incoming,
     left: u64,
@@ -53,27 +64,71 @@ pub(crate) struct LimitedBody {
     timer: Option<Pin<Box<Sleep>>>,
     paused: Paused,
     watch: Arc<Watch>,
+    rate: u64,
+    slow: Slow,
+    /// The handler's waits so far, the one under way not included.
+    waited: Duration,
+    /// When the wait under way began.
+    wait_began: Option<tokio::time::Instant>,
+}
+
+/// The bounds of a request body: its size, its longest pause and its
+/// slowest rate (`--max-http-body-size`, `--http-request-body-timeout`,
+/// `--min-http-body-rate`).
+#[derive(Clone, Copy)]
+pub(crate) struct BodyBounds {
+    pub(crate) max: u64,
+    pub(crate) pause: Duration,
+    pub(crate) rate: u64,
+}
+
+/// What a body sets for the answer to read: which bound it went past.
+#[derive(Clone, Default)]
+pub(crate) struct BodyFlags {
+    pub(crate) exceeded: Exceeded,
+    pub(crate) paused: Paused,
+    pub(crate) slow: Slow,
 }
 
 impl LimitedBody {
     pub(crate) fn new(
         incoming: Incoming,
-        max: u64,
-        exceeded: Exceeded,
-        pause: Duration,
-        paused: Paused,
+        bounds: BodyBounds,
+        flags: &BodyFlags,
         watch: Arc<Watch>,
     ) -> LimitedBody {
         LimitedBody {
             incoming,
-            left: max,
-            max,
-            exceeded,
-            pause,
+            left: bounds.max,
+            max: bounds.max,
+            exceeded: flags.exceeded.clone(),
+            pause: bounds.pause,
             timer: None,
-            paused,
+            paused: flags.paused.clone(),
             watch,
+            rate: bounds.rate,
+            slow: flags.slow.clone(),
+            waited: Duration::ZERO,
+            wait_began: None,
         }
+    }
+
+    /// When the wait that began at `began` is past the pause bound, and
+    /// when past the rate's (if that comes first).
+    fn deadlines(
+        &self,
+        began: tokio::time::Instant,
+    ) -> (tokio::time::Instant, Option<tokio::time::Instant>) {
+        let pause_at = began + self.pause;
+        let received = self.max - self.left;
+        let rate_at = (self.rate > 0)
+            .then(|| {
+                let allowed =
+                    RATE_GRACE + Duration::from_secs_f64(received as f64 / self.rate as f64);
+                began + allowed.saturating_sub(self.waited)
+            })
+            .filter(|rate_at| *rate_at < pause_at);
+        (pause_at, rate_at)
     }
 }
 
@@ -89,6 +144,9 @@ impl Body for LimitedBody {
         let polled = Pin::new(&mut this.incoming).poll_frame(cx);
         if polled.is_ready() {
             this.timer = None;
+            if let Some(began) = this.wait_began.take() {
+                this.waited += began.elapsed();
+            }
         }
         match polled {
             Poll::Ready(Some(Ok(frame))) => {
@@ -106,15 +164,23 @@ impl Body for LimitedBody {
             Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(WasiHttpError::from(e)))),
             Poll::Ready(None) => Poll::Ready(None),
             Poll::Pending => {
-                let pause = this.pause;
-                let timer = this
-                    .timer
-                    .get_or_insert_with(|| Box::pin(tokio::time::sleep(pause)));
+                let began = *this
+                    .wait_began
+                    .get_or_insert_with(tokio::time::Instant::now);
+                let (pause_at, rate_at) = this.deadlines(began);
+                let timer = this.timer.get_or_insert_with(|| {
+                    Box::pin(tokio::time::sleep_until(rate_at.unwrap_or(pause_at)))
+                });
                 if timer.as_mut().poll(cx).is_pending() {
                     return Poll::Pending;
                 }
-                tracing::debug!(target: "moat::http", ?pause, "a client paused its request body past the bound");
-                this.paused.set();
+                if rate_at.is_some() {
+                    tracing::debug!(target: "moat::http", rate = this.rate, "a client's request body came slower than the bound");
+                    this.slow.set();
+                } else {
+                    tracing::debug!(target: "moat::http", pause = ?this.pause, "a client paused its request body past the bound");
+                    this.paused.set();
+                }
                 this.watch.stop();
                 Poll::Ready(Some(Err(WasiHttpError::ConnectionReadTimeout)))
             }

@@ -20,7 +20,7 @@ use wasmtime_wasi_http::p3::Request as P3Request;
 use wasmtime_wasi_http::p3::bindings::ServicePre;
 
 use super::DEFAULT_REQUEST_TIMEOUT;
-use super::body::{Exceeded, LimitedBody, Paused, Watched, response_cut_short};
+use super::body::{BodyBounds, BodyFlags, LimitedBody, Watched, response_cut_short};
 use super::conn::Requests;
 use super::metrics::{Metrics, Refusal};
 use super::share::Shares;
@@ -208,19 +208,14 @@ impl Shared {
             );
         };
         tracing::debug!(target: "moat::http", %peer, "a handler instance taken");
-        let exceeded = Exceeded::default();
-        let paused = Paused::default();
+        let flags = BodyFlags::default();
         let pause = limits.http_request_body_timeout;
-        let request = request.map(|body| {
-            LimitedBody::new(
-                body,
-                max_body,
-                exceeded.clone(),
-                pause,
-                paused.clone(),
-                Arc::clone(watch),
-            )
-        });
+        let bounds = BodyBounds {
+            max: max_body,
+            pause,
+            rate: limits.min_http_body_rate,
+        };
+        let request = request.map(|body| LimitedBody::new(body, bounds, &flags, Arc::clone(watch)));
         let mut wasi = match crate::moat::wasi_ctx(&self.run, &self.apart) {
             Ok(wasi) => wasi,
             Err(e) => return internal(&format!("{e}")),
@@ -379,11 +374,15 @@ impl Shared {
                 internal(&why)
             }
         };
-        if paused.get() {
+        if flags.paused.get() {
             self.refused(Refusal::BodyTimeout);
             return request_timeout(pause);
         }
-        if exceeded.get() {
+        if flags.slow.get() {
+            self.refused(Refusal::BodyTimeout);
+            return body_too_slow(limits.min_http_body_rate);
+        }
+        if flags.exceeded.get() {
             self.refused(Refusal::BodyTooLarge);
             return too_large(max_body);
         }
@@ -450,6 +449,21 @@ pub(super) fn text(status: StatusCode, body: String) -> Response<HyperOutgoingBo
 
 fn internal(why: &str) -> Response<HyperOutgoingBody> {
     text(StatusCode::INTERNAL_SERVER_ERROR, format!("{why}\n"))
+}
+
+fn body_too_slow(rate: u64) -> Response<HyperOutgoingBody> {
+    let mut response = text(
+        StatusCode::REQUEST_TIMEOUT,
+        format!(
+            "the request body came slower than {rate} bytes a second (the server's {})\n",
+            moat_policy::setting::Setting::MinHttpBodyRate.flag()
+        ),
+    );
+    response.headers_mut().insert(
+        hyper::header::CONNECTION,
+        hyper::header::HeaderValue::from_static("close"),
+    );
+    response
 }
 
 fn request_timeout(pause: Duration) -> Response<HyperOutgoingBody> {

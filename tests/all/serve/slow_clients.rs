@@ -423,3 +423,56 @@ async fn serve_gives_eleven_http2_connections_of_stalled_streams_none_of_the_ser
         stream.abort();
     }
 }
+
+/// Round four's finding 5, the trickle: four addresses, each with eight
+/// requests whose bodies bring a byte every 2 s (never a pause long enough
+/// for --http-request-body-timeout), held all 16 instances for as long as
+/// they liked. A body must come at --min-http-body-rate (1 KiB a second
+/// after its first second) while its handler waits: each is cut off after
+/// about a second, and a client from another address is answered within
+/// 2 s, again and again, while they go on.
+#[tokio::test]
+async fn serve_gives_trickling_bodies_from_four_addresses_no_instance_for_long() {
+    let mut server = Serve::start_logging(
+        guests::HTTP_HOSTILE,
+        &["--timeout=120s"],
+        Some("moat::http=debug"),
+    )
+    .await;
+    let addr = server.addr;
+    let mut trickles = Vec::new();
+    for source in ["127.0.0.3", "127.0.0.4", "127.0.0.5", "127.0.0.6"] {
+        for _ in 0..8 {
+            let mut stream = connect_from(source, addr).await;
+            trickles.push(tokio::spawn(async move {
+                let head = format!(
+                    "POST /consume HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 100000\r\n\r\nx"
+                );
+                if stream.write_all(head.as_bytes()).await.is_err() {
+                    return;
+                }
+                loop {
+                    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+                    if stream.write_all(b"y").await.is_err() {
+                        return;
+                    }
+                }
+            }));
+        }
+    }
+    let taken = |text: &str| text.matches("a handler instance taken").count();
+    within(
+        "the trickling requests hold all 16 instances",
+        server
+            .stderr
+            .wait_for(|seen| seen.closed || taken(&seen.text) >= 16),
+    )
+    .await
+    .unwrap();
+    for _ in 0..3 {
+        another_client_is_served_at_once(addr).await;
+    }
+    for trickle in trickles {
+        trickle.abort();
+    }
+}
