@@ -60,6 +60,9 @@ pub struct Guest {
     pub(crate) parts: Parts,
     /// The file it was loaded from, or the name given with its bytes.
     pub(crate) name: Arc<Path>,
+    /// Its file's name and the SHA-256 of the bytes compiled, when loaded
+    /// from a file ([`Moat::load`]): what a reload's record names.
+    pub(crate) identity: Option<crate::audit::GuestIdentity>,
 }
 
 impl Guest {
@@ -194,7 +197,9 @@ impl Moat {
     pub fn load(&self, path: impl AsRef<Path>) -> Result<Guest, MoatError> {
         let path = path.as_ref();
         let bytes = crate::trusted::read(path, Trusted::Component).map_err(MoatError::Read)?;
-        self.load_bytes(&bytes, path)
+        let mut guest = self.load_bytes(&bytes, path)?;
+        guest.identity = Some(crate::audit::GuestIdentity::of(path, &bytes));
+        Ok(guest)
     }
 
     /// Compiles a component from its bytes; `name` appears in errors.
@@ -222,6 +227,7 @@ impl Moat {
                                 component,
                                 support: Support::Plain,
                                 name: name.into(),
+                                identity: None,
                             });
                         }
                         Err(e) => {
@@ -259,6 +265,7 @@ impl Moat {
             component,
             support: Support::Concurrent,
             name: name.into(),
+            identity: None,
         })
     }
 

@@ -15,7 +15,8 @@ use moat_policy::setting::Spelled;
 /// It changes when a field changes meaning or goes away; fields may be
 /// added within a version. Version 2: the outgoing HTTP requests'
 /// records (`request` on their decisions and connects, `http-exchange`).
-pub const SCHEMA_VERSION: u32 = 2;
+/// Version 3: the `reload` record (`moat serve` replaced its handler).
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// Which component a run runs: its file name and the SHA-256 of its bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -518,6 +519,12 @@ pub enum Body {
     },
     /// An allowed outgoing HTTP request, once it ended.
     HttpExchange(Box<HttpExchange>),
+    /// `moat serve` replaced its handler: the record's guest is the new
+    /// one; `previous` the one it replaced.
+    Reload {
+        /// The guest served until then.
+        previous: Option<GuestIdentity>,
+    },
     /// The trail reached its size cap: nothing more is recorded, so the
     /// run's network is refused from here on.
     Full {
@@ -549,6 +556,12 @@ impl Body {
                         .connection
                         .as_ref()
                         .map_or(0, |c| c.resolved.len() * size_of::<IpAddr>())
+            }
+            Body::Reload { previous } => {
+                FIXED
+                    + previous
+                        .as_ref()
+                        .map_or(0, |g| g.file.len() + g.sha256.len())
             }
             Body::Full { .. } => FIXED,
         }
@@ -687,6 +700,16 @@ impl AuditRecord {
             Body::HttpExchange(exchange) => {
                 record.insert("kind".into(), json!("http-exchange"));
                 exchange_json(&mut record, exchange);
+            }
+            Body::Reload { previous } => {
+                record.insert("kind".into(), json!("reload"));
+                record.insert(
+                    "previous".into(),
+                    match previous {
+                        Some(g) => json!({ "file": g.file, "sha256": g.sha256 }),
+                        None => Value::Null,
+                    },
+                );
             }
             Body::Full { limit, setting } => {
                 record.insert("kind".into(), json!("trail-full"));

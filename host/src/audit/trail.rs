@@ -13,7 +13,9 @@ pub use moat_policy::limits::DEFAULT_MAX_AUDIT_SIZE;
 
 use super::Destination;
 use super::denials::DenialCounts;
-use super::record::{AuditRecord, Body, Context, Event, HttpExchange, SettingRecord};
+use super::record::{
+    AuditRecord, Body, Context, Event, GuestIdentity, HttpExchange, SettingRecord,
+};
 use super::tally::DecisionCounts;
 use super::udp::UdpCounts;
 use crate::trusted::Trusted;
@@ -183,6 +185,9 @@ pub enum AuditError {
 
 /// The records waiting, and the writer's state.
 struct Queue {
+    /// What every record queued from now on carries (the guest changes
+    /// with a reload).
+    context: Arc<Context>,
     records: VecDeque<AuditRecord>,
     /// The records' size, as [`Body::size`] counts it.
     bytes: usize,
@@ -201,7 +206,6 @@ struct Queue {
 }
 
 struct Shared {
-    context: Arc<Context>,
     queue: Mutex<Queue>,
     /// Signalled when records are taken off the queue.
     space: Condvar,
@@ -275,9 +279,10 @@ impl Shared {
         let time = SystemTime::now();
         for body in bodies {
             queue.bytes += body.size();
+            let context = Arc::clone(&queue.context);
             queue.records.push_back(AuditRecord {
                 time,
-                context: Arc::clone(&self.context),
+                context,
                 body,
             });
         }
@@ -328,9 +333,10 @@ impl Shared {
             return Err(AuditError::Failed("the run's trail is finished".to_owned()));
         }
         queue.bytes += size;
+        let context = Arc::clone(&queue.context);
         queue.records.push_back(AuditRecord {
             time: SystemTime::now(),
-            context: Arc::clone(&self.context),
+            context,
             body,
         });
         // The writer is woken for a queue's first record, and again once
@@ -532,8 +538,8 @@ impl Audit {
         spelling: Spelling,
     ) -> Result<Audit, AuditError> {
         let shared = Arc::new(Shared {
-            context: Arc::new(context),
             queue: Mutex::new(Queue {
+                context: Arc::new(context),
                 records: VecDeque::new(),
                 bytes: 0,
                 failed: None,
@@ -603,6 +609,26 @@ impl Audit {
     pub fn counting(mut self, counts: Arc<DecisionCounts>) -> Audit {
         self.tally = Some(counts);
         self
+    }
+
+    /// Records that the run's guest was replaced by `guest` (`moat
+    /// serve`'s reload): a `reload` record naming the one before, and every
+    /// record after it names `guest`.
+    ///
+    /// # Errors
+    /// As [`record`](Self::record).
+    pub fn reloaded(&self, guest: GuestIdentity) -> Result<(), AuditError> {
+        let Some(trail) = &self.trail else {
+            return Ok(());
+        };
+        let previous = {
+            let mut queue = trail.shared.lock();
+            let mut next = (*queue.context).clone();
+            let previous = next.guest.replace(guest);
+            queue.context = Arc::new(next);
+            previous
+        };
+        trail.shared.push(Body::Reload { previous })
     }
 
     /// The file the trail is appended to, if it goes to one.

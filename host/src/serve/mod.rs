@@ -391,6 +391,13 @@ impl Reloader<'_> {
         }
         self.shared.replace(pre);
         tracing::debug!(target: "moat::http", component = name, "the handler is replaced");
+        if let Some(identity) = &guest.identity
+            && let Err(e) = self.shared.net().audit().reloaded(identity.clone())
+        {
+            // The trail is full or failed: every audited operation is
+            // refused already, and says so.
+            tracing::debug!(target: "moat::http", error = %e, "the reload is not on the trail");
+        }
         Ok(())
     }
 }

@@ -222,3 +222,42 @@ async fn serve_reloads_only_a_regular_file_within_bounds() {
     assert!(err.contains("contains the component"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Round four's finding 7: a reload is on the trail, with the digest of
+/// the bytes compiled; the records after it name the new handler (before,
+/// the trail went on naming the first).
+#[tokio::test]
+async fn serve_records_each_reload_with_the_new_digest() {
+    let (dir, component) = handler_copy("serve-reload-record");
+    let trail = dir.join("audit.jsonl");
+    let mut server = Serve::start(
+        component.to_str().unwrap(),
+        &[&format!("--audit={}", trail.display())],
+    )
+    .await;
+    let before = sha256(&std::fs::read(&component).unwrap());
+    replace(guests::WSTD_SERVE, &component);
+    let after = sha256(&std::fs::read(&component).unwrap());
+    assert_ne!(before, after);
+    hangup(&server);
+    wait_for_count(&mut server, "moat: reloaded", 1).await;
+    assert_eq!(get(server.addr, "/").await.text(), HELLO);
+    server.terminate();
+    assert_eq!(server.exited().await.code(), Some(0));
+    let records: Vec<serde_json::Value> = std::fs::read_to_string(&trail)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let reload = records
+        .iter()
+        .find(|r| r["kind"] == "reload")
+        .unwrap_or_else(|| panic!("no reload record: {records:?}"));
+    assert_eq!(reload["guest"]["sha256"], after.as_str(), "{reload}");
+    assert_eq!(reload["previous"]["sha256"], before.as_str(), "{reload}");
+    assert_eq!(reload["guest"]["file"], "handler.wasm", "{reload}");
+    let first = &records[0];
+    assert_eq!(first["guest"]["sha256"], before.as_str(), "{first}");
+    crate::audit::validate(&trail);
+    let _ = std::fs::remove_dir_all(&dir);
+}
