@@ -68,13 +68,33 @@ pub struct NodeSettings {
     pub cache_dir: Option<PathBuf>,
     /// Most bytes of compiled code it keeps.
     pub max_cache_size: u64,
+    /// Most memory the process that compiles a component for the cache may
+    /// take ([`DEFAULT_MAX_COMPILE_MEMORY`]).
+    pub max_compile_memory: u64,
+    /// Longest that process may run ([`DEFAULT_COMPILE_TIMEOUT`]).
+    pub compile_timeout: std::time::Duration,
 }
+
+/// The memory the process that compiles a tenant's component for the
+/// node's cache may take (its data segment and private mappings,
+/// `RLIMIT_DATA`): 4 GiB. A 2.8 MB component took 1.9 GB to compile; past
+/// the bound the compile fails, and the container compiles the component
+/// itself, inside its own pod's limits.
+pub const DEFAULT_MAX_COMPILE_MEMORY: u64 = 4 << 30;
+
+/// The longest the node's compile of one component may run: 5 minutes,
+/// many times what the largest components seen take (a 2.8 MB one took 14
+/// s of CPU); past it the process is killed and the container compiles
+/// the component itself.
+pub const DEFAULT_COMPILE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
 
 impl Default for NodeSettings {
     fn default() -> NodeSettings {
         NodeSettings {
             cache_dir: Some(PathBuf::from(DEFAULT_CACHE_DIR)),
             max_cache_size: MAX_CACHE_BYTES,
+            max_compile_memory: DEFAULT_MAX_COMPILE_MEMORY,
+            compile_timeout: DEFAULT_COMPILE_TIMEOUT,
         }
     }
 }
@@ -90,7 +110,8 @@ pub enum SettingsError {
     Toml(#[source] toml::de::Error),
     /// A key the shim does not know.
     #[error(
-        "{SETTINGS_FILE}: `{0}` is not a setting (the settings are cache-dir and max-cache-size)"
+        "{SETTINGS_FILE}: `{0}` is not a setting (the settings are cache-dir, max-cache-size, \
+         max-compile-memory and compile-timeout)"
     )]
     Unknown(String),
     /// A value of the wrong kind or out of range.
@@ -139,6 +160,32 @@ impl NodeSettings {
                         moat_host::settings::parse_size(size).map_err(|why| {
                             SettingsError::Value {
                                 key: "max-cache-size",
+                                why,
+                            }
+                        })?;
+                }
+                "max-compile-memory" => {
+                    let size = value.as_str().ok_or_else(|| SettingsError::Value {
+                        key: "max-compile-memory",
+                        why: "a size such as \"4GiB\"".to_owned(),
+                    })?;
+                    settings.max_compile_memory =
+                        moat_host::settings::parse_size(size).map_err(|why| {
+                            SettingsError::Value {
+                                key: "max-compile-memory",
+                                why,
+                            }
+                        })?;
+                }
+                "compile-timeout" => {
+                    let text = value.as_str().ok_or_else(|| SettingsError::Value {
+                        key: "compile-timeout",
+                        why: "a duration such as \"5m\"".to_owned(),
+                    })?;
+                    settings.compile_timeout =
+                        moat_host::settings::parse_duration(text).map_err(|why| {
+                            SettingsError::Value {
+                                key: "compile-timeout",
                                 why,
                             }
                         })?;
@@ -242,13 +289,38 @@ pub fn read_in_root(root: &Path, path: &str) -> Result<Vec<u8>, Uncached> {
 /// [`Uncached::Compile`] when the process cannot run or fails (a
 /// component that does not compile: the container says why when it
 /// compiles it itself).
-pub fn compile(dir: &Path, max_bytes: u64, component: &[u8]) -> Result<(), Uncached> {
+pub fn compile(dir: &Path, settings: &NodeSettings, component: &[u8]) -> Result<(), Uncached> {
     let exe = std::env::current_exe().map_err(|e| Uncached::Compile(e.to_string()))?;
-    let known = known_marker(dir, &exe, component);
+    compile_with(&exe, dir, settings, component)
+}
+
+/// [`compile`], by the shim's binary at `exe`.
+///
+/// # Errors
+/// As [`compile`].
+pub fn compile_with(
+    exe: &Path,
+    dir: &Path,
+    settings: &NodeSettings,
+    component: &[u8],
+) -> Result<(), Uncached> {
+    let known = known_marker(dir, exe, component);
     if let Some(marker) = &known
         && is_current(dir, marker)
     {
         return Ok(());
+    }
+    // A component this build of the shim failed to compile before fails
+    // again at once: a pod that restarts does not make the node compile it
+    // on every restart.
+    let failed = known
+        .as_ref()
+        .and_then(|marker| Some(dir.join(FAILED).join(marker.file_name()?)));
+    if let Some(said) = failed.as_ref().and_then(|f| std::fs::read(f).ok()) {
+        return Err(Uncached::Compile(format!(
+            "it failed before on this node: {}",
+            String::from_utf8_lossy(&said).trim()
+        )));
     }
     // Before the child exists: the shim's reaper may reap it before this
     // thread waits for it, and then reports its status here.
@@ -256,12 +328,28 @@ pub fn compile(dir: &Path, max_bytes: u64, component: &[u8]) -> Result<(), Uncac
     let mut child = std::process::Command::new(exe)
         .arg(COMPILE_FLAG)
         .arg(dir)
-        .arg(max_bytes.to_string())
+        .arg(settings.max_cache_size.to_string())
+        .arg(settings.max_compile_memory.to_string())
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .map_err(|e| Uncached::Compile(e.to_string()))?;
+    // The compile's time bound: a watchdog that kills the child once it is
+    // up, unless told first that the child ended.
+    let pid = rustix::process::Pid::from_child(&child);
+    let (ended, watch) = std::sync::mpsc::channel::<()>();
+    let timeout = settings.compile_timeout;
+    let watchdog = std::thread::spawn(move || {
+        let over = matches!(
+            watch.recv_timeout(timeout),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout)
+        );
+        if over {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+        }
+        over
+    });
     if let Some(mut stdin) = child.stdin.take() {
         // The child reads it all before it compiles; a write error shows
         // in its status.
@@ -273,7 +361,10 @@ pub fn compile(dir: &Path, max_bytes: u64, component: &[u8]) -> Result<(), Uncac
         // not read (the child then fails its write, and ends).
         let _ = stderr.take(MAX_COMPILE_MESSAGE).read_to_end(&mut said);
     }
-    let status = exit_code(&mut child, &reaped).map_err(|e| Uncached::Compile(e.to_string()))?;
+    let status = exit_code(&mut child, &reaped);
+    let _ = ended.send(());
+    let timed_out = watchdog.join().unwrap_or(false);
+    let status = status.map_err(|e| Uncached::Compile(e.to_string()))?;
     if status == 0 {
         if let Some(marker) = known {
             // Only a hint: a marker that is wrong costs the container a
@@ -285,12 +376,35 @@ pub fn compile(dir: &Path, max_bytes: u64, component: &[u8]) -> Result<(), Uncac
         }
         Ok(())
     } else {
-        Err(Uncached::Compile(format!(
-            "exit status {status}: {}",
-            String::from_utf8_lossy(&said).trim()
-        )))
+        let why = if timed_out {
+            format!(
+                "it ran past the node's compile-timeout of {}",
+                humantime_duration(settings.compile_timeout)
+            )
+        } else {
+            format!(
+                "exit status {status}: {}",
+                String::from_utf8_lossy(&said).trim()
+            )
+        };
+        if let Some(failed) = failed {
+            let _ = std::fs::DirBuilder::new()
+                .mode(0o700)
+                .create(dir.join(FAILED));
+            let _ = std::fs::write(failed, why.as_bytes());
+        }
+        Err(Uncached::Compile(why))
     }
 }
+
+/// `duration` as a setting may be written: whole seconds (`300s`).
+fn humantime_duration(duration: std::time::Duration) -> String {
+    format!("{}s", duration.as_secs())
+}
+
+/// The directory of the cache where the shim notes the components it
+/// failed to compile, and why.
+const FAILED: &str = "failed";
 
 /// Most bytes of what the compiling process says that the shim reads.
 const MAX_COMPILE_MESSAGE: u64 = 64 << 10;
@@ -367,14 +481,30 @@ fn is_current(dir: &Path, marker: &Path) -> bool {
 /// The compiling process: `args` are the cache directory and its size
 /// bound, the component's bytes come on stdin. Returns the exit status.
 pub fn compile_main(args: &[String]) -> i32 {
-    let [dir, max_bytes] = args else {
-        eprintln!("usage: {COMPILE_FLAG} DIR MAX_BYTES < component.wasm");
+    let [dir, max_bytes, max_memory] = args else {
+        eprintln!("usage: {COMPILE_FLAG} DIR MAX_BYTES MAX_MEMORY < component.wasm");
         return 2;
     };
-    let Ok(max_bytes) = max_bytes.parse::<u64>() else {
-        eprintln!("{COMPILE_FLAG}: {max_bytes:?} is not a number of bytes");
+    let (Ok(max_bytes), Ok(max_memory)) = (max_bytes.parse::<u64>(), max_memory.parse::<u64>())
+    else {
+        eprintln!("{COMPILE_FLAG}: {max_bytes:?} or {max_memory:?} is not a number of bytes");
         return 2;
     };
+    // The compile of a tenant's component runs as the shim (root, on the
+    // node): it gains no privilege from here on, and takes at most
+    // `max_memory` (the allocator's failure past it ends the process).
+    if let Err(e) = rustix::thread::set_no_new_privs(true) {
+        eprintln!("{COMPILE_FLAG}: cannot drop the gaining of privileges: {e}");
+        return 1;
+    }
+    let limit = rustix::process::Rlimit {
+        current: Some(max_memory),
+        maximum: Some(max_memory),
+    };
+    if let Err(e) = rustix::process::setrlimit(rustix::process::Resource::Data, limit) {
+        eprintln!("{COMPILE_FLAG}: cannot bound the compile's memory: {e}");
+        return 1;
+    }
     let mut component = Vec::new();
     if let Err(e) = std::io::stdin()
         .take(MAX_COMPONENT as u64 + 1)

@@ -322,7 +322,7 @@ async fn node_cache(id: &str, bundle: &Path, spec: &Spec, image: &Image) -> Opti
             return None;
         }
     };
-    let dir = settings.cache_dir?;
+    let dir = settings.cache_dir.clone()?;
     let component = match image {
         Image::Unreadable(_) => return None,
         Image::Read(facts) if !facts.layers.is_empty() => {
@@ -360,9 +360,8 @@ async fn node_cache(id: &str, bundle: &Path, spec: &Spec, image: &Image) -> Opti
         return None;
     }
     let bundle = bundle.to_owned();
-    let max = settings.max_cache_size;
     let prepared = tokio::task::spawn_blocking(move || {
-        cache::compile(&dir, max, &component)?;
+        cache::compile(&dir, &settings, &component)?;
         cache::mount_into(&bundle, &dir)
     })
     .await;

@@ -7,6 +7,7 @@
 mod support;
 
 mod installer;
+mod node_compile;
 mod shim_containerd;
 mod shim_cri;
 mod shim_sandbox;
