@@ -43,7 +43,8 @@ mod udp;
 pub use denials::MAX_COUNTED_DENIALS;
 pub use record::{
     AuditRecord, Body, Context, Event, GuestIdentity, HttpConnection, HttpEnd, HttpExchange,
-    HttpLink, HttpRequest, Operation, Outcome, Reason, Refusal, SCHEMA_VERSION, SettingRecord,
+    HttpLink, HttpRequest, MAX_RECORDED_TEXT, Operation, Outcome, Reason, Refusal, SCHEMA_VERSION,
+    SettingRecord,
 };
 pub use tally::DecisionCounts;
 pub use trail::{

@@ -339,7 +339,7 @@ pub struct HttpExchange {
 
 /// The most bytes of one text a guest, a client or a peer chose (a path,
 /// an authority, an error, the message that repeats them) that a record
-/// keeps. Past it a text is cut ([`cut`]): a record stays a few KiB
+/// keeps. Past it a text is cut (its first bytes, its length and a hash): a record stays a few KiB
 /// whatever was asked, so that one request cannot fill the trail (which
 /// refuses every later operation once full) or, through the counts of
 /// repeated denials, the host's memory. 256 bytes hold any host name (at
@@ -351,7 +351,7 @@ pub const MAX_RECORDED_TEXT: usize = 256;
 /// H]` with its length and the first 16 hex digits of its SHA-256, so
 /// that two long texts still tell apart and a reader who holds the whole
 /// text can match it.
-pub fn cut(text: &str) -> std::borrow::Cow<'_, str> {
+pub(crate) fn cut(text: &str) -> std::borrow::Cow<'_, str> {
     if text.len() <= MAX_RECORDED_TEXT {
         return std::borrow::Cow::Borrowed(text);
     }
@@ -376,7 +376,7 @@ fn cut_in_place(text: &mut String) {
 }
 
 impl HttpRequest {
-    /// The request with each text cut ([`cut`]).
+    /// The request with each text cut (as [`MAX_RECORDED_TEXT`] says).
     #[must_use]
     pub fn cut(mut self) -> HttpRequest {
         cut_in_place(&mut self.method);
@@ -388,7 +388,7 @@ impl HttpRequest {
 }
 
 impl HttpExchange {
-    /// The exchange with each text cut ([`cut`]); its request is cut
+    /// The exchange with each text cut (as [`MAX_RECORDED_TEXT`] says); its request is cut
     /// where it is made.
     pub(crate) fn cut(mut self) -> HttpExchange {
         cut_in_place(&mut self.host);
@@ -400,7 +400,8 @@ impl HttpExchange {
 }
 
 impl Event {
-    /// The event with every text a guest or a peer chose cut ([`cut`]):
+    /// The event with every text a guest or a peer chose cut (as
+    /// [`MAX_RECORDED_TEXT`] says):
     /// what a record, and the count of a repeated denial, keep of it.
     pub(crate) fn cut(mut self) -> Event {
         cut_in_place(&mut self.host);

@@ -29,15 +29,15 @@ use hyper::rt::Executor;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::http10::Http10;
 use super::request::Shared;
+use super::share::Requests;
 use super::watch::Watch;
-use crate::net::Limits;
 
 /// Streams one HTTP/2 client may have open at once: 100, the least RFC
 /// 9113 (section 6.5.2) asks a server to allow, and what browsers expect
@@ -58,26 +58,6 @@ pub const H2_WINDOW: u32 = 256 << 10;
 /// much per request of the server's memory; a handler writing more waits
 /// (hyper's default is 400 KiB).
 pub const H2_SEND_BUFFER: usize = 64 << 10;
-
-/// The server-wide bound on requests being answered at once, of HTTP/1.1
-/// and HTTP/2 alike: `--max-http-connections` of them. An HTTP/1.1
-/// connection has at most one request at a time, so the bound only ever
-/// refuses HTTP/2 streams past it (with a 503), which would otherwise let
-/// each connection hold [`H2_MAX_STREAMS`] requests' heads and bodies.
-#[derive(Clone)]
-pub(super) struct Requests(Arc<Semaphore>);
-
-impl Requests {
-    pub(super) fn new(limits: &Limits) -> Requests {
-        Requests(Arc::new(Semaphore::new(
-            limits.max_http_connections.max(1) as usize
-        )))
-    }
-
-    pub(super) fn try_take(&self) -> Option<OwnedSemaphorePermit> {
-        Arc::clone(&self.0).try_acquire_owned().ok()
-    }
-}
 
 /// Runs hyper's tasks for HTTP/2 streams on the server's task tracker, so
 /// that a stopping server waits for them as for connections; each stream's

@@ -109,7 +109,9 @@ mod watch;
 
 pub use conn::{H2_MAX_STREAMS, H2_SEND_BUFFER, H2_WINDOW};
 pub use listen::Bound;
-pub use metrics::{METRICS_CONNECTION_TIME, METRICS_CONNECTIONS};
+pub use metrics::{
+    METRICS_CONNECTION_TIME, METRICS_CONNECTIONS, METRICS_CONNECTIONS_PER_CLIENT, METRICS_HEAD_TIME,
+};
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -500,7 +502,7 @@ impl Server<'_> {
         }
         let serving = Arc::new(conn::Serving {
             shared: Arc::clone(&shared),
-            requests: conn::Requests::new(&limits),
+            requests: share::Requests::new(&limits),
             tracker: tracker.clone(),
             stopping: stopping.clone(),
             header_bound: limits.max_http_header_size.max(MIN_HTTP_HEADER_SIZE),

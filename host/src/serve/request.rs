@@ -21,8 +21,8 @@ use wasmtime_wasi_http::p3::bindings::ServicePre;
 
 use super::DEFAULT_REQUEST_TIMEOUT;
 use super::body::{BodyBounds, BodyFlags, LimitedBody, Watched, response_cut_short};
-use super::conn::Requests;
 use super::metrics::{Metrics, Refusal};
+use super::share::Requests;
 use super::share::Shares;
 use super::watch::Watch;
 use crate::bindings::http::HttpView;

@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use crate::net::Limits;
 use crate::net::limits::peer_of;
 
 /// The shares of every address with a request waiting or running.
@@ -138,6 +139,26 @@ impl Drop for ClientShare {
         {
             held.remove(&self.client);
         }
+    }
+}
+
+/// The server-wide bound on requests being answered at once, of HTTP/1.1
+/// and HTTP/2 alike: `--max-http-connections` of them. An HTTP/1.1
+/// connection has at most one request at a time, so the bound only ever
+/// refuses HTTP/2 streams past it (with a 503), which would otherwise let
+/// each connection hold [`super::conn::H2_MAX_STREAMS`] requests' heads and bodies.
+#[derive(Clone)]
+pub(super) struct Requests(Arc<Semaphore>);
+
+impl Requests {
+    pub(super) fn new(limits: &Limits) -> Requests {
+        Requests(Arc::new(Semaphore::new(
+            limits.max_http_connections.max(1) as usize
+        )))
+    }
+
+    pub(super) fn try_take(&self) -> Option<OwnedSemaphorePermit> {
+        Arc::clone(&self.0).try_acquire_owned().ok()
     }
 }
 
