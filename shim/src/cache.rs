@@ -124,6 +124,15 @@ pub enum SettingsError {
     },
 }
 
+/// The size `value` of the setting `key`: a string such as `"2GiB"`.
+fn size(key: &'static str, value: &toml::Value) -> Result<u64, SettingsError> {
+    let text = value.as_str().ok_or_else(|| SettingsError::Value {
+        key,
+        why: "a size such as \"2GiB\"".to_owned(),
+    })?;
+    moat_host::settings::parse_size(text).map_err(|why| SettingsError::Value { key, why })
+}
+
 impl NodeSettings {
     /// The settings in `text` (the file's contents).
     ///
@@ -151,31 +160,9 @@ impl NodeSettings {
                         }
                     };
                 }
-                "max-cache-size" => {
-                    let size = value.as_str().ok_or_else(|| SettingsError::Value {
-                        key: "max-cache-size",
-                        why: "a size such as \"2GiB\"".to_owned(),
-                    })?;
-                    settings.max_cache_size =
-                        moat_host::settings::parse_size(size).map_err(|why| {
-                            SettingsError::Value {
-                                key: "max-cache-size",
-                                why,
-                            }
-                        })?;
-                }
+                "max-cache-size" => settings.max_cache_size = size("max-cache-size", value)?,
                 "max-compile-memory" => {
-                    let size = value.as_str().ok_or_else(|| SettingsError::Value {
-                        key: "max-compile-memory",
-                        why: "a size such as \"4GiB\"".to_owned(),
-                    })?;
-                    settings.max_compile_memory =
-                        moat_host::settings::parse_size(size).map_err(|why| {
-                            SettingsError::Value {
-                                key: "max-compile-memory",
-                                why,
-                            }
-                        })?;
+                    settings.max_compile_memory = size("max-compile-memory", value)?;
                 }
                 "compile-timeout" => {
                     let text = value.as_str().ok_or_else(|| SettingsError::Value {

@@ -452,28 +452,23 @@ fn internal(why: &str) -> Response<HyperOutgoingBody> {
 }
 
 fn body_too_slow(rate: u64) -> Response<HyperOutgoingBody> {
-    let mut response = text(
-        StatusCode::REQUEST_TIMEOUT,
-        format!(
-            "the request body came slower than {rate} bytes a second (the server's {})\n",
-            moat_policy::setting::Setting::MinHttpBodyRate.flag()
-        ),
-    );
-    response.headers_mut().insert(
-        hyper::header::CONNECTION,
-        hyper::header::HeaderValue::from_static("close"),
-    );
-    response
+    body_timed_out(format!(
+        "the request body came slower than {rate} bytes a second (the server's {})\n",
+        moat_policy::setting::Setting::MinHttpBodyRate.flag()
+    ))
 }
 
 fn request_timeout(pause: Duration) -> Response<HyperOutgoingBody> {
-    let mut response = text(
-        StatusCode::REQUEST_TIMEOUT,
-        format!(
-            "the request body paused for longer than {pause:?} (the server's {})\n",
-            moat_policy::setting::Setting::HttpRequestBodyTimeout.flag()
-        ),
-    );
+    body_timed_out(format!(
+        "the request body paused for longer than {pause:?} (the server's {})\n",
+        moat_policy::setting::Setting::HttpRequestBodyTimeout.flag()
+    ))
+}
+
+/// A 408 saying `why`, the connection closed after it: the rest of the
+/// body is not read.
+fn body_timed_out(why: String) -> Response<HyperOutgoingBody> {
+    let mut response = text(StatusCode::REQUEST_TIMEOUT, why);
     response.headers_mut().insert(
         hyper::header::CONNECTION,
         hyper::header::HeaderValue::from_static("close"),
