@@ -209,6 +209,16 @@ pub const DEFAULT_MAX_MEMORY: u64 = 512 << 20;
 /// counts still pending, go after it: at most a few MiB more.)
 pub const DEFAULT_MAX_AUDIT_SIZE: u64 = 1 << 30;
 
+/// `moat serve`: the most bytes of audit trail the records of one request
+/// (its handler's decisions, its outgoing requests' exchanges) may take:
+/// 16 MiB, a sixty-fourth of [`DEFAULT_MAX_AUDIT_SIZE`], thousands of
+/// records (each a few KiB at most, its texts cut). Past it that request's
+/// audited operations are refused with "audit trail full for this
+/// request", and the server's others go on; before, one handler request
+/// filled the whole trail in 3 s and every later operation of the server
+/// was refused.
+pub const DEFAULT_MAX_AUDIT_PER_REQUEST: u64 = 16 << 20;
+
 /// The bounds of one run. The defaults are what a normal program never
 /// meets and a hostile one does; `None` means unbounded (the embedder's
 /// choice, never a default).
@@ -295,6 +305,9 @@ pub struct Limits {
     pub timeout: Option<Duration>,
     /// The audit trail's largest size, in bytes ([`DEFAULT_MAX_AUDIT_SIZE`]).
     pub max_audit_size: u64,
+    /// `moat serve`: the trail one request's records may take
+    /// ([`DEFAULT_MAX_AUDIT_PER_REQUEST`]).
+    pub max_audit_per_request: u64,
 }
 
 impl Default for Limits {
@@ -328,6 +341,7 @@ impl Default for Limits {
             max_memory: DEFAULT_MAX_MEMORY,
             timeout: None,
             max_audit_size: DEFAULT_MAX_AUDIT_SIZE,
+            max_audit_per_request: DEFAULT_MAX_AUDIT_PER_REQUEST,
         }
     }
 }
@@ -420,6 +434,7 @@ impl Limits {
             Setting::MaxWaitingPerClient => Bound::Count(self.max_waiting_per_client),
             Setting::MinHttpBodyRate => Bound::Size(self.min_http_body_rate),
             Setting::MaxAuditSize => Bound::Size(self.max_audit_size),
+            Setting::MaxAuditPerRequest => Bound::Size(self.max_audit_per_request),
         })
     }
 
@@ -494,6 +509,7 @@ impl Limits {
             Setting::MaxWaitingPerClient => self.max_waiting_per_client = need(count, refused)?,
             Setting::MinHttpBodyRate => self.min_http_body_rate = need(size, refused)?,
             Setting::MaxAuditSize => self.max_audit_size = need(size, refused)?,
+            Setting::MaxAuditPerRequest => self.max_audit_per_request = need(size, refused)?,
         }
         Ok(())
     }

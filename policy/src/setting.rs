@@ -98,6 +98,8 @@ pub enum Setting {
     Audit,
     /// The audit trail's largest size.
     MaxAuditSize,
+    /// `moat serve`: the most of the audit trail one request's records take.
+    MaxAuditPerRequest,
 }
 
 /// A setting as one run writes it: the setting itself, for a program to
@@ -444,11 +446,20 @@ const ROWS: [Row; Setting::ALL.len()] = [
                copied); past it the run's network is refused, as when the trail cannot be \
                written",
     },
+    Row {
+        key: "max-audit-per-request",
+        flag: "--max-audit-per-request",
+        variable: "MOAT_MAX_AUDIT_PER_REQUEST",
+        option: "Limits::max_audit_per_request",
+        kind: Kind::Size,
+        help: "moat serve: most bytes of audit trail the records of one request may take \
+               (past it that request's audited operations are refused, the server's not)",
+    },
 ];
 
 impl Setting {
     /// Every setting, in the order `moat run --help` lists their flags.
-    pub const ALL: [Setting; 31] = [
+    pub const ALL: [Setting; 32] = [
         Setting::AllowNet,
         Setting::AllowListen,
         Setting::DenyNet,
@@ -480,6 +491,7 @@ impl Setting {
         Setting::MinHttpBodyRate,
         Setting::Audit,
         Setting::MaxAuditSize,
+        Setting::MaxAuditPerRequest,
     ];
 
     const fn row(self) -> &'static Row {

@@ -15,7 +15,8 @@ use moat_policy::setting::Spelled;
 /// It changes when a field changes meaning or goes away; fields may be
 /// added within a version. Version 2: the outgoing HTTP requests'
 /// records (`request` on their decisions and connects, `http-exchange`).
-/// Version 3: the `reload` record (`moat serve` replaced its handler).
+/// Version 3: the `reload` and `request-share-full` records (`moat serve`
+/// replaced its handler; one request's records took their share).
 pub const SCHEMA_VERSION: u32 = 3;
 
 /// Which component a run runs: its file name and the SHA-256 of its bytes.
@@ -526,6 +527,16 @@ pub enum Body {
         /// The guest served until then.
         previous: Option<GuestIdentity>,
     },
+    /// One request's records reached their share of the trail (`moat
+    /// serve`'s `--max-audit-per-request`): nothing more of that request is
+    /// recorded, and its audited operations are refused from here on; the
+    /// server's other requests go on.
+    ShareFull {
+        /// The share, in bytes.
+        limit: u64,
+        /// The setting that raises it, as the run writes it.
+        setting: Spelled,
+    },
     /// The trail reached its size cap: nothing more is recorded, so the
     /// run's network is refused from here on.
     Full {
@@ -564,7 +575,7 @@ impl Body {
                         .as_ref()
                         .map_or(0, |g| g.file.len() + g.sha256.len())
             }
-            Body::Full { .. } => FIXED,
+            Body::ShareFull { .. } | Body::Full { .. } => FIXED,
         }
     }
 }
@@ -710,6 +721,18 @@ impl AuditRecord {
                         Some(g) => json!({ "file": g.file, "sha256": g.sha256 }),
                         None => Value::Null,
                     },
+                );
+            }
+            Body::ShareFull { limit, setting } => {
+                record.insert("kind".into(), json!("request-share-full"));
+                record.insert("limit".into(), json!(limit));
+                record.insert(
+                    "message".into(),
+                    json!(format!(
+                        "audit trail full for this request: its records reached their share of \
+                         {limit} bytes, and no more of its network operations are allowed \
+                         (raise it with {setting})"
+                    )),
                 );
             }
             Body::Full { limit, setting } => {

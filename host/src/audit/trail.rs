@@ -169,6 +169,19 @@ pub enum AuditError {
     /// allowed.
     #[error("the audit trail cannot be written ({0}): no network operation is allowed without it")]
     Failed(String),
+    /// One request's records reached its share of the trail (`moat
+    /// serve`'s `--max-audit-per-request`): that request's audited
+    /// operations are refused, the server's others go on.
+    #[error(
+        "audit trail full for this request: its records reached their share of {limit} bytes, \
+         and no more of its network operations are allowed (raise it with {setting})"
+    )]
+    ShareFull {
+        /// The share, in bytes.
+        limit: u64,
+        /// The setting that raises it, as the run writes it.
+        setting: Spelled,
+    },
     /// The trail reached its size cap; nothing more is recorded, so
     /// nothing more is allowed.
     #[error(
@@ -181,6 +194,64 @@ pub enum AuditError {
         /// The setting that raises it, as the run writes it.
         setting: Spelled,
     },
+}
+
+tokio::task_local! {
+    /// The share of the trail of the request whose task makes a record
+    /// (`moat serve`), if any.
+    static SHARE: Arc<TrailShare>;
+}
+
+/// One request's share of the trail (`--max-audit-per-request`): what its
+/// records took so far, against its limit. The handler's task runs within
+/// it ([`in_share`]), and so does each outgoing request it makes.
+pub(crate) struct TrailShare {
+    limit: u64,
+    used: std::sync::atomic::AtomicU64,
+    setting: Spelled,
+    /// Whether the trail was told the share is spent (once).
+    told: AtomicBool,
+}
+
+impl TrailShare {
+    pub(crate) fn new(limit: u64, setting: Spelled) -> Arc<TrailShare> {
+        Arc::new(TrailShare {
+            limit,
+            used: std::sync::atomic::AtomicU64::new(0),
+            setting,
+            told: AtomicBool::new(false),
+        })
+    }
+
+    /// Takes `size` bytes of the share, or refuses once it is spent.
+    fn charge(&self, size: u64) -> Result<(), AuditError> {
+        let before = self.used.fetch_add(size, Ordering::AcqRel);
+        if before.saturating_add(size) > self.limit {
+            self.used.fetch_sub(size, Ordering::AcqRel);
+            return Err(AuditError::ShareFull {
+                limit: self.limit,
+                setting: self.setting,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// The share of the request whose task this is, if any.
+pub(crate) fn current_share() -> Option<Arc<TrailShare>> {
+    SHARE.try_with(Arc::clone).ok()
+}
+
+/// Runs `future` within `share` (or as it is, without one): the records
+/// its task makes are paid from it.
+pub(crate) async fn in_share<F: std::future::Future>(
+    share: Option<Arc<TrailShare>>,
+    future: F,
+) -> F::Output {
+    match share {
+        Some(share) => SHARE.scope(share, future).await,
+        None => future.await,
+    }
 }
 
 /// The records waiting, and the writer's state.
@@ -295,6 +366,20 @@ impl Shared {
     /// pending then are queued past it).
     fn push(&self, body: Body) -> Result<(), AuditError> {
         let size = body.size();
+        // The request this record is made for pays it from its share; the
+        // first record past it is replaced by one that says so (past the
+        // share, as the trail's own `trail-full` is past the cap).
+        if let Ok(Err(full)) = SHARE.try_with(|share| share.charge(size as u64)) {
+            if let AuditError::ShareFull { limit, setting } = &full
+                && !SHARE.with(|share| share.told.swap(true, Ordering::AcqRel))
+            {
+                self.append(vec![Body::ShareFull {
+                    limit: *limit,
+                    setting: *setting,
+                }]);
+            }
+            return Err(full);
+        }
         let mut queue = self.lock();
         if let Some(full) = &queue.full {
             return Err(full.clone());

@@ -252,6 +252,12 @@ impl Shared {
         let stopped = Abandoned::default();
         let stopping = stopped.clone();
         let (sender, receiver) = tokio::sync::oneshot::channel();
+        // The request's share of the trail: its handler's records, and its
+        // outgoing requests', are paid from it.
+        let trail_share = Some(crate::audit::TrailShare::new(
+            limits.max_audit_per_request,
+            moat_policy::setting::Setting::MaxAuditPerRequest.spelled(spelling),
+        ));
         let handler = match pre {
             Template::P2(pre) => {
                 let view = store.data_mut();
@@ -265,7 +271,7 @@ impl Shared {
                 // the body after handing over the response, and the instance
                 // lives until it returns or is stopped.
                 let watch = Arc::clone(watch);
-                tokio::spawn(async move {
+                tokio::spawn(crate::audit::in_share(trail_share, async move {
                     let call = async {
                         let proxy = pre.instantiate_async(&mut store).await?;
                         proxy
@@ -286,7 +292,7 @@ impl Shared {
                     drop(instance);
                     drop(share);
                     ended
-                })
+                }))
             }
             Template::P3(pre) => {
                 let view = store.data_mut().http_view();
@@ -300,7 +306,7 @@ impl Shared {
                 // guest's tasks write it), so the call returns only once
                 // hyper is done with the body.
                 let watch = Arc::clone(watch);
-                tokio::spawn(async move {
+                tokio::spawn(crate::audit::in_share(trail_share, async move {
                     let call = async {
                         let service = pre.instantiate_async(&mut store).await?;
                         store
@@ -346,7 +352,7 @@ impl Shared {
                     drop(instance);
                     drop(share);
                     ended
-                })
+                }))
             }
         };
         let answered = receiver.await;

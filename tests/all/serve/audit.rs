@@ -132,3 +132,63 @@ async fn serve_refuses_a_second_addr_it_cannot_listen_on() {
     );
     assert!(!stderr.contains(SERVING), "{stderr}");
 }
+
+/// Round four's finding 4: one request no longer decides for the whole
+/// server. A handler request that makes 2,000 refused requests, each a
+/// first of its kind with a record of its own, takes its share of the
+/// trail (--max-audit-per-request) and no more: one `request-share-full`
+/// record says so, and the next request's records are all there (before,
+/// the first request filled the whole trail, and every later operation of
+/// the server was refused).
+#[tokio::test]
+async fn one_request_takes_its_share_of_the_trail_and_the_server_goes_on() {
+    let trail = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("audit-serve-share.jsonl");
+    let _ = std::fs::remove_file(&trail);
+    let audit = format!("--audit={}", trail.display());
+    let mut server = Serve::start(
+        guests::HTTP_HOSTILE,
+        &[
+            &audit,
+            "--max-audit-size=1MiB",
+            "--max-audit-per-request=64KiB",
+        ],
+    )
+    .await;
+    let flood = get(server.addr, "/deny-flood?n=2000&len=200").await;
+    assert_eq!(flood.text(), "denied 2000\n", "refused all the same");
+    let next = get(server.addr, "/deny-flood?n=5&len=10&from=5000").await;
+    assert_eq!(next.text(), "denied 5\n");
+    server.terminate();
+    assert_eq!(server.exited().await.code(), Some(0));
+    let records: Vec<serde_json::Value> = std::fs::read_to_string(&trail)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let kind = |kind: &str| records.iter().filter(|r| r["kind"] == kind).count();
+    assert_eq!(kind("trail-full"), 0, "the server's trail never filled");
+    assert_eq!(kind("request-share-full"), 1);
+    let short_paths = records
+        .iter()
+        .filter(|r| {
+            r["kind"] == "decision" && r["request"]["path"].as_str().is_some_and(|p| p.len() == 10)
+        })
+        .count();
+    assert_eq!(
+        short_paths, 5,
+        "the next request's five denials are recorded"
+    );
+    let long = records
+        .iter()
+        .filter(|r| {
+            r["request"]["path"]
+                .as_str()
+                .is_some_and(|p| p.len() == 200)
+        })
+        .count();
+    assert!(
+        (10..2000).contains(&long),
+        "{long} of the first request's denials recorded, within its share"
+    );
+    crate::audit::validate(&trail);
+}

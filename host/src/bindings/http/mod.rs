@@ -217,7 +217,11 @@ impl WasiHttpHooks for MoatHooks {
             let body = body.map_err(|e| Box::new(e) as BoxError).boxed_unsync();
             Unfinished::new(body, gone, request_cut_short).boxed_unsync()
         });
-        Box::new(async move {
+        // wasmtime-wasi-http runs the request on a task of its own: its
+        // records are paid from the share of the request whose handler
+        // made it (`moat serve`), as the handler's own are.
+        let share = crate::audit::current_share();
+        Box::new(crate::audit::in_share(share, async move {
             match client.send(request, options).await {
                 Ok(response) => {
                     let response = response
@@ -234,7 +238,7 @@ impl WasiHttpHooks for MoatHooks {
                     Err(error_code(refused))
                 }
             }
-        })
+        }))
     }
 }
 

@@ -28,6 +28,11 @@
 //!   (byte i being `b'a' + i % 26`) to `http://127.0.0.1:P/upload`, never
 //!   finishing it, waits for the upstream's response head, then panics:
 //!   the upstream must see the upload cut off, not ended.
+//! - `/deny-flood?n=N&len=L[&from=P]`: makes N outgoing GETs, each to
+//!   another port of 192.0.2.1 from P (1 unless given; no grant covers
+//!   them: each is refused) with a path L bytes
+//!   long, one after the other, and answers 200 `denied K\n`, or `denied
+//!   K, then ERR\n` when a request fails otherwise (it stops there).
 //! - `POST /consume`: reads the whole request body, then answers 200
 //!   `read N\n`; a body the host cuts off answers 500 with the error.
 //! - anything else: 404.
@@ -70,12 +75,60 @@ async fn main(mut request: Request<Body>) -> Result<Response<Body>, Error> {
         "/ok" => plain(StatusCode::OK, "ok\n"),
         "/uri" => Response::new(Body::from(format!("{}\n", request.uri()))),
         "/upload-then-trap" => upload_then_trap(request.uri()),
+        "/deny-flood" => deny_flood(request.uri()),
         "/count" => {
             let n = ANSWERED.fetch_add(1, Ordering::Relaxed) + 1;
             Response::new(Body::from(format!("{n}\n")))
         }
         _ => plain(StatusCode::NOT_FOUND, "not found\n"),
     })
+}
+
+/// Outgoing requests the host refuses, through raw wasi:http 0.2 calls:
+/// each a first denial of its kind, with a record of its own.
+fn deny_flood(uri: &Uri) -> Response<Body> {
+    use wasip2::http::outgoing_handler;
+    use wasip2::http::types::{ErrorCode, Fields, OutgoingRequest, Scheme};
+    let query = |key: &str| {
+        uri.query()
+            .unwrap_or_default()
+            .split('&')
+            .find_map(|pair| pair.strip_prefix(key)?.strip_prefix('='))
+            .and_then(|n| n.parse::<u64>().ok())
+    };
+    let (Some(n), Some(len)) = (query("n"), query("len")) else {
+        return plain(StatusCode::BAD_REQUEST, "usage: /deny-flood?n=N&len=L\n");
+    };
+    let path = format!("/{}", "a".repeat(len.saturating_sub(1) as usize));
+    let from = query("from").unwrap_or(1);
+    let mut denied = 0;
+    for port in from..from + n {
+        let request = OutgoingRequest::new(Fields::new());
+        let set = request.set_scheme(Some(&Scheme::Http)).is_ok()
+            && request
+                .set_authority(Some(&format!("192.0.2.1:{port}")))
+                .is_ok()
+            && request.set_path_with_query(Some(&path)).is_ok();
+        assert!(set, "the request refused a part");
+        let outcome = match outgoing_handler::handle(request, None) {
+            Err(code) => Err(code),
+            Ok(future) => loop {
+                match future.get() {
+                    Some(Ok(Ok(_))) => break Ok(()),
+                    Some(Ok(Err(code))) => break Err(code),
+                    Some(Err(())) => panic!("the response was taken twice"),
+                    None => future.subscribe().block(),
+                }
+            },
+        };
+        match outcome {
+            Err(ErrorCode::HttpRequestDenied) => denied += 1,
+            other => {
+                return Response::new(Body::from(format!("denied {denied}, then {other:?}\n")));
+            }
+        }
+    }
+    Response::new(Body::from(format!("denied {denied}\n")))
 }
 
 /// An upload the handler dies in the middle of, through raw wasi:http 0.2
