@@ -10,8 +10,9 @@
 //!   a trap, or the run's time limit);
 //! - the host's resident memory at its peak during the run grew by no
 //!   more than the run's host memory, the guest's own memory and a fixed
-//!   allowance (the memory oracle: a surface whose holdings are not paid
-//!   from the budget shows here);
+//!   allowance, with an audit trail on (the memory oracle: a surface whose
+//!   holdings are not paid from the budget shows here, a copy the trail
+//!   keeps of what the guest chose included);
 //! - nothing reached the canary (a TCP listener and a UDP socket no grant
 //!   names);
 //! - every byte the guest was told it sent to the sink arrived, in order,
@@ -78,6 +79,12 @@ const GUEST_MEMORY: u64 = 16 << 20;
 /// 2 to 12 MiB in all; on c7dcc2e's code, unsent bodies and filled fields
 /// took single sequences past 100 MiB.
 const ALLOWANCE: u64 = 16 << 20;
+
+/// What the audit trail of a run may hold beyond [`ALLOWANCE`]: its queue
+/// and the batch its writer is writing, each at most
+/// [`moat_host::audit::MAX_AUDIT_QUEUE_BYTES`] (the counts of repeated
+/// denials, cut records, are within the allowance for these sequences).
+const TRAIL_ALLOWANCE: u64 = 2 * moat_host::audit::MAX_AUDIT_QUEUE_BYTES as u64;
 
 /// Resident memory the second half of the sequences may add over the
 /// first half's: allocator caches and the compiled guest's pages settle in
@@ -249,7 +256,15 @@ fn random_call_sequences_leave_the_host_up_the_canary_untouched_and_every_sent_b
                     max_host_memory: Some(BUDGET as usize),
                     ..moat_host::net::Limits::default()
                 })
-                .stdin(moat_host::Input::Bytes(bytes.clone()));
+                .stdin(moat_host::Input::Bytes(bytes.clone()))
+                .audit(
+                    moat_host::audit::Audit::start(
+                        Box::new(moat_host::audit::JsonLines::new(std::io::sink())),
+                        moat_host::audit::Context::new(None),
+                        Vec::new(),
+                    )
+                    .expect("a trail"),
+                );
             let run_started = std::time::Instant::now();
             let rss_before = support::rss();
             support::reset_peak_rss();
@@ -257,13 +272,14 @@ fn random_call_sequences_leave_the_host_up_the_canary_untouched_and_every_sent_b
             let grown = support::peak_rss().saturating_sub(rss_before);
             peak_growth = peak_growth.max(grown);
             assert!(
-                grown <= BUDGET + GUEST_MEMORY + ALLOWANCE,
+                grown <= BUDGET + GUEST_MEMORY + ALLOWANCE + TRAIL_ALLOWANCE,
                 "{context}\nthe host grew by {} KiB at its peak (budget {} KiB, guest {} KiB, \
-                 allowance {} KiB); the guest's last steps: {:?}",
+                 allowance {} KiB, the trail's {} KiB); the guest's last steps: {:?}",
                 grown >> 10,
                 BUDGET >> 10,
                 GUEST_MEMORY >> 10,
                 ALLOWANCE >> 10,
+                TRAIL_ALLOWANCE >> 10,
                 done.stderr.lines().rev().take(8).collect::<Vec<_>>()
             );
             if std::env::var_os("MOAT_BOUNDARY_VERBOSE").is_some() {
