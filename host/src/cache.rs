@@ -82,8 +82,14 @@ pub const NODE_CACHE_DIR: &str = "/var/lib/moat/cache";
 /// home the password database gives this user (what a service started
 /// without `HOME`, or with another, would find), and [`NODE_CACHE_DIR`].
 /// No guest is given a directory that reaches one of them
-/// ([`crate::preopen::check_against`]), whichever this run uses.
-pub(crate) fn every_default() -> Vec<PathBuf> {
+/// ([`crate::preopen::check_against`]), whichever this run uses. Found once
+/// a process (`moat serve` judges its directories for every request).
+pub(crate) fn every_default() -> &'static [PathBuf] {
+    static DEFAULTS: std::sync::OnceLock<Vec<PathBuf>> = std::sync::OnceLock::new();
+    DEFAULTS.get_or_init(find_every_default)
+}
+
+fn find_every_default() -> Vec<PathBuf> {
     let mut homes: Vec<PathBuf> = std::env::var_os("HOME")
         .filter(|h| !h.is_empty())
         .map(PathBuf::from)

@@ -314,7 +314,7 @@ pub fn check_against(dir: &Path, writable: bool, kept: &[Kept]) -> Result<PathBu
     let mounts = platform::mount_table()?;
     let mounts: Vec<Mount<'_>> = mounts.lines().filter_map(parse_mount).collect();
     let defaults = crate::cache::every_default()
-        .into_iter()
+        .iter()
         .map(|cache| Kept::new(cache, Trusted::Cache));
     for kept in kept.iter().cloned().chain(defaults) {
         if !kept.kept_from(writable) {
