@@ -154,7 +154,8 @@ pub const DEFAULT_HTTP_REQUEST_BODY_TIMEOUT: Duration = Duration::from_secs(10);
 /// that sends a byte every 5 s hold an instance for minutes (four addresses
 /// held all 16 instances for 37 s); now it holds one about a second. Any
 /// client that is uploading at all (a phone on a bad link sends tens of
-/// KiB a second) is far above it.
+/// KiB a second) is far above it. `none` turns it off (a server whose
+/// clients are known to send slower).
 pub const DEFAULT_MIN_HTTP_BODY_RATE: u64 = 1 << 10;
 
 /// `moat serve`: the longest a response may wait for its client to take
@@ -296,7 +297,7 @@ pub struct Limits {
     /// ([`DEFAULT_MAX_WAITING_PER_CLIENT`]).
     pub max_waiting_per_client: u32,
     /// `moat serve`'s slowest request body, in bytes a second
-    /// ([`DEFAULT_MIN_HTTP_BODY_RATE`]).
+    /// ([`DEFAULT_MIN_HTTP_BODY_RATE`]; 0, written `none`: no minimum).
     pub min_http_body_rate: u64,
     /// The guest's linear memories together ([`DEFAULT_MAX_MEMORY`]).
     pub max_memory: u64,
@@ -432,7 +433,10 @@ impl Limits {
                 Bound::Count(self.max_http_connections_per_client)
             }
             Setting::MaxWaitingPerClient => Bound::Count(self.max_waiting_per_client),
-            Setting::MinHttpBodyRate => Bound::Size(self.min_http_body_rate),
+            Setting::MinHttpBodyRate => match self.min_http_body_rate {
+                0 => Bound::Unbounded,
+                rate => Bound::Size(rate),
+            },
             Setting::MaxAuditSize => Bound::Size(self.max_audit_size),
             Setting::MaxAuditPerRequest => Bound::Size(self.max_audit_per_request),
         })
@@ -507,7 +511,8 @@ impl Limits {
                 self.max_http_connections_per_client = need(count, refused)?;
             }
             Setting::MaxWaitingPerClient => self.max_waiting_per_client = need(count, refused)?,
-            Setting::MinHttpBodyRate => self.min_http_body_rate = need(size, refused)?,
+            // `none`: no minimum rate (the pause bound alone).
+            Setting::MinHttpBodyRate => self.min_http_body_rate = size.unwrap_or(0),
             Setting::MaxAuditSize => self.max_audit_size = need(size, refused)?,
             Setting::MaxAuditPerRequest => self.max_audit_per_request = need(size, refused)?,
         }

@@ -425,7 +425,8 @@ const ROWS: [Row; Setting::ALL.len()] = [
         option: "Limits::min_http_body_rate",
         kind: Kind::Size,
         help: "moat serve: slowest a request body may come while its handler waits, in \
-               bytes a second after its first second (slower: 408, the handler stopped)",
+               bytes a second after its first second (slower: 408, the handler stopped; none: \
+               no minimum)",
     },
     Row {
         key: "audit",

@@ -284,6 +284,14 @@ impl Settings {
                     return Err(bad("expected a file's path, found a number".to_owned()));
                 }
             },
+            // The one bound a server may turn off: `none`, no minimum rate
+            // (for clients known to send slower than any rate).
+            Setting::MinHttpBodyRate if matches!(value, Value::Text(text) if text.trim() == "none") =>
+            {
+                self.limits
+                    .set(Setting::MinHttpBodyRate, Bound::Unbounded)
+                    .map_err(|e| bad(e.to_string()))?;
+            }
             bound => {
                 let read = match bound.kind() {
                     Kind::Count => values::count(value).map(Bound::Count),

@@ -259,6 +259,8 @@ async fn serve_metrics_show_instances_busy_and_waiting_as_they_are() {
             "--metrics=127.0.0.1:0",
             "--max-instances=1",
             "--timeout=60s",
+            // The held-back body holds its instance: no minimum rate.
+            "--min-http-body-rate=none",
         ],
     )
     .await;
