@@ -40,7 +40,7 @@ fn text(bytes: &[u8]) -> String {
 }
 
 /// The trail's records, each checked against the schema.
-fn records(trail: &Path) -> Vec<Value> {
+pub(crate) fn records(trail: &Path) -> Vec<Value> {
     validate(trail);
     std::fs::read_to_string(trail)
         .expect("the trail was written")

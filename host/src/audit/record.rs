@@ -580,6 +580,22 @@ impl Body {
     }
 }
 
+/// A component's identity as records write it, or null.
+fn guest_json(guest: Option<&GuestIdentity>) -> Value {
+    match guest {
+        Some(g) => json!({ "file": g.file, "sha256": g.sha256 }),
+        None => Value::Null,
+    }
+}
+
+/// The fields of a record that says a cap was reached (`kind`): the cap
+/// and what operations are refused with from then on.
+fn cap_json(record: &mut Map<String, Value>, kind: &str, limit: u64, message: String) {
+    record.insert("kind".into(), json!(kind));
+    record.insert("limit".into(), json!(limit));
+    record.insert("message".into(), json!(message));
+}
+
 /// About how many bytes a decision record holds (see [`Body::size`]).
 fn event_size(event: &Event) -> usize {
     const FIXED: usize = 256;
@@ -649,13 +665,7 @@ impl AuditRecord {
         record.insert("schema".into(), json!(SCHEMA_VERSION));
         record.insert("time".into(), json!(rfc3339(self.time)));
         record.insert("run".into(), json!(self.context.run));
-        record.insert(
-            "guest".into(),
-            match &self.context.guest {
-                Some(g) => json!({ "file": g.file, "sha256": g.sha256 }),
-                None => Value::Null,
-            },
-        );
+        record.insert("guest".into(), guest_json(self.context.guest.as_ref()));
         if let Some((namespace, id)) = &self.context.container {
             record.insert(
                 "container".into(),
@@ -715,37 +725,27 @@ impl AuditRecord {
             }
             Body::Reload { previous } => {
                 record.insert("kind".into(), json!("reload"));
-                record.insert(
-                    "previous".into(),
-                    match previous {
-                        Some(g) => json!({ "file": g.file, "sha256": g.sha256 }),
-                        None => Value::Null,
-                    },
-                );
+                record.insert("previous".into(), guest_json(previous.as_ref()));
             }
-            Body::ShareFull { limit, setting } => {
-                record.insert("kind".into(), json!("request-share-full"));
-                record.insert("limit".into(), json!(limit));
-                record.insert(
-                    "message".into(),
-                    json!(format!(
-                        "audit trail full for this request: its records reached their share of \
-                         {limit} bytes, and no more of its network operations are allowed \
-                         (raise it with {setting})"
-                    )),
-                );
-            }
-            Body::Full { limit, setting } => {
-                record.insert("kind".into(), json!("trail-full"));
-                record.insert("limit".into(), json!(limit));
-                record.insert(
-                    "message".into(),
-                    json!(format!(
-                        "audit trail full: it reached its size cap of {limit} bytes, and no \
-                         network operation is allowed past it (raise it with {setting})"
-                    )),
-                );
-            }
+            Body::ShareFull { limit, setting } => cap_json(
+                &mut record,
+                "request-share-full",
+                *limit,
+                format!(
+                    "audit trail full for this request: its records reached their share of \
+                     {limit} bytes, and no more of its network operations are allowed (raise \
+                     it with {setting})"
+                ),
+            ),
+            Body::Full { limit, setting } => cap_json(
+                &mut record,
+                "trail-full",
+                *limit,
+                format!(
+                    "audit trail full: it reached its size cap of {limit} bytes, and no network \
+                     operation is allowed past it (raise it with {setting})"
+                ),
+            ),
         }
         Value::Object(record)
     }

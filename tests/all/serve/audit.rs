@@ -160,11 +160,8 @@ async fn one_request_takes_its_share_of_the_trail_and_the_server_goes_on() {
     assert_eq!(next.text(), "denied 5\n");
     server.terminate();
     assert_eq!(server.exited().await.code(), Some(0));
-    let records: Vec<serde_json::Value> = std::fs::read_to_string(&trail)
-        .unwrap()
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect();
+    // Each checked against the schema.
+    let records = crate::audit::records(&trail);
     let kind = |kind: &str| records.iter().filter(|r| r["kind"] == kind).count();
     assert_eq!(kind("trail-full"), 0, "the server's trail never filled");
     assert_eq!(kind("request-share-full"), 1);
@@ -190,5 +187,4 @@ async fn one_request_takes_its_share_of_the_trail_and_the_server_goes_on() {
         (10..2000).contains(&long),
         "{long} of the first request's denials recorded, within its share"
     );
-    crate::audit::validate(&trail);
 }

@@ -84,18 +84,21 @@ async fn main(mut request: Request<Body>) -> Result<Response<Body>, Error> {
     })
 }
 
+/// The number `key=N` of `uri`'s query, if there is one.
+fn query(uri: &Uri, key: &str) -> Option<u64> {
+    uri.query()
+        .unwrap_or_default()
+        .split('&')
+        .find_map(|pair| pair.strip_prefix(key)?.strip_prefix('='))
+        .and_then(|n| n.parse::<u64>().ok())
+}
+
 /// Outgoing requests the host refuses, through raw wasi:http 0.2 calls:
 /// each a first denial of its kind, with a record of its own.
 fn deny_flood(uri: &Uri) -> Response<Body> {
     use wasip2::http::outgoing_handler;
     use wasip2::http::types::{ErrorCode, Fields, OutgoingRequest, Scheme};
-    let query = |key: &str| {
-        uri.query()
-            .unwrap_or_default()
-            .split('&')
-            .find_map(|pair| pair.strip_prefix(key)?.strip_prefix('='))
-            .and_then(|n| n.parse::<u64>().ok())
-    };
+    let query = |key: &str| query(uri, key);
     let (Some(n), Some(len)) = (query("n"), query("len")) else {
         return plain(StatusCode::BAD_REQUEST, "usage: /deny-flood?n=N&len=L\n");
     };
@@ -136,13 +139,7 @@ fn deny_flood(uri: &Uri) -> Response<Body> {
 fn upload_then_trap(uri: &Uri) -> ! {
     use wasip2::http::outgoing_handler;
     use wasip2::http::types::{Fields, Method as RawMethod, OutgoingRequest, Scheme};
-    let query = |key: &str| {
-        uri.query()
-            .unwrap_or_default()
-            .split('&')
-            .find_map(|pair| pair.strip_prefix(key)?.strip_prefix('='))
-            .and_then(|n| n.parse::<u64>().ok())
-    };
+    let query = |key: &str| query(uri, key);
     let (Some(port), Some(bytes)) = (query("port"), query("bytes")) else {
         panic!("usage: /upload-then-trap?port=P&bytes=N");
     };
@@ -218,13 +215,7 @@ fn slow() -> Response<Body> {
 
 /// `bytes=N` from the query, streamed in chunks, never held whole.
 fn big(uri: &Uri) -> Response<Body> {
-    let size = uri
-        .query()
-        .unwrap_or_default()
-        .split('&')
-        .find_map(|pair| pair.strip_prefix("bytes="))
-        .and_then(|n| n.parse::<u64>().ok());
-    let Some(size) = size else {
+    let Some(size) = query(uri, "bytes") else {
         return plain(StatusCode::BAD_REQUEST, "usage: /big?bytes=N\n");
     };
     let chunks = futures_lite::stream::unfold(0u64, move |offset| async move {
