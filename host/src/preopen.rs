@@ -266,6 +266,9 @@ pub enum Overlap {
     Contains,
     /// It is inside the kept directory.
     LiesInside,
+    /// It holds a symbolic link that the path to the kept file or
+    /// directory goes through.
+    HoldsLink,
 }
 
 impl fmt::Display for Overlap {
@@ -274,6 +277,7 @@ impl fmt::Display for Overlap {
             Overlap::Is => "is",
             Overlap::Contains => "contains",
             Overlap::LiesInside => "lies inside",
+            Overlap::HoldsLink => "holds a symbolic link on the way to",
         })
     }
 }
@@ -321,7 +325,19 @@ pub fn check_against(dir: &Path, writable: bool, kept: &[Kept]) -> Result<PathBu
             continue;
         }
         let both_ways = kept.what == Trusted::Cache;
-        if let Some(relation) = overlap(&dir, &kept.path, both_ways, &mounts) {
+        // A symbolic link on the way to the file, in a directory the guest
+        // may write, lets the guest point the next run elsewhere: at a
+        // policy, a component or a cache of its own making.
+        let through_link = || {
+            writable
+                && links_on_the_way(&kept.path).iter().any(|link| {
+                    link.parent()
+                        .is_some_and(|holder| overlap(&dir, holder, false, &mounts).is_some())
+                })
+        };
+        let relation = overlap(&dir, &kept.path, both_ways, &mounts)
+            .or_else(|| through_link().then_some(Overlap::HoldsLink));
+        if let Some(relation) = relation {
             return Err(match kept.what {
                 Trusted::Cache => PreopenError::CodeCache {
                     cache: kept.path,
@@ -418,6 +434,60 @@ fn gives(mounts: &[Mount<'_>], dir: &Path, target: &Path) -> bool {
                 .filter_map(|mount| Some((mount.dev.to_owned(), mount.root.clone()?))),
         )
         .any(|(given, root)| given == device && at.starts_with(&root))
+}
+
+/// The kernel's own bound on links followed resolving one path.
+const MAX_LINKS_FOLLOWED: usize = 40;
+
+/// Each symbolic link that resolving `path` goes through, as it lies (its
+/// directory resolved, its own name as is), in the order met, the last
+/// component's included; resolution stops where the path stops existing,
+/// or past [`MAX_LINKS_FOLLOWED`]. Whoever may write the directory that
+/// holds one of them decides where the path leads.
+fn links_on_the_way(path: &Path) -> Vec<PathBuf> {
+    use std::ffi::OsString;
+    use std::path::Component;
+    let mut links = Vec::new();
+    let Ok(absolute) = std::path::absolute(path) else {
+        return links;
+    };
+    // What is left to walk, the next component last.
+    let owned = |path: &Path| -> Vec<OsString> {
+        path.components()
+            .rev()
+            .map(|part| part.as_os_str().to_owned())
+            .collect()
+    };
+    let mut left = owned(&absolute);
+    let mut at = PathBuf::from("/");
+    while let Some(part) = left.pop() {
+        match Path::new(&part).components().next() {
+            Some(Component::RootDir) => at = PathBuf::from("/"),
+            Some(Component::ParentDir) => {
+                at.pop();
+            }
+            Some(Component::Normal(name)) => {
+                let next = at.join(name);
+                let Ok(meta) = std::fs::symlink_metadata(&next) else {
+                    break;
+                };
+                if !meta.file_type().is_symlink() {
+                    at = next;
+                    continue;
+                }
+                let Ok(target) = std::fs::read_link(&next) else {
+                    break;
+                };
+                links.push(next);
+                if links.len() > MAX_LINKS_FOLLOWED {
+                    break;
+                }
+                left.extend(owned(&target));
+            }
+            _ => {}
+        }
+    }
+    links
 }
 
 /// `path` made absolute, through the canonical form of its nearest
@@ -731,6 +801,48 @@ mod tests {
             )),
             "{e}"
         );
+        std::fs::remove_dir_all(&base).unwrap();
+    }
+
+    /// A link on the way to a kept file, in a directory the guest may
+    /// write, is the guest's to point elsewhere: refused, wherever the
+    /// link leads now and whether it is relative, absolute, or one of a
+    /// chain; the same directory read-only is fine.
+    #[test]
+    fn a_directory_holding_a_link_on_the_way_to_a_kept_file_is_refused_writable() {
+        let base = std::env::temp_dir().join(format!("moat-preopen-links-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let guest = base.join("guest");
+        let etc = base.join("etc");
+        std::fs::create_dir_all(&guest).unwrap();
+        std::fs::create_dir_all(etc.join("moat")).unwrap();
+        std::fs::write(etc.join("moat/policy.toml"), "").unwrap();
+        // guest/conf -> ../etc (relative), guest/abs -> base/guest/conf
+        // (absolute, to the first link), guest/file -> the policy itself.
+        std::os::unix::fs::symlink("../etc", guest.join("conf")).unwrap();
+        std::os::unix::fs::symlink(guest.join("conf"), guest.join("abs")).unwrap();
+        std::os::unix::fs::symlink(etc.join("moat/policy.toml"), guest.join("file")).unwrap();
+        let judged = |kept: &Path, writable: bool| match check_against(
+            &guest,
+            writable,
+            &[Kept::new(kept, Trusted::Policy)],
+        ) {
+            Err(PreopenError::Trusted { relation, .. }) => Some(relation),
+            Ok(_) => None,
+            Err(other) => panic!("{}: {other}", kept.display()),
+        };
+        for through in ["conf/moat/policy.toml", "abs/moat/policy.toml", "file"] {
+            let kept = guest.join(through);
+            assert_eq!(judged(&kept, true), Some(Overlap::HoldsLink), "{through}");
+            assert_eq!(judged(&kept, false), None, "{through}, read-only");
+        }
+        // The file as it is, with no link the guest holds on the way.
+        assert_eq!(judged(&etc.join("moat/policy.toml"), true), None);
+        // A link outside the guest's directory is the user's own.
+        std::os::unix::fs::symlink(&etc, base.join("mine")).unwrap();
+        assert_eq!(judged(&base.join("mine/moat/policy.toml"), true), None);
+        let links = links_on_the_way(&guest.join("abs/moat/policy.toml"));
+        assert_eq!(links, [guest.join("abs"), guest.join("conf")]);
         std::fs::remove_dir_all(&base).unwrap();
     }
 

@@ -386,7 +386,7 @@ fn an_http_request_is_recorded_and_its_new_connection_too_and_an_unjudged_one_as
 /// An HTTP/1.1 server on 127.0.0.1 that keeps connections alive and
 /// answers every request, whatever its body (by length or chunked), with
 /// `hello`. Its port.
-fn keep_alive_server() -> u16 {
+pub(crate) fn keep_alive_server() -> u16 {
     let server = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = server.local_addr().unwrap().port();
     std::thread::spawn(move || {

@@ -273,3 +273,45 @@ fn a_cache_bind_mounted_into_a_guests_directory_is_refused() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Round four's remainder of finding 1: the policy file and the cache
+/// reached through a symbolic link that lies in the guest's writable
+/// directory. Each path as resolved lies outside it, so the check by place
+/// passed, but the guest could point the link at a policy or a cache of its
+/// own for the next run. Refused, naming the link's holder; the same
+/// directory read-only is fine.
+#[test]
+fn a_link_on_the_way_to_a_trusted_file_in_a_guests_directory_is_refused() {
+    let dir = scratch("link-above");
+    let given = dir.join("given");
+    let etc = dir.join("etc");
+    std::fs::create_dir_all(&given).unwrap();
+    std::fs::create_dir_all(etc.join("cache")).unwrap();
+    std::fs::write(etc.join("policy.toml"), "allow-net = []\n").unwrap();
+    std::os::unix::fs::symlink("../etc", given.join("conf")).unwrap();
+    let rw = format!("--dir={}::/d:rw", given.display());
+    let ro = format!("--dir={}::/d", given.display());
+    let policy = format!("--policy={}", given.join("conf/policy.toml").display());
+    let cache = format!("--cache-dir={}", given.join("conf/cache").display());
+
+    let mut args = vec!["run", &cache, &policy, &rw];
+    args.extend(PLANT);
+    assert_refused(
+        &moat(&args),
+        &[
+            "holds a symbolic link on the way to the policy file",
+            "grant itself everything",
+        ],
+    );
+    let mut args = vec!["run", &cache, &rw];
+    args.extend(PLANT);
+    assert_refused(
+        &moat(&args),
+        &["holds a symbolic link on the way to moat's compiled-code cache"],
+    );
+    assert!(!given.join("planted").exists(), "no guest ran");
+
+    let ok = moat(&["run", &cache, &policy, &ro, guests::FS_PROBE, "list", "/d"]);
+    assert_eq!(ok.status.code(), Some(0), "{}", stderr(&ok));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -51,7 +51,7 @@ pub use trail::{
     AUDIT_BATCH, AUDIT_BATCH_WAIT, Audit, AuditError, AuditSink, DEFAULT_MAX_AUDIT_SIZE, JsonLines,
     MAX_AUDIT_QUEUE, MAX_AUDIT_QUEUE_BYTES,
 };
-pub(crate) use trail::{TrailShare, current_share, in_share};
+pub(crate) use trail::{TrailShare, current_share, in_share, with_share};
 pub use udp::MAX_COUNTED_UDP_DESTINATIONS;
 
 pub use moat_policy::settings::Destination;

@@ -97,6 +97,17 @@ fn escape_non_ascii(json: &mut Vec<u8>) {
     }
 }
 
+/// The length of `record`'s line as [`JsonLines`] writes it, newline
+/// included.
+fn line_len(record: &AuditRecord) -> u64 {
+    let mut line = Vec::with_capacity(1024);
+    if serde_json::to_writer(&mut line, &record.to_json()).is_err() {
+        return record.body.size() as u64;
+    }
+    escape_non_ascii(&mut line);
+    line.len() as u64 + 1
+}
+
 /// A sink that writes each record as one line of JSON.
 pub struct JsonLines<W: Write + Send + 'static> {
     out: io::BufWriter<W>,
@@ -242,6 +253,17 @@ pub(crate) fn current_share() -> Option<Arc<TrailShare>> {
     SHARE.try_with(Arc::clone).ok()
 }
 
+/// Runs `f` within `share` (or as it is, without one): the records it
+/// makes are paid from it, whichever task runs it (a record made for a
+/// request on a task the request did not start: its exchange's, written
+/// where its response body ends; a socket's, judged in wasmtime-wasi's).
+pub(crate) fn with_share<R>(share: Option<&Arc<TrailShare>>, f: impl FnOnce() -> R) -> R {
+    match share {
+        Some(share) => SHARE.sync_scope(Arc::clone(share), f),
+        None => f(),
+    }
+}
+
 /// Runs `future` within `share` (or as it is, without one): the records
 /// its task makes are paid from it.
 pub(crate) async fn in_share<F: std::future::Future>(
@@ -366,10 +388,17 @@ impl Shared {
     /// pending then are queued past it).
     fn push(&self, body: Body) -> Result<(), AuditError> {
         let size = body.size();
-        // The request this record is made for pays it from its share; the
-        // first record past it is replaced by one that says so (past the
-        // share, as the trail's own `trail-full` is past the cap).
-        if let Ok(Err(full)) = SHARE.try_with(|share| share.charge(size as u64)) {
+        let context = Arc::clone(&self.lock().context);
+        let record = AuditRecord {
+            time: SystemTime::now(),
+            context,
+            body,
+        };
+        // The request this record is made for pays it from its share, at
+        // the length of its line (its context and every escape counted);
+        // the first record past it is replaced by one that says so (past
+        // the share, as the trail's own `trail-full` is past the cap).
+        if let Ok(Err(full)) = SHARE.try_with(|share| share.charge(line_len(&record))) {
             if let AuditError::ShareFull { limit, setting } = &full
                 && !SHARE.with(|share| share.told.swap(true, Ordering::AcqRel))
             {
@@ -418,12 +447,7 @@ impl Shared {
             return Err(AuditError::Failed("the run's trail is finished".to_owned()));
         }
         queue.bytes += size;
-        let context = Arc::clone(&queue.context);
-        queue.records.push_back(AuditRecord {
-            time: SystemTime::now(),
-            context,
-            body,
-        });
+        queue.records.push_back(record);
         // The writer is woken for a queue's first record, and again once
         // a batch is there; between the two it waits on a timer.
         let wake = matches!(queue.records.len(), 1 | AUDIT_BATCH);

@@ -84,13 +84,17 @@ impl Tasks {
         F: Future<Output = ()> + Send + 'static,
     {
         let stop = self.stop.clone();
-        self.tracker.spawn(async move {
-            tokio::select! {
-                biased;
-                () = stop.cancelled() => {}
-                () = task => {}
-            }
-        })
+        // Records the task makes are paid from the trail share of the
+        // request that started it (`moat serve`), as its own are.
+        let share = crate::audit::current_share();
+        self.tracker
+            .spawn(crate::audit::in_share(share, async move {
+                tokio::select! {
+                    biased;
+                    () = stop.cancelled() => {}
+                    () = task => {}
+                }
+            }))
     }
 
     pub(crate) fn pending_writes(&self) -> &Arc<PendingWrites> {

@@ -220,13 +220,23 @@ impl Shared {
             Ok(wasi) => wasi,
             Err(e) => return internal(&format!("{e}")),
         };
-        let moat = MoatCtx::on_net(
-            self.net.clone(),
-            self.notices.clone(),
-            self.max_memory,
-            Duration::ZERO,
-            &mut wasi,
-        );
+        let spelling = self.run.net.policy.spelling();
+        // The request's share of the trail: its handler's records, and its
+        // outgoing requests' and sockets' (the context's hooks take it now),
+        // are paid from it.
+        let trail_share = Some(crate::audit::TrailShare::new(
+            limits.max_audit_per_request,
+            moat_policy::setting::Setting::MaxAuditPerRequest.spelled(spelling),
+        ));
+        let moat = crate::audit::with_share(trail_share.as_ref(), || {
+            MoatCtx::on_net(
+                self.net.clone(),
+                self.notices.clone(),
+                self.max_memory,
+                Duration::ZERO,
+                &mut wasi,
+            )
+        });
         let mut store = Store::new(
             &self.engine,
             RunState {
@@ -236,7 +246,6 @@ impl Shared {
             },
         );
         kit::prepare(&mut store);
-        let spelling = self.run.net.policy.spelling();
         let mut callback = deadline_callback(Instant::now() + limit, limit, spelling);
         store.epoch_deadline_callback(move |_| callback());
 
@@ -252,12 +261,6 @@ impl Shared {
         let stopped = Abandoned::default();
         let stopping = stopped.clone();
         let (sender, receiver) = tokio::sync::oneshot::channel();
-        // The request's share of the trail: its handler's records, and its
-        // outgoing requests', are paid from it.
-        let trail_share = Some(crate::audit::TrailShare::new(
-            limits.max_audit_per_request,
-            moat_policy::setting::Setting::MaxAuditPerRequest.spelled(spelling),
-        ));
         let handler = match pre {
             Template::P2(pre) => {
                 let view = store.data_mut();

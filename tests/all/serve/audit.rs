@@ -188,3 +188,76 @@ async fn one_request_takes_its_share_of_the_trail_and_the_server_goes_on() {
         "{long} of the first request's denials recorded, within its share"
     );
 }
+
+/// A request's share is paid in the bytes its records' lines take. A
+/// handler that fetches 400 allowed URLs with 200-byte paths, reading each
+/// body to its end: a decision and an exchange record each. Before, the
+/// share was charged each record's estimate (551 bytes for a 742-byte
+/// line: the run, the guest's digest and the keys were not counted), and
+/// the request's records took 86 KB of a 64 KiB share; now the request is
+/// stopped at its share, told so, and the next request fetches as before.
+/// (The records its outgoing requests make on tasks of their own are paid
+/// from the same share: the exchange's, the lookups', the socket hook's.)
+#[tokio::test]
+async fn a_requests_share_is_paid_in_the_bytes_its_records_take() {
+    let trail = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("audit-serve-share-tasks.jsonl");
+    let _ = std::fs::remove_file(&trail);
+    let port = crate::audit::keep_alive_server();
+    let mut server = Serve::start(
+        guests::HTTP_HOSTILE,
+        &[
+            &format!("--audit={}", trail.display()),
+            &format!("--allow-net=127.0.0.1:{port}"),
+            "--max-audit-size=4MiB",
+            "--max-audit-per-request=64KiB",
+        ],
+    )
+    .await;
+    let flood = get(
+        server.addr,
+        &format!("/fetch-flood?port={port}&n=400&len=200"),
+    )
+    .await;
+    let text = flood.text();
+    assert!(
+        text.starts_with("fetched ") && text.contains("audit trail"),
+        "stopped at its share: {text}"
+    );
+    let next = get(server.addr, &format!("/fetch-flood?port={port}&n=3&len=10")).await;
+    assert_eq!(next.text(), "fetched 3\n");
+    server.terminate();
+    assert_eq!(server.exited().await.code(), Some(0));
+    let records = crate::audit::records(&trail);
+    let long = |r: &&serde_json::Value| {
+        r["request"]["path"]
+            .as_str()
+            .is_some_and(|p| p.len() == 200)
+    };
+    let count = |kind: &str| {
+        records
+            .iter()
+            .filter(long)
+            .filter(|r| r["kind"] == kind)
+            .count()
+    };
+    let (decisions, exchanges) = (count("decision"), count("http-exchange"));
+    let bytes: usize = std::fs::read_to_string(&trail)
+        .unwrap()
+        .lines()
+        .filter(|line| line.contains(&"b".repeat(199)))
+        .map(str::len)
+        .sum();
+    assert!(exchanges > 10, "{exchanges} exchanges recorded");
+    assert!(
+        bytes <= 64 * 1024,
+        "the request's {decisions} decisions and {exchanges} exchanges took {bytes} bytes of \
+         the trail, past its 64 KiB share"
+    );
+    assert_eq!(
+        records
+            .iter()
+            .filter(|r| r["kind"] == "request-share-full")
+            .count(),
+        1
+    );
+}

@@ -55,7 +55,12 @@ impl NameLookup {
     fn start(gate: Arc<AddressGate>, name: String) -> Result<NameLookup, LookupError> {
         let charge = gate.charge(LOOKUP_STREAM_BYTES, "a name lookup stream")?;
         Ok(NameLookup {
-            lookup: Lookup::Running(tokio::spawn(async move { gate.lookup(&name).await })),
+            // Its records are paid from the share of the request whose
+            // handler asked (`moat serve`).
+            lookup: Lookup::Running(tokio::spawn(crate::audit::in_share(
+                crate::audit::current_share(),
+                async move { gate.lookup(&name).await },
+            ))),
             _charge: charge,
         })
     }

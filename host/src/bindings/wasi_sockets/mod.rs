@@ -81,13 +81,17 @@ impl WasiNet {
     pub fn configure(&self, builder: &mut WasiCtxBuilder) {
         let gate = Arc::clone(&self.gate);
         let wakeups = self.wakeups.clone();
+        // wasmtime-wasi calls the hook on tasks of its own: the records it
+        // makes are paid from the trail share of the request this context
+        // is made for (`moat serve`), taken now.
+        let share = crate::audit::current_share();
         builder
             .allow_tcp(true)
             .allow_udp(true)
             .allow_ip_name_lookup(true)
             .socket_addr_check(move |addr, use_| {
                 let admitted = (matches!(use_, SocketAddrUse::TcpAccept) && wakeups.take(addr))
-                    || judge(&gate, addr, use_);
+                    || crate::audit::with_share(share.as_ref(), || judge(&gate, addr, use_));
                 Box::pin(std::future::ready(admitted))
             });
     }

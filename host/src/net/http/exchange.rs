@@ -15,7 +15,7 @@ use http_body::Frame;
 use http_body_util::BodyExt as _;
 
 use super::RequestBody;
-use crate::audit::{HttpConnection, HttpEnd, HttpExchange, HttpRequest};
+use crate::audit::{HttpConnection, HttpEnd, HttpExchange, HttpRequest, TrailShare};
 use crate::net::budget::Charge;
 use crate::net::run::Run;
 use moat_policy::policy::Host;
@@ -73,6 +73,9 @@ pub(crate) struct Exchange {
     sent: Option<Arc<AtomicU64>>,
     /// The request's facts, paid from the run's host memory while held.
     _charge: Option<Charge>,
+    /// The trail share of the request that made it (`moat serve`), which
+    /// pays its record wherever it ends.
+    share: Option<Arc<TrailShare>>,
 }
 
 impl Exchange {
@@ -100,6 +103,7 @@ impl Exchange {
         });
         Exchange {
             run,
+            share: record.as_ref().and_then(|_| crate::audit::current_share()),
             record,
             sent,
             _charge: charge,
@@ -152,7 +156,9 @@ impl Exchange {
         record.sent = self.sent.as_ref().map_or(0, |s| s.load(Ordering::Relaxed));
         // The request is over: a trail that cannot take the record
         // changes nothing for it (and refuses the run's next call).
-        let _ = self.run.audit.http_exchange(|| record);
+        let _ = crate::audit::with_share(self.share.as_ref(), || {
+            self.run.audit.http_exchange(|| record)
+        });
     }
 }
 

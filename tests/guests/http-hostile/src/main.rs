@@ -33,6 +33,10 @@
 //!   them: each is refused) with a path L bytes
 //!   long, one after the other, and answers 200 `denied K\n`, or `denied
 //!   K, then ERR\n` when a request fails otherwise (it stops there).
+//! - `/fetch-flood?port=P&n=N&len=L`: makes N outgoing GETs to
+//!   `127.0.0.1:P` with a path L bytes long, one after the other, reading
+//!   each response's body to its end, and answers 200 `fetched K\n`, or
+//!   `fetched K, then ERR\n` when one fails (it stops there).
 //! - `POST /consume`: reads the whole request body, then answers 200
 //!   `read N\n`; a body the host cuts off answers 500 with the error.
 //! - anything else: 404.
@@ -76,6 +80,7 @@ async fn main(mut request: Request<Body>) -> Result<Response<Body>, Error> {
         "/uri" => Response::new(Body::from(format!("{}\n", request.uri()))),
         "/upload-then-trap" => upload_then_trap(request.uri()),
         "/deny-flood" => deny_flood(request.uri()),
+        "/fetch-flood" => fetch_flood(request.uri()),
         "/count" => {
             let n = ANSWERED.fetch_add(1, Ordering::Relaxed) + 1;
             Response::new(Body::from(format!("{n}\n")))
@@ -132,6 +137,67 @@ fn deny_flood(uri: &Uri) -> Response<Body> {
         }
     }
     Response::new(Body::from(format!("denied {denied}\n")))
+}
+
+/// Outgoing requests the host allows, through raw wasi:http 0.2 calls,
+/// each response's body read to its end.
+fn fetch_flood(uri: &Uri) -> Response<Body> {
+    use wasip2::http::outgoing_handler;
+    use wasip2::http::types::{Fields, OutgoingRequest, Scheme};
+    use wasip2::io::streams::StreamError;
+    let query = |key: &str| query(uri, key);
+    let (Some(port), Some(n), Some(len)) = (query("port"), query("n"), query("len")) else {
+        return plain(
+            StatusCode::BAD_REQUEST,
+            "usage: /fetch-flood?port=P&n=N&len=L\n",
+        );
+    };
+    let path = format!("/{}", "b".repeat(len.saturating_sub(1) as usize));
+    let mut fetched = 0;
+    for _ in 0..n {
+        let request = OutgoingRequest::new(Fields::new());
+        let set = request.set_scheme(Some(&Scheme::Http)).is_ok()
+            && request
+                .set_authority(Some(&format!("127.0.0.1:{port}")))
+                .is_ok()
+            && request.set_path_with_query(Some(&path)).is_ok();
+        assert!(set, "the request refused a part");
+        let response = match outgoing_handler::handle(request, None) {
+            Err(code) => Err(code),
+            Ok(future) => loop {
+                match future.get() {
+                    Some(Ok(outcome)) => break outcome,
+                    Some(Err(())) => panic!("the response was taken twice"),
+                    None => future.subscribe().block(),
+                }
+            },
+        };
+        let response = match response {
+            Ok(response) => response,
+            Err(code) => {
+                return Response::new(Body::from(format!("fetched {fetched}, then {code:?}\n")));
+            }
+        };
+        let body = response.consume().expect("the body, once");
+        let stream = body.stream().expect("the stream, once");
+        loop {
+            match stream.blocking_read(64 * 1024) {
+                Ok(_) => {}
+                Err(StreamError::Closed) => break,
+                Err(StreamError::LastOperationFailed(e)) => {
+                    return Response::new(Body::from(format!(
+                        "fetched {fetched}, then {}\n",
+                        e.to_debug_string()
+                    )));
+                }
+            }
+        }
+        drop(stream);
+        drop(body);
+        drop(response);
+        fetched += 1;
+    }
+    Response::new(Body::from(format!("fetched {fetched}\n")))
 }
 
 /// An upload the handler dies in the middle of, through raw wasi:http 0.2
