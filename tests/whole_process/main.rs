@@ -13,6 +13,7 @@ use std::sync::Mutex;
 mod support;
 
 mod accept_errors;
+mod advisories;
 mod boundary;
 mod cleanup;
 mod held;

@@ -57,7 +57,7 @@ pub use http::{
     Abandoned, BoxError, HttpClient, HttpError, HttpRequestOptions, RequestBody, ResponseBody,
     Unfinished, request_cut_short,
 };
-pub(crate) use http::{ChargedBody, MIN_HTTP_HEADER_SIZE};
+pub(crate) use http::{ChargedBody, Declared, MIN_HTTP_HEADER_SIZE, request_longer_than_declared};
 pub use limits::Limits;
 pub use listen::{AcceptQueue, ListenOptions, TcpListener};
 pub use tasks::PendingWrites;

@@ -34,11 +34,11 @@ use wasmtime_wasi_http::{
     WasiHttpHooks,
 };
 
-use crate::net::MIN_HTTP_HEADER_SIZE;
 use crate::net::{
     Abandoned, BoxError, HttpClient, HttpError as CoreError, HttpRequestOptions, Net, NetError,
     Notices, Unfinished, request_cut_short,
 };
+use crate::net::{Declared, MIN_HTTP_HEADER_SIZE, request_longer_than_declared};
 use held::Held;
 
 /// The most a guest may write to a wasi:http 0.2 outgoing body in one
@@ -213,9 +213,21 @@ impl WasiHttpHooks for MoatHooks {
             between_bytes_timeout: options.and_then(|o| o.between_bytes_timeout),
         };
         let gone = self.gone.clone();
+        // What the guest declared its body's length to be, if it did:
+        // bytes past it fail the request rather than reach the server cut.
+        let declared = request
+            .headers()
+            .get(http::header::CONTENT_LENGTH)
+            .and_then(|length| length.to_str().ok()?.trim().parse::<u64>().ok());
         let request = request.map(|body| {
             let body = body.map_err(|e| Box::new(e) as BoxError).boxed_unsync();
-            Unfinished::new(body, gone, request_cut_short).boxed_unsync()
+            let body = Unfinished::new(body, gone, request_cut_short);
+            match declared {
+                Some(declared) => {
+                    Declared::new(body, declared, request_longer_than_declared).boxed_unsync()
+                }
+                None => body.boxed_unsync(),
+            }
         });
         // wasmtime-wasi-http runs the request on a task of its own: its
         // records are paid from the share of the request whose handler

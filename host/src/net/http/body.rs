@@ -222,6 +222,70 @@ impl<B: Body<Data = Bytes> + Unpin> Body for Unfinished<B> {
     }
 }
 
+/// A guest's request body held to the length its `Content-Length`
+/// declares: a data frame that would carry it past fails in its place.
+/// hyper writes only the declared part of such a frame, a whole request to
+/// the server, which would act on a body whose write the guest was told
+/// failed; failed here, the request is cut off before its end instead.
+/// (A body that ends short is wasmtime-wasi-http's to refuse, and is.)
+pub struct Declared<B: Body> {
+    inner: B,
+    declared: u64,
+    sent: u64,
+    longer: fn(u64) -> B::Error,
+}
+
+impl<B: Body> Declared<B> {
+    /// `inner`, failing with `longer(declared)` before a frame that would
+    /// carry it past `declared` bytes.
+    pub fn new(inner: B, declared: u64, longer: fn(u64) -> B::Error) -> Declared<B> {
+        Declared {
+            inner,
+            declared,
+            sent: 0,
+            longer,
+        }
+    }
+}
+
+/// The error of a guest's request body longer than it declared.
+pub fn request_longer_than_declared(declared: u64) -> BoxError {
+    Box::new(HttpError::RequestBody(format!(
+        "the guest's request body is longer than its Content-Length of {declared} bytes"
+    )))
+}
+
+impl<B: Body<Data = Bytes> + Unpin> Body for Declared<B> {
+    type Data = Bytes;
+    type Error = B::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        if let Poll::Ready(Some(Ok(frame))) = &polled
+            && let Some(data) = frame.data_ref()
+        {
+            let sent = self.sent.saturating_add(data.len() as u64);
+            if sent > self.declared {
+                tracing::debug!(target: "moat::http", declared = self.declared, "a request body longer than its Content-Length");
+                return Poll::Ready(Some(Err((self.longer)(self.declared))));
+            }
+            self.sent = sent;
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
 /// A body that holds a charge on the run's host memory for as long as it
 /// lives: a wasi:http 0.2 outgoing body's buffer is paid until the body is
 /// sent to its end or dropped, whoever holds it then (the guest's request,
@@ -279,5 +343,35 @@ mod tests {
             seen.push(frame.unwrap().into_data().unwrap());
         }
         assert_eq!(seen, vec![Bytes::from_static(b"x")]);
+    }
+
+    /// The frame that would carry a body past its declared length fails
+    /// in its place; the frames before it, and a body within its length,
+    /// pass whole.
+    #[tokio::test]
+    async fn a_body_longer_than_declared_fails_before_its_excess() {
+        let frames = |parts: &[&'static [u8]]| {
+            let parts: Vec<Result<Frame<Bytes>, BoxError>> = parts
+                .iter()
+                .map(|p| Ok(Frame::data(Bytes::from_static(p))))
+                .collect();
+            StreamBody::new(futures::stream::iter(parts))
+        };
+        let mut body = Declared::new(frames(&[b"abc", b"defg"]), 5, request_longer_than_declared);
+        assert_eq!(
+            body.frame().await.unwrap().unwrap().into_data().unwrap(),
+            "abc"
+        );
+        let err = body.frame().await.unwrap().unwrap_err();
+        assert!(
+            err.to_string().contains("Content-Length of 5 bytes"),
+            "{err}"
+        );
+        let mut body = Declared::new(frames(&[b"abc", b"de"]), 5, request_longer_than_declared);
+        let mut seen = Vec::new();
+        while let Some(frame) = body.frame().await {
+            seen.extend_from_slice(&frame.unwrap().into_data().unwrap());
+        }
+        assert_eq!(seen, b"abcde");
     }
 }

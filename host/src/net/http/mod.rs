@@ -74,6 +74,7 @@ use moat_policy::setting::Setting;
 
 pub(crate) use body::ChargedBody;
 pub use body::{Abandoned, ResponseBody, Unfinished, request_cut_short};
+pub(crate) use body::{Declared, request_longer_than_declared};
 pub use error::{HttpError, HttpRequestOptions};
 use exchange::{Exchange, Made};
 use pool::{Key, Pool, Sender};

@@ -3,6 +3,8 @@
 //! reports a limit it met as a line, not as an error, so the test can read
 //! how far it got.
 
+mod advisory;
+
 use std::cell::Cell;
 use std::rc::Rc;
 use std::time::Duration;
@@ -25,6 +27,9 @@ async fn main() -> Result<(), Error> {
     };
     match arg(0)? {
         "park-udp" => park_udp(num(1)?).await?,
+        "empty-writes" => advisory::empty_writes_to(num(1)?, arg(2)?, arg(3).unwrap_or_default()),
+        "udp-elsewhere" => advisory::udp_elsewhere(num(1)? as u16, num(2)? as u16),
+        "content-length" => advisory::content_length(num(1)? as u16, num(2)?, num(3)?),
         "hold-sockets" => hold_sockets(arg(1)?, num(2)? as u16, num(3)?).await?,
         "drop-unsent" => {
             drop_unsent(arg(1)?, num(2)? as u16, num(3)?, num(4)? as usize).await?;
