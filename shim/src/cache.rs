@@ -73,6 +73,8 @@ pub struct NodeSettings {
     pub max_compile_memory: u64,
     /// Longest that process may run ([`DEFAULT_COMPILE_TIMEOUT`]).
     pub compile_timeout: std::time::Duration,
+    /// The CPUs' time that process may take ([`DEFAULT_COMPILE_CPUS`]).
+    pub compile_cpus: u32,
 }
 
 /// The memory the process that compiles a tenant's component for the
@@ -88,6 +90,12 @@ pub const DEFAULT_MAX_COMPILE_MEMORY: u64 = 4 << 30;
 /// the component itself.
 pub const DEFAULT_COMPILE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
 
+/// The CPUs' time the node's compile of one component may take: one. A
+/// compile for the cache happens before a pod starts, beside the node's
+/// running pods, which keep the rest; wasmtime would otherwise take every
+/// CPU for the 14 s of CPU the largest component seen takes.
+pub const DEFAULT_COMPILE_CPUS: u32 = 1;
+
 impl Default for NodeSettings {
     fn default() -> NodeSettings {
         NodeSettings {
@@ -95,6 +103,7 @@ impl Default for NodeSettings {
             max_cache_size: MAX_CACHE_BYTES,
             max_compile_memory: DEFAULT_MAX_COMPILE_MEMORY,
             compile_timeout: DEFAULT_COMPILE_TIMEOUT,
+            compile_cpus: DEFAULT_COMPILE_CPUS,
         }
     }
 }
@@ -111,7 +120,7 @@ pub enum SettingsError {
     /// A key the shim does not know.
     #[error(
         "{SETTINGS_FILE}: `{0}` is not a setting (the settings are cache-dir, max-cache-size, \
-         max-compile-memory and compile-timeout)"
+         max-compile-memory, compile-timeout and compile-cpus)"
     )]
     Unknown(String),
     /// A value of the wrong kind or out of range.
@@ -175,6 +184,16 @@ impl NodeSettings {
                                 key: "compile-timeout",
                                 why,
                             }
+                        })?;
+                }
+                "compile-cpus" => {
+                    settings.compile_cpus = value
+                        .as_integer()
+                        .and_then(|n| u32::try_from(n).ok())
+                        .filter(|&n| n >= 1)
+                        .ok_or_else(|| SettingsError::Value {
+                            key: "compile-cpus",
+                            why: "a whole number of CPUs, 1 or more".to_owned(),
                         })?;
                 }
                 other => return Err(SettingsError::Unknown(other.to_owned())),
@@ -322,6 +341,23 @@ pub fn compile_with(
         .stderr(std::process::Stdio::piped())
         .spawn()
         .map_err(|e| Uncached::Compile(e.to_string()))?;
+    // As root (a node's shim), the child compiles in a cgroup of its own,
+    // or not at all: it is moved there before it reads the component.
+    let cgroup = match rustix::process::geteuid().is_root() {
+        false => None,
+        true => match crate::compile_sandbox::CompileCgroup::enter(
+            i32::try_from(child.id()).unwrap_or(i32::MAX),
+            settings.max_compile_memory,
+            settings.compile_cpus,
+        ) {
+            Ok(cgroup) => Some(cgroup),
+            Err(e) => {
+                let _ = child.kill();
+                let _ = exit_code(&mut child, &reaped);
+                return Err(Uncached::Compile(e.to_string()));
+            }
+        },
+    };
     // The compile's time bound: a watchdog that kills the child once it is
     // up, unless told first that the child ended.
     let pid = rustix::process::Pid::from_child(&child);
@@ -349,6 +385,8 @@ pub fn compile_with(
         let _ = stderr.take(MAX_COMPILE_MESSAGE).read_to_end(&mut said);
     }
     let status = exit_code(&mut child, &reaped);
+    // The child has ended: its cgroup is empty, and goes.
+    drop(cgroup);
     let _ = ended.send(());
     let timed_out = watchdog.join().unwrap_or(false);
     let status = status.map_err(|e| Uncached::Compile(e.to_string()))?;
@@ -478,10 +516,11 @@ pub fn compile_main(args: &[String]) -> i32 {
         return 2;
     };
     // The compile of a tenant's component runs as the shim (root, on the
-    // node): it gains no privilege from here on, and takes at most
-    // `max_memory` (the allocator's failure past it ends the process).
-    if let Err(e) = rustix::thread::set_no_new_privs(true) {
-        eprintln!("{COMPILE_FLAG}: cannot drop the gaining of privileges: {e}");
+    // node): before it reads the component it enters its sandbox, and
+    // takes at most `max_memory` (the allocator's failure past it ends the
+    // process).
+    if let Err(e) = crate::compile_sandbox::enter() {
+        eprintln!("{COMPILE_FLAG}: {e}");
         return 1;
     }
     let limit = rustix::process::Rlimit {
@@ -602,6 +641,12 @@ mod tests {
         assert_eq!(set.cache_dir.as_deref(), Some(Path::new("/srv/moat-cache")));
         assert_eq!(set.max_cache_size, 512 << 20);
         assert_eq!(
+            NodeSettings::parse("compile-cpus = 3")
+                .unwrap()
+                .compile_cpus,
+            3
+        );
+        assert_eq!(
             NodeSettings::parse("cache-dir = \"off\"")
                 .unwrap()
                 .cache_dir,
@@ -613,6 +658,8 @@ mod tests {
             ("cache-dir = 3", "a path"),
             ("max-cache-size = \"2GB\"", "max-cache-size"),
             ("max-cache-size = 5", "a size"),
+            ("compile-cpus = 0", "1 or more"),
+            ("compile-cpus = \"2\"", "a whole number of CPUs"),
             ("cache-dir = ", "TOML"),
         ] {
             let error = NodeSettings::parse(text).unwrap_err().to_string();

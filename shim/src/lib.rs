@@ -24,6 +24,7 @@
 #![warn(missing_docs)]
 
 pub mod cache;
+mod compile_sandbox;
 pub mod deployment;
 mod executor;
 pub mod image;
