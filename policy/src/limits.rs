@@ -220,6 +220,17 @@ pub const DEFAULT_MAX_AUDIT_SIZE: u64 = 1 << 30;
 /// was refused.
 pub const DEFAULT_MAX_AUDIT_PER_REQUEST: u64 = 16 << 20;
 
+/// `moat serve`: how fast the records of one client address's requests (an
+/// IPv4 address, an IPv6 /64) may fill the audit trail, in bytes a second,
+/// once they took a first [`DEFAULT_MAX_AUDIT_PER_REQUEST`]: 256 KiB. One
+/// address then needs more than an hour to fill the default 1 GiB trail
+/// (before, ~5,900 requests whose records repeat a long path did it), while
+/// a client making a hundred requests a second, each with a decision and an
+/// exchange record (about 1.5 KB), stays under it. Past it that client's
+/// audited operations are refused and the server's others go on; `none`
+/// turns it off (a server behind a reverse proxy sees one address).
+pub const DEFAULT_MAX_AUDIT_RATE_PER_CLIENT: u64 = 256 << 10;
+
 /// The bounds of one run. The defaults are what a normal program never
 /// meets and a hostile one does; `None` means unbounded (the embedder's
 /// choice, never a default).
@@ -309,6 +320,10 @@ pub struct Limits {
     /// `moat serve`: the trail one request's records may take
     /// ([`DEFAULT_MAX_AUDIT_PER_REQUEST`]).
     pub max_audit_per_request: u64,
+    /// `moat serve`: how fast one client address's records may fill the
+    /// trail, in bytes a second ([`DEFAULT_MAX_AUDIT_RATE_PER_CLIENT`]; 0,
+    /// written `none`: no bound).
+    pub max_audit_rate_per_client: u64,
 }
 
 impl Default for Limits {
@@ -343,6 +358,7 @@ impl Default for Limits {
             timeout: None,
             max_audit_size: DEFAULT_MAX_AUDIT_SIZE,
             max_audit_per_request: DEFAULT_MAX_AUDIT_PER_REQUEST,
+            max_audit_rate_per_client: DEFAULT_MAX_AUDIT_RATE_PER_CLIENT,
         }
     }
 }
@@ -439,6 +455,10 @@ impl Limits {
             },
             Setting::MaxAuditSize => Bound::Size(self.max_audit_size),
             Setting::MaxAuditPerRequest => Bound::Size(self.max_audit_per_request),
+            Setting::MaxAuditRatePerClient => match self.max_audit_rate_per_client {
+                0 => Bound::Unbounded,
+                rate => Bound::Size(rate),
+            },
         })
     }
 
@@ -515,6 +535,9 @@ impl Limits {
             Setting::MinHttpBodyRate => self.min_http_body_rate = size.unwrap_or(0),
             Setting::MaxAuditSize => self.max_audit_size = need(size, refused)?,
             Setting::MaxAuditPerRequest => self.max_audit_per_request = need(size, refused)?,
+            // `none`: no bound on a client's rate (its requests' shares
+            // alone).
+            Setting::MaxAuditRatePerClient => self.max_audit_rate_per_client = size.unwrap_or(0),
         }
         Ok(())
     }

@@ -100,6 +100,9 @@ pub enum Setting {
     MaxAuditSize,
     /// `moat serve`: the most of the audit trail one request's records take.
     MaxAuditPerRequest,
+    /// `moat serve`: how fast one client address's requests may write the
+    /// audit trail.
+    MaxAuditRatePerClient,
 }
 
 /// A setting as one run writes it: the setting itself, for a program to
@@ -456,11 +459,22 @@ const ROWS: [Row; Setting::ALL.len()] = [
         help: "moat serve: most bytes of audit trail the records of one request may take \
                (past it that request's audited operations are refused, the server's not)",
     },
+    Row {
+        key: "max-audit-rate-per-client",
+        flag: "--max-audit-rate-per-client",
+        variable: "MOAT_MAX_AUDIT_RATE_PER_CLIENT",
+        option: "Limits::max_audit_rate_per_client",
+        kind: Kind::Size,
+        help: "moat serve: fastest the records of one client address's requests (an IPv6 \
+               /64) may fill the audit trail, in bytes a second after a first \
+               --max-audit-per-request (past it that client's audited operations are \
+               refused, the server's not; none: no bound)",
+    },
 ];
 
 impl Setting {
     /// Every setting, in the order `moat run --help` lists their flags.
-    pub const ALL: [Setting; 32] = [
+    pub const ALL: [Setting; 33] = [
         Setting::AllowNet,
         Setting::AllowListen,
         Setting::DenyNet,
@@ -493,6 +507,7 @@ impl Setting {
         Setting::Audit,
         Setting::MaxAuditSize,
         Setting::MaxAuditPerRequest,
+        Setting::MaxAuditRatePerClient,
     ];
 
     const fn row(self) -> &'static Row {

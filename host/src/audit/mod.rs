@@ -34,12 +34,14 @@
 //! With no trail ([`Audit::off`], the default) every call here returns at
 //! once and nothing is built.
 
+mod client_rate;
 mod denials;
 mod record;
 mod tally;
 mod trail;
 mod udp;
 
+pub(crate) use client_rate::ClientRates;
 pub use denials::MAX_COUNTED_DENIALS;
 pub use record::{
     AuditRecord, Body, Context, Event, GuestIdentity, HttpConnection, HttpEnd, HttpExchange,

@@ -17,7 +17,9 @@ use moat_policy::setting::Spelled;
 /// records (`request` on their decisions and connects, `http-exchange`).
 /// Version 3: the `reload` and `request-share-full` records (`moat serve`
 /// replaced its handler; one request's records took their share).
-pub const SCHEMA_VERSION: u32 = 3;
+/// Version 4: the `client-rate-full` record (one client address's records
+/// came faster than their rate).
+pub const SCHEMA_VERSION: u32 = 4;
 
 /// Which component a run runs: its file name and the SHA-256 of its bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -537,6 +539,16 @@ pub enum Body {
         /// The setting that raises it, as the run writes it.
         setting: Spelled,
     },
+    /// One client address's requests wrote records faster than their rate
+    /// (`moat serve`'s `--max-audit-rate-per-client`): nothing more of that
+    /// client is recorded, and its audited operations are refused, until
+    /// its rate allows more; the server's other clients go on.
+    ClientRateFull {
+        /// The rate, in bytes a second.
+        rate: u64,
+        /// The setting that raises it, as the run writes it.
+        setting: Spelled,
+    },
     /// The trail reached its size cap: nothing more is recorded, so the
     /// run's network is refused from here on.
     Full {
@@ -575,7 +587,7 @@ impl Body {
                         .as_ref()
                         .map_or(0, |g| g.file.len() + g.sha256.len())
             }
-            Body::ShareFull { .. } | Body::Full { .. } => FIXED,
+            Body::ShareFull { .. } | Body::ClientRateFull { .. } | Body::Full { .. } => FIXED,
         }
     }
 }
@@ -735,6 +747,16 @@ impl AuditRecord {
                     "audit trail full for this request: its records reached their share of \
                      {limit} bytes, and no more of its network operations are allowed (raise \
                      it with {setting})"
+                ),
+            ),
+            Body::ClientRateFull { rate, setting } => cap_json(
+                &mut record,
+                "client-rate-full",
+                *rate,
+                format!(
+                    "audit trail full for this client: its requests' records came faster than \
+                     {rate} bytes a second, and no more of its network operations are allowed \
+                     for now (raise it with {setting})"
                 ),
             ),
             Body::Full { limit, setting } => cap_json(

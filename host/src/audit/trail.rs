@@ -12,6 +12,7 @@ use std::time::{Duration, Instant, SystemTime};
 pub use moat_policy::limits::DEFAULT_MAX_AUDIT_SIZE;
 
 use super::Destination;
+use super::client_rate::ClientRate;
 use super::denials::DenialCounts;
 use super::record::{
     AuditRecord, Body, Context, Event, GuestIdentity, HttpExchange, SettingRecord,
@@ -193,6 +194,21 @@ pub enum AuditError {
         /// The setting that raises it, as the run writes it.
         setting: Spelled,
     },
+    /// One client address's requests wrote records faster than their rate
+    /// (`moat serve`'s `--max-audit-rate-per-client`): that client's
+    /// audited operations are refused until its rate allows more, the
+    /// server's others go on.
+    #[error(
+        "audit trail full for this client: its requests' records came faster than {rate} bytes \
+         a second, and no more of its network operations are allowed for now (raise it with \
+         {setting})"
+    )]
+    ClientRate {
+        /// The rate, in bytes a second.
+        rate: u64,
+        /// The setting that raises it, as the run writes it.
+        setting: Spelled,
+    },
     /// The trail reached its size cap; nothing more is recorded, so
     /// nothing more is allowed.
     #[error(
@@ -214,35 +230,54 @@ tokio::task_local! {
 }
 
 /// One request's share of the trail (`--max-audit-per-request`): what its
-/// records took so far, against its limit. The handler's task runs within
-/// it ([`in_share`]), and so does each outgoing request it makes.
+/// records took so far, against its limit, and its client address's rate
+/// (`--max-audit-rate-per-client`), which each of its records is paid from
+/// too. The handler's task runs within it ([`in_share`]), and so does each
+/// outgoing request it makes.
 pub(crate) struct TrailShare {
     limit: u64,
     used: std::sync::atomic::AtomicU64,
     setting: Spelled,
     /// Whether the trail was told the share is spent (once).
     told: AtomicBool,
+    client: Option<Arc<ClientRate>>,
 }
 
 impl TrailShare {
-    pub(crate) fn new(limit: u64, setting: Spelled) -> Arc<TrailShare> {
+    pub(crate) fn new(
+        limit: u64,
+        setting: Spelled,
+        client: Option<Arc<ClientRate>>,
+    ) -> Arc<TrailShare> {
         Arc::new(TrailShare {
             limit,
             used: std::sync::atomic::AtomicU64::new(0),
             setting,
             told: AtomicBool::new(false),
+            client,
         })
     }
 
-    /// Takes `size` bytes of the share, or refuses once it is spent.
-    fn charge(&self, size: u64) -> Result<(), AuditError> {
+    /// Takes `size` bytes of the share and of the client's rate, or
+    /// refuses once either is spent; with the refusal, whether it is the
+    /// first of its kind (the one the trail is told of).
+    fn charge(&self, size: u64) -> Result<(), (AuditError, bool)> {
         let before = self.used.fetch_add(size, Ordering::AcqRel);
         if before.saturating_add(size) > self.limit {
             self.used.fetch_sub(size, Ordering::AcqRel);
-            return Err(AuditError::ShareFull {
+            let full = AuditError::ShareFull {
                 limit: self.limit,
                 setting: self.setting,
-            });
+            };
+            return Err((full, !self.told.swap(true, Ordering::AcqRel)));
+        }
+        if let Some(client) = &self.client
+            && !client.take(size)
+        {
+            self.used.fetch_sub(size, Ordering::AcqRel);
+            let (rate, setting) = client.bound();
+            let full = AuditError::ClientRate { rate, setting };
+            return Err((full, client.first_refusal()));
         }
         Ok(())
     }
@@ -398,13 +433,17 @@ impl Shared {
         // the length of its line (its context and every escape counted);
         // the first record past it is replaced by one that says so (past
         // the share, as the trail's own `trail-full` is past the cap).
-        if let Ok(Err(full)) = SHARE.try_with(|share| share.charge(line_len(&record))) {
-            if let AuditError::ShareFull { limit, setting } = &full
-                && !SHARE.with(|share| share.told.swap(true, Ordering::AcqRel))
-            {
-                self.append(vec![Body::ShareFull {
-                    limit: *limit,
-                    setting: *setting,
+        if let Ok(Err((full, first))) = SHARE.try_with(|share| share.charge(line_len(&record))) {
+            if first {
+                self.append(vec![match &full {
+                    AuditError::ClientRate { rate, setting } => Body::ClientRateFull {
+                        rate: *rate,
+                        setting: *setting,
+                    },
+                    _ => Body::ShareFull {
+                        limit: SHARE.with(|share| share.limit),
+                        setting: SHARE.with(|share| share.setting),
+                    },
                 }]);
             }
             return Err(full);

@@ -56,6 +56,10 @@ pub(crate) struct Shared {
     /// Each client address's share of them
     /// ([`crate::net::Limits::max_instances_per_client`]).
     shares: Arc<Shares>,
+    /// Each client address's rate of records on the trail
+    /// ([`crate::net::Limits::max_audit_rate_per_client`]); `None` when it
+    /// is off.
+    trail_rates: Option<Arc<crate::audit::ClientRates>>,
     /// The handler new requests get; [`Shared::replace`] puts another in
     /// its place, while requests in flight keep theirs.
     pre: std::sync::RwLock<Template>,
@@ -80,7 +84,17 @@ impl Shared {
         run: RunOptions,
         apart: Vec<crate::trusted::Kept>,
     ) -> Shared {
+        let limits = net.limits();
+        let trail_rates = (limits.max_audit_rate_per_client > 0).then(|| {
+            crate::audit::ClientRates::new(
+                limits.max_audit_rate_per_client,
+                limits.max_audit_per_request,
+                moat_policy::setting::Setting::MaxAuditRatePerClient
+                    .spelled(net.policy().spelling()),
+            )
+        });
         Shared {
+            trail_rates,
             instances: Arc::new(Semaphore::new(net.limits().max_instances.max(1) as usize)),
             shares: Shares::new(
                 net.limits().max_instances_per_client,
@@ -223,10 +237,13 @@ impl Shared {
         let spelling = self.run.net.policy.spelling();
         // The request's share of the trail: its handler's records, and its
         // outgoing requests' and sockets' (the context's hooks take it now),
-        // are paid from it.
+        // are paid from it, and from its client's rate.
         let trail_share = Some(crate::audit::TrailShare::new(
             limits.max_audit_per_request,
             moat_policy::setting::Setting::MaxAuditPerRequest.spelled(spelling),
+            self.trail_rates
+                .as_ref()
+                .map(|rates| rates.of(crate::net::limits::peer_of(peer))),
         ));
         let moat = crate::audit::with_share(trail_share.as_ref(), || {
             MoatCtx::on_net(

@@ -284,12 +284,14 @@ impl Settings {
                     return Err(bad("expected a file's path, found a number".to_owned()));
                 }
             },
-            // The one bound a server may turn off: `none`, no minimum rate
-            // (for clients known to send slower than any rate).
-            Setting::MinHttpBodyRate if matches!(value, Value::Text(text) if text.trim() == "none") =>
+            // The bounds a server may turn off, with `none`: the minimum
+            // body rate (for clients known to send slower than any rate)
+            // and a client's rate of records (behind a reverse proxy,
+            // every client is one address).
+            rate @ (Setting::MinHttpBodyRate | Setting::MaxAuditRatePerClient) if matches!(value, Value::Text(text) if text.trim() == "none") =>
             {
                 self.limits
-                    .set(Setting::MinHttpBodyRate, Bound::Unbounded)
+                    .set(rate, Bound::Unbounded)
                     .map_err(|e| bad(e.to_string()))?;
             }
             bound => {

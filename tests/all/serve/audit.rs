@@ -151,6 +151,8 @@ async fn one_request_takes_its_share_of_the_trail_and_the_server_goes_on() {
             &audit,
             "--max-audit-size=1MiB",
             "--max-audit-per-request=64KiB",
+            // The request's own share is the subject: not its client's.
+            "--max-audit-rate-per-client=none",
         ],
     )
     .await;
@@ -210,6 +212,7 @@ async fn a_requests_share_is_paid_in_the_bytes_its_records_take() {
             &format!("--allow-net=127.0.0.1:{port}"),
             "--max-audit-size=4MiB",
             "--max-audit-per-request=64KiB",
+            "--max-audit-rate-per-client=none",
         ],
     )
     .await;
@@ -260,4 +263,74 @@ async fn a_requests_share_is_paid_in_the_bytes_its_records_take() {
             .count(),
         1
     );
+}
+
+/// One client address's requests, however many, fill the trail no faster
+/// than its rate (--max-audit-rate-per-client) once they took a first
+/// request's share: one `client-rate-full` record says so, and another
+/// address's records are all there. Before, each request had its own
+/// share and nothing more: a client alone filled the trail one request at
+/// a time (~5,900 requests in the review's run).
+#[tokio::test]
+async fn one_clients_requests_fill_the_trail_no_faster_than_its_rate() {
+    let trail = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("audit-serve-client-rate.jsonl");
+    let _ = std::fs::remove_file(&trail);
+    let mut server = Serve::start(
+        guests::HTTP_HOSTILE,
+        &[
+            &format!("--audit={}", trail.display()),
+            "--max-audit-size=4MiB",
+            "--max-audit-per-request=64KiB",
+            "--max-audit-rate-per-client=1KiB",
+        ],
+    )
+    .await;
+    let started = std::time::Instant::now();
+    // Ten requests, each of 50 first-of-a-kind denials with 200-byte
+    // paths: about 35 KB of records each, within a request's share.
+    for round in 0..10 {
+        let flood = super::slow_clients::get_from(
+            "127.0.0.1",
+            server.addr,
+            &format!("/deny-flood?n=50&len=200&from={}", 1 + round * 50),
+        )
+        .await;
+        assert_eq!(flood.text(), "denied 50\n", "refused all the same");
+    }
+    let elapsed = started.elapsed().as_secs() + 1;
+    let other =
+        super::slow_clients::get_from("127.0.0.2", server.addr, "/deny-flood?n=5&len=10&from=5000")
+            .await;
+    assert_eq!(other.text(), "denied 5\n");
+    server.terminate();
+    assert_eq!(server.exited().await.code(), Some(0));
+    let bytes: u64 = std::fs::read_to_string(&trail)
+        .unwrap()
+        .lines()
+        .filter(|line| line.contains(&"a".repeat(199)))
+        .map(|line| line.len() as u64 + 1)
+        .sum();
+    let allowed = (64 << 10) + 1024 * elapsed;
+    assert!(
+        bytes <= allowed,
+        "the client's records took {bytes} bytes in {elapsed} s, past its 64 KiB and 1 KiB a second"
+    );
+    assert!(
+        bytes > 32 << 10,
+        "its first request's records are there: {bytes}"
+    );
+    let records = crate::audit::records(&trail);
+    let kind = |kind: &str| records.iter().filter(|r| r["kind"] == kind).count();
+    assert_eq!(kind("trail-full"), 0);
+    assert_eq!(
+        kind("request-share-full"),
+        0,
+        "no request passed its own share"
+    );
+    assert_eq!(kind("client-rate-full"), 1);
+    let short = records
+        .iter()
+        .filter(|r| r["request"]["path"].as_str().is_some_and(|p| p.len() == 10))
+        .count();
+    assert_eq!(short, 5, "the other address's denials are recorded");
 }

@@ -11,7 +11,7 @@ async fn connect_from(source: &str, addr: SocketAddr) -> TcpStream {
 }
 
 /// `GET path` from `source`, on a connection of its own: the whole answer.
-async fn get_from(source: &str, addr: SocketAddr, path: &str) -> Answer {
+pub(super) async fn get_from(source: &str, addr: SocketAddr, path: &str) -> Answer {
     let stream = connect_from(source, addr).await;
     let (from, mut to) = stream.into_split();
     to.write_all(
