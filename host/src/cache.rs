@@ -17,7 +17,7 @@
 //!   HMAC-SHA-256 over the entry's name and its code, under a 32-byte key
 //!   made at random the first time and kept in the cache directory
 //!   (`key`, mode 0600). The name is the SHA-256 of the engine's
-//!   configuration and the component's bytes, so an entry cannot be moved
+//!   configuration and the component's length and SHA-256, so an entry cannot be moved
 //!   to stand for another component either. An entry that fails is never
 //!   loaded: it is compiled afresh and replaced.
 //!
@@ -270,8 +270,14 @@ impl CodeCache {
     /// # Errors
     /// wasmtime's, when the bytes do not compile. A cache that cannot be
     /// read or written only costs the compile.
-    pub(crate) fn component(&self, engine: &Engine, bytes: &[u8]) -> wasmtime::Result<Component> {
-        let name = entry_name(engine, bytes);
+    pub(crate) fn component(
+        &self,
+        engine: &Engine,
+        bytes: &[u8],
+        digest: &ComponentDigest,
+    ) -> wasmtime::Result<Component> {
+        debug_assert_eq!(digest.len, bytes.len() as u64);
+        let name = entry_name(engine, digest);
         let path = self.dir.join("code").join(&name);
         match self.read(&path, &name) {
             Ok(Some(entry)) => match load(engine, &entry[HEADER_BYTES..]) {
@@ -459,15 +465,38 @@ fn load(engine: &Engine, code: &[u8]) -> wasmtime::Result<Component> {
     unsafe { Component::deserialize(engine, code) }
 }
 
+/// The SHA-256 of a component's bytes: taken once a load, it names the
+/// component on the trail and its entry in the cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ComponentDigest {
+    sha256: [u8; 32],
+    len: u64,
+}
+
+impl ComponentDigest {
+    pub(crate) fn of(bytes: &[u8]) -> ComponentDigest {
+        ComponentDigest {
+            sha256: Sha256::digest(bytes).into(),
+            len: bytes.len() as u64,
+        }
+    }
+
+    /// The SHA-256, in hex.
+    pub(crate) fn hex(&self) -> String {
+        self.sha256.iter().map(|b| format!("{b:02x}")).collect()
+    }
+}
+
 /// The entry's name: the SHA-256, in hex, of the engine's configuration
-/// (what makes compiled code fit an engine, wasmtime's version included)
-/// and the component's bytes.
-fn entry_name(engine: &Engine, bytes: &[u8]) -> String {
+/// (what makes compiled code fit an engine, wasmtime's version included),
+/// the component's length and its SHA-256 (taken once, for the trail
+/// too; as collision-resistant as hashing the bytes again).
+fn entry_name(engine: &Engine, component: &ComponentDigest) -> String {
     let mut hasher = DigestHasher(Sha256::new());
     engine.precompile_compatibility_hash().hash(&mut hasher);
     let mut digest = hasher.0;
-    digest.update((bytes.len() as u64).to_le_bytes());
-    digest.update(bytes);
+    digest.update(component.len.to_le_bytes());
+    digest.update(component.sha256);
     digest
         .finalize()
         .iter()
@@ -621,21 +650,31 @@ mod tests {
         let dir = tempfile_dir();
         let cache = CodeCache::open(&dir, MAX_CACHE_BYTES).unwrap();
         let bytes = wat::parse_str(EMPTY).unwrap();
-        cache.component(&engine(), &bytes).unwrap();
+        cache
+            .component(&engine(), &bytes, &ComponentDigest::of(&bytes))
+            .unwrap();
         assert_eq!((cache.hits(), cache.misses()), (0, 1));
-        cache.component(&engine(), &bytes).unwrap();
+        cache
+            .component(&engine(), &bytes, &ComponentDigest::of(&bytes))
+            .unwrap();
         assert_eq!((cache.hits(), cache.misses()), (1, 1));
 
         // One byte of the code changed: not loaded, compiled and replaced.
-        let entry = dir.join("code").join(entry_name(&engine(), &bytes));
+        let entry = dir
+            .join("code")
+            .join(entry_name(&engine(), &ComponentDigest::of(&bytes)));
         let mut code = fs::read(&entry).unwrap();
         let last = code.len() - 1;
         code[last] ^= 1;
         fs::write(&entry, &code).unwrap();
         let again = CodeCache::open(&dir, MAX_CACHE_BYTES).unwrap();
-        again.component(&engine(), &bytes).unwrap();
+        again
+            .component(&engine(), &bytes, &ComponentDigest::of(&bytes))
+            .unwrap();
         assert_eq!((again.hits(), again.misses()), (0, 1));
-        again.component(&engine(), &bytes).unwrap();
+        again
+            .component(&engine(), &bytes, &ComponentDigest::of(&bytes))
+            .unwrap();
         assert_eq!(again.hits(), 1, "the replaced entry is authentic");
     }
 
@@ -645,14 +684,21 @@ mod tests {
         // Two components alike but for their names: entries of one size.
         let one = wat::parse_str("(component $one)").unwrap();
         let other = wat::parse_str("(component $two)").unwrap();
-        let entry = |bytes: &[u8]| dir.join("code").join(entry_name(&engine(), bytes));
+        let entry = |bytes: &[u8]| {
+            dir.join("code")
+                .join(entry_name(&engine(), &ComponentDigest::of(bytes)))
+        };
         let roomy = CodeCache::open(&dir, MAX_CACHE_BYTES).unwrap();
-        roomy.component(&engine(), &one).unwrap();
+        roomy
+            .component(&engine(), &one, &ComponentDigest::of(&one))
+            .unwrap();
         let size = fs::metadata(entry(&one)).unwrap().len();
         // Room for one entry of this size and not two: the second one's
         // write removes the first.
         let tight = CodeCache::open(&dir, size + size / 2).unwrap();
-        tight.component(&engine(), &other).unwrap();
+        tight
+            .component(&engine(), &other, &ComponentDigest::of(&other))
+            .unwrap();
         assert!(entry(&other).exists(), "the newest entry is kept");
         assert!(!entry(&one).exists(), "the older entry went");
         assert!(dir.join(EVICTED).exists(), "and when is noted");
@@ -664,14 +710,16 @@ mod tests {
         let cache = CodeCache::open(&dir, MAX_CACHE_BYTES).unwrap();
         let one = wat::parse_str(EMPTY).unwrap();
         let other = wat::parse_str("(component (core module))").unwrap();
-        cache.component(&engine(), &one).unwrap();
+        cache
+            .component(&engine(), &one, &ComponentDigest::of(&one))
+            .unwrap();
         let code = dir.join("code");
         fs::copy(
-            code.join(entry_name(&engine(), &one)),
-            code.join(entry_name(&engine(), &other)),
+            code.join(entry_name(&engine(), &ComponentDigest::of(&one))),
+            code.join(entry_name(&engine(), &ComponentDigest::of(&other))),
         )
         .unwrap();
-        let name = entry_name(&engine(), &other);
+        let name = entry_name(&engine(), &ComponentDigest::of(&other));
         assert!(matches!(
             cache.read(&code.join(&name), &name),
             Err(EntryRefused::Forged)

@@ -500,7 +500,8 @@ impl CompileCache {
         engine: &wasmtime::Engine,
         bytes: &[u8],
     ) -> wasmtime::Result<Component> {
-        self.cache.component(engine, bytes)
+        self.cache
+            .component(engine, bytes, &crate::cache::ComponentDigest::of(bytes))
     }
 
     /// The cache's directory (canonical): what no guest may be given.

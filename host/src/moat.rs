@@ -12,7 +12,7 @@ use wasmtime_wasi::p2::pipe::MemoryInputPipe;
 use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
 use crate::bounds::{Alarm, TimeLimitReached, deadline_callback};
-use crate::cache::{CacheRefused, CodeCache};
+use crate::cache::{CacheRefused, CodeCache, ComponentDigest};
 use crate::engines::{self, Linked, Parts, Support};
 use crate::error::MoatError;
 use crate::kit::{self, MoatCtx};
@@ -197,8 +197,11 @@ impl Moat {
     pub fn load(&self, path: impl AsRef<Path>) -> Result<Guest, MoatError> {
         let path = path.as_ref();
         let bytes = crate::trusted::read(path, Trusted::Component).map_err(MoatError::Read)?;
-        let mut guest = self.load_bytes(&bytes, path)?;
-        guest.identity = Some(crate::audit::GuestIdentity::of(path, &bytes));
+        // One pass over the bytes names the component on the trail and in
+        // the cache.
+        let digest = ComponentDigest::of(&bytes);
+        let mut guest = self.load_digested(&bytes, &digest, path)?;
+        guest.identity = Some(crate::audit::GuestIdentity::with_digest(path, digest.hex()));
         Ok(guest)
     }
 
@@ -209,11 +212,20 @@ impl Moat {
     /// component that imports what moat does not serve (every such import
     /// named).
     pub fn load_bytes(&self, bytes: &[u8], name: impl AsRef<Path>) -> Result<Guest, MoatError> {
-        let name = name.as_ref();
+        self.load_digested(bytes, &ComponentDigest::of(bytes), name.as_ref())
+    }
+
+    /// [`Moat::load_bytes`], with the digest of `bytes` taken.
+    fn load_digested(
+        &self,
+        bytes: &[u8],
+        digest: &ComponentDigest,
+        name: &Path,
+    ) -> Result<Guest, MoatError> {
         if engines::is_plain_proxy(bytes)
             && let Some(plain) = self.plain()
         {
-            match self.compile(&plain.engine, bytes) {
+            match self.compile(&plain.engine, bytes, digest) {
                 Ok(component) => {
                     let parts = Parts::imported_by(&component);
                     match plain
@@ -241,12 +253,12 @@ impl Moat {
             }
         }
         let engine = &self.concurrent.engine;
-        let component = self
-            .compile(engine, bytes)
-            .map_err(|source| MoatError::Compile {
-                path: name.to_owned(),
-                source,
-            })?;
+        let component =
+            self.compile(engine, bytes, digest)
+                .map_err(|source| MoatError::Compile {
+                    path: name.to_owned(),
+                    source,
+                })?;
         let parts = Parts::imported_by(&component);
         let linker = self.concurrent.linker(parts).map_err(MoatError::Engine)?;
         if let Err(source) = linker.instantiate_pre(&component) {
@@ -288,9 +300,14 @@ impl Moat {
     }
 
     /// `bytes` compiled for `engine`, through the cache when it is on.
-    fn compile(&self, engine: &Engine, bytes: &[u8]) -> wasmtime::Result<Component> {
+    fn compile(
+        &self,
+        engine: &Engine,
+        bytes: &[u8],
+        digest: &ComponentDigest,
+    ) -> wasmtime::Result<Component> {
         match &self.cache {
-            Some(cache) => cache.component(engine, bytes),
+            Some(cache) => cache.component(engine, bytes, digest),
             None => Component::from_binary(engine, bytes),
         }
     }

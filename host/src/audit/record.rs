@@ -33,15 +33,24 @@ pub struct GuestIdentity {
 impl GuestIdentity {
     /// The identity of the component `bytes`, read from `file`.
     pub fn of(file: &std::path::Path, bytes: &[u8]) -> GuestIdentity {
+        GuestIdentity::with_digest(
+            file,
+            Sha256::digest(bytes)
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect(),
+        )
+    }
+
+    /// The identity of the component read from `file` whose SHA-256, in
+    /// hex, is `sha256` (taken by the caller from the bytes it loads).
+    pub(crate) fn with_digest(file: &std::path::Path, sha256: String) -> GuestIdentity {
         GuestIdentity {
             file: file.file_name().map_or_else(
                 || file.display().to_string(),
                 |name| name.to_string_lossy().into_owned(),
             ),
-            sha256: Sha256::digest(bytes)
-                .iter()
-                .map(|b| format!("{b:02x}"))
-                .collect(),
+            sha256,
         }
     }
 }
