@@ -36,6 +36,30 @@ async fn serve_runs_a_wasi_http_0_3_service() {
     assert_eq!(again.status, 200);
 }
 
+/// wasmtime's GHSA-xrvr-8678-5wp8, under `moat serve`: a 0.3 handler asks
+/// the canonical ABI to cancel a read on a stream's writable end while a
+/// write is pending there. The instance traps (500) and the server goes on
+/// serving; wasmtime 50.0.1 (moat before round four) let the call through
+/// and answered 200, the stream's state cancelled from the wrong side.
+#[tokio::test]
+async fn serve_traps_a_p3_cancel_on_the_wrong_end_and_goes_on() {
+    let mut server = Serve::start(guests::HTTP_SERVICE_P3, &["--timeout=10s"]).await;
+    let wrong = get(server.addr, "/cancel-wrong-end").await;
+    assert_eq!(
+        (wrong.status, wrong.text().as_str()),
+        (500, "the handler trapped\n"),
+        "{wrong:?}"
+    );
+    let again = get(server.addr, "/").await;
+    assert_eq!(again.status, 200, "{again:?}");
+    server.terminate();
+    assert_eq!(
+        server.exited().await.code(),
+        Some(0),
+        "no panic: a clean stop"
+    );
+}
+
 /// A wasi:http 0.3 middleware (it imports `handler` as its next hop, no
 /// `client`): the request it forwards leaves through moat's client, under
 /// the same grants as any outgoing request.

@@ -21,6 +21,10 @@
 //!   this one included, whatever their route (`1\n` when every request gets an
 //!   instance of its own).
 //! - `GET /trap`: the handler panics, so the instance traps.
+//! - `GET /cancel-wrong-end`: makes a stream, starts a write on its writable
+//!   end (which no one reads), then asks the canonical ABI to cancel a read
+//!   on that writable end: the wrong end (GHSA-xrvr-8678-5wp8). The host
+//!   must trap the instance, not act on it or panic.
 //! - anything else: 404, `not found\n`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -63,6 +67,7 @@ impl Guest for Service {
             (Method::Post, "/echo") => echo(request),
             (Method::Get, "/count") => plain(200, format!("{answered}\n")),
             (Method::Get, "/trap") => panic!("http-service-p3: /trap asked for a trap"),
+            (Method::Get, "/cancel-wrong-end") => cancel_wrong_end(),
             _ => plain(404, "not found\n".into()),
         }
     }
@@ -159,4 +164,24 @@ fn set_status(response: &Response, status: StatusCode) -> Result<(), ErrorCode> 
 
 fn internal(message: &str) -> ErrorCode {
     ErrorCode::InternalError(Some(message.to_owned()))
+}
+
+/// `/cancel-wrong-end`: a cancel of a read, on a stream's writable end
+/// with a write pending, through the raw intrinsics wit-bindgen binds for
+/// `stream<u8>` (its own code never makes this call). Returns only if the
+/// host lets the call through.
+fn cancel_wrong_end() -> Result<Response, ErrorCode> {
+    let intrinsics = <u8 as wit_stream::StreamPayload>::VTABLE;
+    let buffer = [0u8; 4];
+    // SAFETY: `new` takes nothing and gives two handles of this instance;
+    // `start_write` is given one of them and a buffer that outlives the
+    // pending write (the cancel that follows ends it, or the trap ends the
+    // instance); `cancel_read` takes a handle, which the host checks.
+    let returned = unsafe {
+        let ends = (intrinsics.new)();
+        let writable = (ends >> 32) as u32;
+        let _ = (intrinsics.start_write)(writable, buffer.as_ptr(), buffer.len());
+        (intrinsics.cancel_read)(writable)
+    };
+    plain(200, format!("the host let it through: {returned}\n"))
 }
