@@ -424,14 +424,19 @@ pub(crate) fn wasi_ctx(options: &RunOptions, apart: &[Kept]) -> Result<WasiCtxBu
         Output::Capture(captured) => wasi.stderr(captured.0.clone()),
         Output::Discard => wasi.stderr(std::io::empty()),
     };
-    let mut kept: Vec<Kept> = apart.iter().chain(&options.kept).cloned().collect();
-    kept.extend(
-        options
-            .net
-            .audit
-            .file()
-            .map(|file| Kept::new(file, Trusted::Trail)),
-    );
+    // Gathered only for a run that gives directories (`moat serve` makes
+    // a context per request).
+    let mut kept: Vec<Kept> = Vec::new();
+    if !options.dirs.is_empty() {
+        kept.extend(apart.iter().chain(&options.kept).cloned());
+        kept.extend(
+            options
+                .net
+                .audit
+                .file()
+                .map(|file| Kept::new(file, Trusted::Trail)),
+        );
+    }
     for dir in &options.dirs {
         let checked = preopen::check_against(&dir.host, dir.writable, &kept).map_err(|source| {
             MoatError::PreopenRefused {
