@@ -25,15 +25,13 @@ const EMPTY_WRITES: u64 = 1_000_000;
 /// job per write would take more.
 const FLOOD_PEAK_BOUND: u64 = 24 << 20;
 
-/// The process's peak resident memory.
-fn peak() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map(|kib| kib * 1024)
-        .expect("VmHWM")
+/// How much the process's peak resident memory rose above what it held
+/// when `f` began, while `f` ran.
+async fn peak_growth<T>(f: impl Future<Output = T>) -> (T, u64) {
+    support::reset_peak_rss();
+    let before = support::rss();
+    let out = f.await;
+    (out, support::peak_rss().saturating_sub(before))
 }
 
 /// A listener on loopback whose first connection is read to its end on a
@@ -140,14 +138,13 @@ async fn h2_sink(ca: &support::certs::Ca) -> u16 {
 }
 
 /// Runs the hostile guest with `args` under a grant of 127.0.0.1:`port`;
-/// its stdout, and how much the host's peak grew while it ran.
+/// its stdout, and how far the host's peak rose above what it held when
+/// the guest started.
 async fn hostile(port: u16, args: &[&str]) -> (String, u64) {
     let policy = Policy::new()
         .allow_connect(&format!("127.0.0.1:{port}"))
         .unwrap();
-    let before = peak();
-    let done = support::run(guests::HOSTILE, policy, args).await;
-    let grown = peak().saturating_sub(before);
+    let (done, grown) = peak_growth(support::run(guests::HOSTILE, policy, args)).await;
     assert_eq!(done.code(), 0, "{}\n{}", done.stdout, done.stderr);
     (done.stdout, grown)
 }
@@ -190,9 +187,8 @@ fn a_million_empty_writes_on_every_stream_hold_nothing() {
             .stdin(Input::Empty)
             .resolver(support::Names::new(&[("h2.test", "127.0.0.1")]) as Arc<dyn Resolver>)
             .tls_trust(TlsTrust::webpki().with_pem(ca.pem().as_bytes()).unwrap());
-        let before = peak();
-        let done = support::start_with(guests::HOSTILE, options).finish().await;
-        let grown = peak().saturating_sub(before);
+        let (done, grown) =
+            peak_growth(support::start_with(guests::HOSTILE, options).finish()).await;
         assert_eq!(done.code(), 0, "{}\n{}", done.stdout, done.stderr);
         assert_eq!(
             done.stdout,

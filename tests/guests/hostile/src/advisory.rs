@@ -5,7 +5,7 @@
 //! body that is shorter or longer than its `Content-Length`.
 
 use wasip2::http::outgoing_handler;
-use wasip2::http::types::{Fields, OutgoingBody, OutgoingRequest, Scheme};
+use wasip2::http::types::{Fields, FutureIncomingResponse, OutgoingBody, OutgoingRequest, Scheme};
 use wasip2::io::streams::OutputStream;
 use wasip2::sockets::instance_network::instance_network;
 use wasip2::sockets::network::{IpAddressFamily, IpSocketAddress, Ipv4SocketAddress};
@@ -79,22 +79,8 @@ pub fn empty_writes_to(n: u64, target: &str, to: &str) {
                 "http" => (Scheme::Http, format!("127.0.0.1:{port}")),
                 _ => (Scheme::Https, to.to_owned()),
             };
-            let request = OutgoingRequest::new(Fields::new());
-            let set = request
-                .set_method(&wasip2::http::types::Method::Post)
-                .is_ok()
-                && request.set_scheme(Some(&scheme)).is_ok()
-                && request.set_authority(Some(&authority)).is_ok()
-                && request.set_path_with_query(Some("/upload")).is_ok();
-            assert!(set, "the request refused a part");
-            let body = request.body().expect("the body, once");
-            let stream = body.write().expect("the stream, once");
-            let future = match outgoing_handler::handle(request, None) {
-                Ok(future) => future,
-                Err(e) => {
-                    println!("send: {e:?}");
-                    return;
-                }
+            let Some((body, stream, future)) = upload(Fields::new(), &scheme, &authority) else {
+                return;
             };
             empty_writes(&stream, n, b"end");
             drop(stream);
@@ -108,8 +94,35 @@ pub fn empty_writes_to(n: u64, target: &str, to: &str) {
     }
 }
 
+/// A POST to `scheme://authority/upload` with `headers`, sent: its body,
+/// the body's stream and the response to come; `None` (said on stdout)
+/// when the host refused to send it.
+fn upload(
+    headers: Fields,
+    scheme: &Scheme,
+    authority: &str,
+) -> Option<(OutgoingBody, OutputStream, FutureIncomingResponse)> {
+    let request = OutgoingRequest::new(headers);
+    let set = request
+        .set_method(&wasip2::http::types::Method::Post)
+        .is_ok()
+        && request.set_scheme(Some(scheme)).is_ok()
+        && request.set_authority(Some(authority)).is_ok()
+        && request.set_path_with_query(Some("/upload")).is_ok();
+    assert!(set, "the request refused a part");
+    let body = request.body().expect("the body, once");
+    let stream = body.write().expect("the stream, once");
+    match outgoing_handler::handle(request, None) {
+        Ok(future) => Some((body, stream, future)),
+        Err(e) => {
+            println!("send: {e:?}");
+            None
+        }
+    }
+}
+
 /// What became of a request: its status, or its error.
-fn response_of(future: &wasip2::http::types::FutureIncomingResponse) -> String {
+fn response_of(future: &FutureIncomingResponse) -> String {
     loop {
         match future.get() {
             Some(Ok(Ok(response))) => return format!("status {}", response.status()),
@@ -161,24 +174,9 @@ pub fn content_length(port: u16, declared: u64, written: u64) {
     headers
         .append("content-length", declared.to_string().as_bytes())
         .expect("a header");
-    let request = OutgoingRequest::new(headers);
-    let set = request
-        .set_method(&wasip2::http::types::Method::Post)
-        .is_ok()
-        && request.set_scheme(Some(&Scheme::Http)).is_ok()
-        && request
-            .set_authority(Some(&format!("127.0.0.1:{port}")))
-            .is_ok()
-        && request.set_path_with_query(Some("/upload")).is_ok();
-    assert!(set, "the request refused a part");
-    let body = request.body().expect("the body, once");
-    let stream = body.write().expect("the stream, once");
-    let future = match outgoing_handler::handle(request, None) {
-        Ok(future) => future,
-        Err(e) => {
-            println!("send: {e:?}");
-            return;
-        }
+    let authority = format!("127.0.0.1:{port}");
+    let Some((body, stream, future)) = upload(headers, &Scheme::Http, &authority) else {
+        return;
     };
     let bytes = vec![b'x'; written as usize];
     let mut wrote = "ok".to_owned();
