@@ -85,7 +85,9 @@ impl Shared {
         apart: Vec<crate::trusted::Kept>,
     ) -> Shared {
         let limits = net.limits();
-        let trail_rates = (limits.max_audit_rate_per_client > 0).then(|| {
+        // Only with a trail: without one, nothing is recorded to pay for.
+        let audited = run.audit_trail().is_on();
+        let trail_rates = (audited && limits.max_audit_rate_per_client > 0).then(|| {
             crate::audit::ClientRates::new(
                 limits.max_audit_rate_per_client,
                 limits.max_audit_per_request,
@@ -238,13 +240,15 @@ impl Shared {
         // The request's share of the trail: its handler's records, and its
         // outgoing requests' and sockets' (the context's hooks take it now),
         // are paid from it, and from its client's rate.
-        let trail_share = Some(crate::audit::TrailShare::new(
-            limits.max_audit_per_request,
-            moat_policy::setting::Setting::MaxAuditPerRequest.spelled(spelling),
-            self.trail_rates
-                .as_ref()
-                .map(|rates| rates.of(crate::net::limits::peer_of(peer))),
-        ));
+        let trail_share = self.run.audit_trail().is_on().then(|| {
+            crate::audit::TrailShare::new(
+                limits.max_audit_per_request,
+                moat_policy::setting::Setting::MaxAuditPerRequest.spelled(spelling),
+                self.trail_rates
+                    .as_ref()
+                    .map(|rates| rates.of(crate::net::limits::peer_of(peer))),
+            )
+        });
         let moat = crate::audit::with_share(trail_share.as_ref(), || {
             MoatCtx::on_net(
                 self.net.clone(),
