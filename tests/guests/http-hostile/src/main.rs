@@ -98,11 +98,33 @@ fn query(uri: &Uri, key: &str) -> Option<u64> {
         .and_then(|n| n.parse::<u64>().ok())
 }
 
+/// A GET of `http://AUTHORITY/PATH` through raw wasi:http 0.2 calls,
+/// waited for: the response's head, or the error.
+fn http_get(
+    authority: &str,
+    path: &str,
+) -> Result<wasip2::http::types::IncomingResponse, wasip2::http::types::ErrorCode> {
+    use wasip2::http::outgoing_handler;
+    use wasip2::http::types::{Fields, OutgoingRequest, Scheme};
+    let request = OutgoingRequest::new(Fields::new());
+    let set = request.set_scheme(Some(&Scheme::Http)).is_ok()
+        && request.set_authority(Some(authority)).is_ok()
+        && request.set_path_with_query(Some(path)).is_ok();
+    assert!(set, "the request refused a part");
+    let future = outgoing_handler::handle(request, None)?;
+    loop {
+        match future.get() {
+            Some(Ok(outcome)) => return outcome,
+            Some(Err(())) => panic!("the response was taken twice"),
+            None => future.subscribe().block(),
+        }
+    }
+}
+
 /// Outgoing requests the host refuses, through raw wasi:http 0.2 calls:
 /// each a first denial of its kind, with a record of its own.
 fn deny_flood(uri: &Uri) -> Response<Body> {
-    use wasip2::http::outgoing_handler;
-    use wasip2::http::types::{ErrorCode, Fields, OutgoingRequest, Scheme};
+    use wasip2::http::types::ErrorCode;
     let query = |key: &str| query(uri, key);
     let (Some(n), Some(len)) = (query("n"), query("len")) else {
         return plain(StatusCode::BAD_REQUEST, "usage: /deny-flood?n=N&len=L\n");
@@ -111,25 +133,7 @@ fn deny_flood(uri: &Uri) -> Response<Body> {
     let from = query("from").unwrap_or(1);
     let mut denied = 0;
     for port in from..from + n {
-        let request = OutgoingRequest::new(Fields::new());
-        let set = request.set_scheme(Some(&Scheme::Http)).is_ok()
-            && request
-                .set_authority(Some(&format!("192.0.2.1:{port}")))
-                .is_ok()
-            && request.set_path_with_query(Some(&path)).is_ok();
-        assert!(set, "the request refused a part");
-        let outcome = match outgoing_handler::handle(request, None) {
-            Err(code) => Err(code),
-            Ok(future) => loop {
-                match future.get() {
-                    Some(Ok(Ok(_))) => break Ok(()),
-                    Some(Ok(Err(code))) => break Err(code),
-                    Some(Err(())) => panic!("the response was taken twice"),
-                    None => future.subscribe().block(),
-                }
-            },
-        };
-        match outcome {
+        match http_get(&format!("192.0.2.1:{port}"), &path).map(drop) {
             Err(ErrorCode::HttpRequestDenied) => denied += 1,
             other => {
                 return Response::new(Body::from(format!("denied {denied}, then {other:?}\n")));
@@ -142,8 +146,6 @@ fn deny_flood(uri: &Uri) -> Response<Body> {
 /// Outgoing requests the host allows, through raw wasi:http 0.2 calls,
 /// each response's body read to its end.
 fn fetch_flood(uri: &Uri) -> Response<Body> {
-    use wasip2::http::outgoing_handler;
-    use wasip2::http::types::{Fields, OutgoingRequest, Scheme};
     use wasip2::io::streams::StreamError;
     let query = |key: &str| query(uri, key);
     let (Some(port), Some(n), Some(len)) = (query("port"), query("n"), query("len")) else {
@@ -155,24 +157,7 @@ fn fetch_flood(uri: &Uri) -> Response<Body> {
     let path = format!("/{}", "b".repeat(len.saturating_sub(1) as usize));
     let mut fetched = 0;
     for _ in 0..n {
-        let request = OutgoingRequest::new(Fields::new());
-        let set = request.set_scheme(Some(&Scheme::Http)).is_ok()
-            && request
-                .set_authority(Some(&format!("127.0.0.1:{port}")))
-                .is_ok()
-            && request.set_path_with_query(Some(&path)).is_ok();
-        assert!(set, "the request refused a part");
-        let response = match outgoing_handler::handle(request, None) {
-            Err(code) => Err(code),
-            Ok(future) => loop {
-                match future.get() {
-                    Some(Ok(outcome)) => break outcome,
-                    Some(Err(())) => panic!("the response was taken twice"),
-                    None => future.subscribe().block(),
-                }
-            },
-        };
-        let response = match response {
+        let response = match http_get(&format!("127.0.0.1:{port}"), &path) {
             Ok(response) => response,
             Err(code) => {
                 return Response::new(Body::from(format!("fetched {fetched}, then {code:?}\n")));
