@@ -2,7 +2,7 @@
 //!
 //! Memory: a [`wasmtime::ResourceLimiter`] refuses any growth of the
 //! guest's linear memories past [`RunOptions::max_memory`] in all
-//! (default [`DEFAULT_MAX_MEMORY`]) and traps the guest with
+//! (default 512 MiB, `Limits::max_memory`) and traps the guest with
 //! [`MemoryLimitReached`], so the run ends with a clear error instead of the
 //! guest's allocator failing somewhere later.
 //!
@@ -21,13 +21,12 @@ use std::time::{Duration, Instant};
 
 use wasmtime::{Engine, ResourceLimiter, UpdateDeadline};
 
-pub use moat_policy::limits::DEFAULT_MAX_MEMORY;
 use moat_policy::setting::{Setting, Spelled, Spelling};
 
 /// Table elements a guest may grow its tables to, all together: a million
 /// (8 to 16 MiB of host memory). Compilers emit fixed-size tables; only a
 /// guest growing them on purpose comes near this.
-pub const MAX_TABLE_ELEMENTS: usize = 1_000_000;
+pub(crate) const MAX_TABLE_ELEMENTS: usize = 1_000_000;
 
 /// The guest tried to grow its memory past the run's limit.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

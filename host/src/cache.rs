@@ -130,7 +130,17 @@ pub const MAX_CACHE_BYTES: u64 = 2 << 30;
 
 /// The file of the cache's directory whose modification time says when
 /// entries were last removed to keep the cache within its size.
-pub const EVICTED: &str = "evicted";
+pub(crate) const EVICTED: &str = "evicted";
+
+/// When the cache at `dir` last removed entries to keep within its size;
+/// `None` when it never has (or the note cannot be read). Whoever
+/// remembers which components the cache holds (the containerd shim)
+/// forgets what it learnt before this.
+pub fn last_eviction(dir: &Path) -> Option<SystemTime> {
+    fs::metadata(dir.join(EVICTED))
+        .and_then(|m| m.modified())
+        .ok()
+}
 
 /// The largest entry read: 4 GiB. A file past it is not code moat wrote
 /// (wasmtime's own limit on a module's code is smaller), and reading it

@@ -27,7 +27,7 @@ use crate::net::Limits;
 /// sockets (counted apart: one per lookup in flight, `--max-lookups`).
 /// Measured: a running guest with no socket open has about 20; 256 leaves
 /// room.
-pub const BASE_DESCRIPTORS: u64 = 256;
+pub(crate) const BASE_DESCRIPTORS: u64 = 256;
 
 /// The soft descriptor limit a run under `limits` needs: twice its socket
 /// cap (a listener may hold one connection the kernel completed that is

@@ -81,6 +81,7 @@ use crate::bindings::http::{self as wasi_http, HttpState, HttpView};
 use crate::bindings::wasi_sockets::{self, WasiNet, WasiNetView};
 use crate::bindings::{self, NetCtxView, NetView};
 use crate::bounds::{Limiter, MemoryLimitReached, TimeLimitReached};
+use crate::cache;
 use crate::net::limits::DEFAULT_LINGER;
 use crate::net::{Limits, Net, NetConfig, Notices, Resolver, TlsTrust};
 use crate::ticker::EpochTicker;
@@ -460,7 +461,7 @@ pub fn exports_async_run(component: &Component, engine: &wasmtime::Engine) -> bo
 /// ```
 #[derive(Debug)]
 pub struct CompileCache {
-    cache: crate::cache::CodeCache,
+    cache: cache::CodeCache,
 }
 
 impl CompileCache {
@@ -472,9 +473,9 @@ impl CompileCache {
     /// # Errors
     /// [`crate::CacheRefused`]: the directory is not this user's alone,
     /// or cannot be made or read.
-    pub fn open(dir: &crate::CacheDir) -> Result<Option<CompileCache>, crate::CacheRefused> {
+    pub fn open(dir: &cache::CacheDir) -> Result<Option<CompileCache>, cache::CacheRefused> {
         dir.resolve()
-            .map(|dir| CompileCache::at(&dir, crate::MAX_CACHE_BYTES))
+            .map(|dir| CompileCache::at(&dir, cache::MAX_CACHE_BYTES))
             .transpose()
     }
 
@@ -483,9 +484,9 @@ impl CompileCache {
     ///
     /// # Errors
     /// As [`open`](Self::open).
-    pub fn at(dir: &std::path::Path, max_bytes: u64) -> Result<CompileCache, crate::CacheRefused> {
+    pub fn at(dir: &std::path::Path, max_bytes: u64) -> Result<CompileCache, cache::CacheRefused> {
         Ok(CompileCache {
-            cache: crate::cache::CodeCache::open(dir, max_bytes)?,
+            cache: cache::CodeCache::open(dir, max_bytes)?,
         })
     }
 
@@ -501,7 +502,7 @@ impl CompileCache {
         bytes: &[u8],
     ) -> wasmtime::Result<Component> {
         self.cache
-            .component(engine, bytes, &crate::cache::ComponentDigest::of(bytes))
+            .component(engine, bytes, &cache::ComponentDigest::of(bytes))
     }
 
     /// The cache's directory (canonical): what no guest may be given.
@@ -547,12 +548,12 @@ mod tests {
         let bytes = wat::parse_str("(component)").unwrap();
         cache.component(&engine, &bytes).unwrap();
         assert_eq!(cache.counts(), (0, 1));
-        let again = CompileCache::open(&crate::CacheDir::At(dir.clone()))
+        let again = CompileCache::open(&cache::CacheDir::At(dir.clone()))
             .unwrap()
             .unwrap();
         again.component(&engine, &bytes).unwrap();
         assert_eq!(again.counts(), (1, 0), "the second load is the cache's");
-        assert!(CompileCache::open(&crate::CacheDir::Off).unwrap().is_none());
+        assert!(CompileCache::open(&cache::CacheDir::Off).unwrap().is_none());
         let _ = std::fs::remove_dir_all(&dir);
     }
 

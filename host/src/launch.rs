@@ -173,7 +173,7 @@ async fn next_hangup(hangups: &mut Option<tokio::signal::unix::Signal>) -> Optio
 /// How often `moat serve --watch` looks at its component's file: a second,
 /// so that a deployment's copy is picked up at once, for one `stat` a
 /// second.
-pub const WATCH_INTERVAL: Duration = Duration::from_secs(1);
+pub(crate) const WATCH_INTERVAL: Duration = Duration::from_secs(1);
 
 /// A file `moat serve --watch` looks at: what it was when last seen.
 struct Watched {

@@ -3,8 +3,8 @@
 //!
 //! - [`policy`]: the two capabilities (connect, listen), their allowlists
 //!   and deny lists (the moat-policy crate, re-exported).
-//! - [`limits`]: every bound a setting sets ([`limits::Limits`]), with its
-//!   default and why (moat-policy's, re-exported).
+//! - [`limits`]: every bound a setting sets ([`limits::Limits`]), and the
+//!   fixed caps no setting raises, with their values.
 //! - [`net`]: the socket core, plain tokio: policy-checked TCP, UDP, TLS,
 //!   name lookups and HTTP, made once from a [`net::NetConfig`]; and the
 //!   address gate that holds stock wasi:sockets programs to the same policy
@@ -112,6 +112,7 @@ mod engines;
 mod error;
 pub mod kit;
 pub mod launch;
+pub mod limits;
 mod moat;
 pub mod net;
 mod options;
@@ -123,13 +124,9 @@ pub mod start;
 mod ticker;
 pub mod trusted;
 
-pub use cache::{CacheDir, CacheRefused, EVICTED, MAX_CACHE_BYTES, NODE_CACHE_DIR};
+pub use cache::{CacheDir, CacheRefused, MAX_CACHE_BYTES, NODE_CACHE_DIR, last_eviction};
 pub use error::{MoatError, REFUSED_EXIT, START_FAILED_EXIT, TIMEOUT_EXIT, TRAP_EXIT};
 pub use moat::{CacheUse, Guest, Moat};
-pub use moat_policy::limits;
 pub use moat_policy::policy;
-pub use net::limits::DEFAULT_LINGER;
-pub use options::{
-    CAPTURE_LIMIT, Captured, Exit, Input, InstancePool, MoatConfig, Output, RunOptions,
-};
-pub use ticker::{EPOCH_TICK, EpochTicker};
+pub use options::{Captured, Exit, Input, InstancePool, MoatConfig, Output, RunOptions};
+pub use ticker::EpochTicker;

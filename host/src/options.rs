@@ -63,14 +63,14 @@ impl InstancePool {
     /// Core instances one component may hold in the pool: a Rust
     /// component has a handful (its module, WASI's adapter, shims); a
     /// JavaScript or Python one a few dozen.
-    pub const CORE_INSTANCES_PER_COMPONENT: u32 = 64;
+    pub(crate) const CORE_INSTANCES_PER_COMPONENT: u32 = 64;
     /// Linear memories one component may hold: usually one or two.
-    pub const MEMORIES_PER_COMPONENT: u32 = 16;
+    pub(crate) const MEMORIES_PER_COMPONENT: u32 = 16;
     /// Tables one component may hold: a few per core instance.
-    pub const TABLES_PER_COMPONENT: u32 = 64;
+    pub(crate) const TABLES_PER_COMPONENT: u32 = 64;
     /// Fiber stacks one instance may use at once (one per host call that
     /// suspends; wasi:http 0.3 tasks can have several).
-    pub const STACKS_PER_INSTANCE: u32 = 8;
+    pub(crate) const STACKS_PER_INSTANCE: u32 = 8;
     /// Bytes of each table slot wiped with a `memset` when its instance
     /// ends, rather than handed back with `madvise` and faulted in again
     /// by the next instance: 64 KiB, a table of 8,192 entries, which
@@ -80,7 +80,7 @@ impl InstancePool {
     /// Rust component's two tables costs far less than that. What stays
     /// resident is at most what the pool's instances could hold at once
     /// anyway.
-    pub const TABLE_KEEP_RESIDENT: usize = 64 << 10;
+    pub(crate) const TABLE_KEEP_RESIDENT: usize = 64 << 10;
 
     /// Bytes at the bottom of each linear memory slot put back to the
     /// component's initial contents in place (copied from its memory
@@ -102,7 +102,7 @@ impl InstancePool {
     /// (Rust: 17,700 requests a second without it, 15,100 with it). At
     /// most 16 MiB per slot stays resident after its instance ends, within
     /// what the pool's instances could hold at once anyway.
-    pub const MEMORY_KEEP_RESIDENT: usize = 16 << 20;
+    pub(crate) const MEMORY_KEEP_RESIDENT: usize = 16 << 20;
 
     /// The pool for a host running `options`' guests
     /// [`Limits::max_instances`](crate::net::Limits::max_instances) at once.
@@ -133,7 +133,7 @@ impl InstancePool {
 
 /// Most bytes a captured stdout or stderr keeps; a guest printing more is
 /// stopped with an error rather than growing the host without bound.
-pub const CAPTURE_LIMIT: usize = 16 << 20;
+pub(crate) const CAPTURE_LIMIT: usize = 16 << 20;
 
 /// Where a guest's stdout or stderr goes.
 #[derive(Debug, Clone, Default)]

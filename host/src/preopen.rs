@@ -7,11 +7,20 @@
 //! `/proc/self/environ` and every other process's; a sysfs or a cgroupfs
 //! holds the kernel's and the machine's switches; a devtmpfs or devpts holds
 //! devices. So a directory that is, or has mounted anywhere below it, one
-//! of [`PSEUDO_FILESYSTEMS`] is refused before the guest runs
+//! of the kernel's filesystems below is refused before the guest runs
 //! ([`check`]), judged by the filesystem's type (the kernel's `statfs` of
 //! the directory and the process's mount table), never by its path: `/`,
 //! a bind mount of `/proc` under `/srv`, and `/sys/fs/cgroup` are all
 //! refused, and a `proc` directory that is plain files is not.
+//!
+//! The filesystems, as the kernel names them in `/proc/self/mountinfo`:
+//! the host's processes (`proc`), kernel and machine state (`sysfs`,
+//! `cgroup`, `cgroup2`, `debugfs`, `tracefs`, `securityfs`, `selinuxfs`,
+//! `smackfs`, `apparmorfs`, `bpf`, `configfs`, `pstore`, `efivarfs`,
+//! `resctrl`, `xenfs`), devices (`devtmpfs`, `devpts`, `devfs`, `binder`,
+//! `usbfs`), and kernel objects a file stands for (`mqueue`, `binfmt_misc`
+//! which registers interpreters, `nsfs` namespaces, `fusectl`,
+//! `rpc_pipefs`, `nfsd`).
 //!
 //! Directories are read-only unless given as writable ([`Preopen`]): a guest
 //! that only reads its configuration or certificates cannot change them.
@@ -36,14 +45,9 @@ use std::path::{Component, Path, PathBuf};
 use crate::trusted::{Kept, Trusted};
 
 /// The filesystem types a guest's directory may not be or contain, as the
-/// kernel names them in `/proc/self/mountinfo`: the host's processes
-/// (`proc`), kernel and machine state (`sysfs`, `cgroup`, `cgroup2`,
-/// `debugfs`, `tracefs`, `securityfs` and the LSMs' own, `bpf`,
-/// `configfs`, `pstore`, `efivarfs`, `resctrl`, `xenfs`), devices
-/// (`devtmpfs`, `devpts`, `devfs`, `binder`, `usbfs`), and kernel objects a
-/// file stands for (`mqueue`, `binfmt_misc` which registers interpreters,
-/// `nsfs` namespaces, `fusectl`, `rpc_pipefs`, `nfsd`).
-pub const PSEUDO_FILESYSTEMS: &[&str] = &[
+/// kernel names them in `/proc/self/mountinfo` (the module's docs group
+/// them).
+pub(crate) const PSEUDO_FILESYSTEMS: &[&str] = &[
     "proc",
     "sysfs",
     "cgroup",

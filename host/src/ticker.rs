@@ -24,7 +24,7 @@ use crate::net::PendingWrites;
 /// Epoch period while bytes are queued: the longest a queued byte waits for
 /// a computing guest to yield (BENCHMARKS.md measures it); its cost only
 /// applies while a backlog exists.
-pub const EPOCH_TICK: Duration = Duration::from_millis(1);
+pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(1);
 
 /// The thread that advances an engine's epoch while writes are pending.
 ///

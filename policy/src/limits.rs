@@ -11,7 +11,7 @@
 //!
 //! What a bound caps and how the host enforces it is said at each
 //! default. The host's fixed caps, which no setting raises, are moat-host's
-//! (`moat_host::net::limits`).
+//! (`moat_host::limits`).
 
 use std::fmt;
 use std::time::Duration;

@@ -35,7 +35,7 @@ use std::os::fd::AsFd as _;
 use std::os::unix::fs::DirBuilderExt as _;
 use std::path::{Path, PathBuf};
 
-use containerd_shim::monitor::{ExitEvent, Subject, Subscription, Topic, monitor_subscribe};
+use containerd_shim::monitor::{Subscription, Topic, monitor_subscribe};
 use moat_host::{CacheDir, MAX_CACHE_BYTES, Moat, MoatConfig};
 
 use crate::image::MAX_COMPONENT;
@@ -286,7 +286,7 @@ pub fn read_in_root(root: &Path, path: &str) -> Result<Vec<u8>, Uncached> {
 
 /// Compiles `component` into the cache at `dir` in a process of its own
 /// (this binary with [`COMPILE_FLAG`]), unless this build of the shim
-/// already did since entries were last removed ([`moat_host::EVICTED`]):
+/// already did since entries were last removed ([`moat_host::last_eviction`]):
 /// then the code is there, and even the check is skipped (the compiling
 /// process takes 0.13 s to find a 35 MB entry and check it, which the
 /// container does again anyway).
@@ -446,16 +446,11 @@ fn exit_code(child: &mut std::process::Child, reaped: &Subscription) -> std::io:
             .or_else(|| status.signal().map(|s| 128 + s))
             .unwrap_or(-1)),
         Err(e) if e.raw_os_error() == Some(rustix::io::Errno::CHILD.raw_os_error()) => {
-            while let Ok(ExitEvent { subject, exit_code }) =
-                reaped.rx.recv_timeout(crate::instance::REAPER_REPORT)
-            {
-                if matches!(subject, Subject::Pid(p) if p == pid) {
-                    return Ok(exit_code);
-                }
-            }
-            Err(std::io::Error::other(format!(
-                "the compiling process {pid} was reaped, and its status not reported"
-            )))
+            crate::reaper::reported_exit(pid, reaped).ok_or_else(|| {
+                std::io::Error::other(format!(
+                    "the compiling process {pid} was reaped, and its status not reported"
+                ))
+            })
         }
         Err(e) => Err(e),
     }
@@ -497,9 +492,9 @@ fn is_current(dir: &Path, marker: &Path) -> bool {
     let Ok(noted) = std::fs::metadata(marker).and_then(|m| m.modified()) else {
         return false;
     };
-    match std::fs::metadata(dir.join(moat_host::EVICTED)).and_then(|m| m.modified()) {
-        Ok(evicted) => noted > evicted,
-        Err(_) => true,
+    match moat_host::last_eviction(dir) {
+        Some(evicted) => noted > evicted,
+        None => true,
     }
 }
 
@@ -680,7 +675,9 @@ mod tests {
         std::fs::create_dir(dir.path().join(KNOWN)).unwrap();
         std::fs::write(&marker, b"").unwrap();
         assert!(is_current(dir.path(), &marker));
-        let evicted = std::fs::File::create(dir.path().join(moat_host::EVICTED)).unwrap();
+        // The note moat_host::last_eviction reads (the cache's own test
+        // makes it by evicting).
+        let evicted = std::fs::File::create(dir.path().join("evicted")).unwrap();
         evicted
             .set_modified(std::time::SystemTime::now() + std::time::Duration::from_secs(1))
             .unwrap();

@@ -12,10 +12,9 @@
 use std::cell::RefCell;
 use std::os::fd::{AsFd as _, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use containerd_shim::monitor::{ExitEvent, Subject, Subscription, Topic, monitor_subscribe};
+use containerd_shim::monitor::{Subscription, Topic, monitor_subscribe};
 use containerd_shimkit::sandbox::sync::WaitableCell;
 use containerd_shimkit::sandbox::{Error, Instance, InstanceConfig};
 use containerd_shimkit::zygote::Zygote;
@@ -32,6 +31,7 @@ use crate::deployment::POLICY_LAYER_MEDIA_TYPE;
 use crate::executor::MoatExecutor;
 use crate::image;
 use crate::pod::{self, Role};
+use crate::reaper;
 use crate::sandbox::{Image, TERMINATION_LOG};
 
 /// The runtime's name: containerd's `io.containerd.moat.v1`, and the
@@ -41,10 +41,6 @@ pub const RUNTIME_NAME: &str = "moat";
 /// Exit status reported when the container's end could not be observed:
 /// what a shell reports for a process killed by SIGKILL.
 const UNKNOWN_EXIT: u32 = 137;
-
-/// How long to wait for the shim's reaper to report a container process it
-/// reaped before the shim could (it reports at once; this bounds a bug).
-pub(crate) const REAPER_REPORT: Duration = Duration::from_secs(10);
 
 thread_local! {
     /// The zygote's one container (a zygote holds one).
@@ -424,12 +420,7 @@ async fn wait_for_exit(pidfd: OwnedFd, pid: i32, reaped: Subscription) -> u32 {
 /// The status the shim's reaper saw for `pid`.
 async fn from_reaper(pid: i32, reaped: Subscription) -> u32 {
     let seen = tokio::task::spawn_blocking(move || {
-        while let Ok(ExitEvent { subject, exit_code }) = reaped.rx.recv_timeout(REAPER_REPORT) {
-            if matches!(subject, Subject::Pid(p) if p == pid) {
-                return u32::try_from(exit_code).ok();
-            }
-        }
-        None
+        reaper::reported_exit(pid, &reaped).and_then(|code| u32::try_from(code).ok())
     })
     .await;
     seen.ok().flatten().unwrap_or(UNKNOWN_EXIT)

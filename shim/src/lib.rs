@@ -15,6 +15,7 @@
 //! - [`pod`]: what a container is to its pod under CRI (the pod's sandbox,
 //!   or a container whose component runs).
 //! - `pause`: a pod's sandbox, held by the shim's own code.
+//! - `reaper`: the exit status of a process the shim library reaped first.
 //! - [`sandbox`]: one container's run, in the container's process: a
 //!   component under moat, or a refusal. Nothing else ever runs there.
 //!
@@ -31,6 +32,7 @@ pub mod image;
 pub mod instance;
 mod pause;
 pub mod pod;
+mod reaper;
 pub mod sandbox;
 
 pub use deployment::POLICY_LAYER_MEDIA_TYPE;

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::support::caps::{MAX_CHAIN_CERTIFICATES, MAX_GUEST_ROOTS, MAX_PEM_BYTES};
 use crate::support::certs::{Ca, Leaf};
 use crate::support::{PATIENCE, guests, have, start_with, within};
 use moat_host::policy::Policy;
@@ -679,7 +680,6 @@ const LISTENER_COMMENT: &str = "# listener 0\n";
 
 #[tokio::test]
 async fn a_chain_or_key_over_its_cap_fails_listen_and_claims_no_port() {
-    use moat_host::net::limits::{MAX_CHAIN_CERTIFICATES, MAX_PEM_BYTES};
     let ca = Ca::new("moat test CA");
     let leaf = ca.leaf(&["localhost"]);
     let certs = Certs::new("caps", &ca, &leaf);
@@ -800,7 +800,6 @@ async fn counting_tls_server(leaf: &Leaf) -> (u16, std::sync::Arc<std::sync::ato
 
 #[tokio::test]
 async fn extra_roots_over_their_caps_fail_the_connect_before_it_is_made() {
-    use moat_host::net::limits::{MAX_GUEST_ROOTS, MAX_PEM_BYTES};
     use std::sync::atomic::Ordering;
     let ca = Ca::new("moat test CA");
     let leaf = ca.leaf(&["127.0.0.1"]);

@@ -269,6 +269,7 @@ pub async fn within<F: std::future::Future>(what: &str, future: F) -> F::Output 
         .unwrap_or_else(|_| panic!("{what}: nothing happened for {PATIENCE:?}"))
 }
 
+pub mod caps;
 pub mod certs;
 pub mod netns;
 

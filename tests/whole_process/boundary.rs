@@ -82,9 +82,9 @@ const ALLOWANCE: u64 = 16 << 20;
 
 /// What the audit trail of a run may hold beyond [`ALLOWANCE`]: its queue
 /// and the batch its writer is writing, each at most
-/// [`moat_host::audit::MAX_AUDIT_QUEUE_BYTES`] (the counts of repeated
+/// `MAX_AUDIT_QUEUE_BYTES` (the counts of repeated
 /// denials, cut records, are within the allowance for these sequences).
-const TRAIL_ALLOWANCE: u64 = 2 * moat_host::audit::MAX_AUDIT_QUEUE_BYTES as u64;
+const TRAIL_ALLOWANCE: u64 = 2 * crate::support::caps::MAX_AUDIT_QUEUE_BYTES;
 
 /// Resident memory the second half of the sequences may add over the
 /// first half's: allocator caches and the compiled guest's pages settle in

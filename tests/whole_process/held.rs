@@ -20,8 +20,8 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::caps::MAX_ANSWER_ADDRESSES;
 use crate::support::{Running, eventually, guests, open_sockets, rss, start_with, within};
-use moat_host::net::limits::MAX_ANSWER_ADDRESSES;
 use moat_host::net::{Answer, AnswerLookup, Limits, Lookup, Resolver};
 use moat_host::policy::Policy;
 use moat_host::{Input, RunOptions};

@@ -8,8 +8,8 @@
 
 use crate::support;
 
+use crate::support::caps::MAX_WASI_UDP_RECEIVES;
 use crate::support::{guests, open_sockets, rss, within};
-use moat_host::net::limits::MAX_WASI_UDP_RECEIVES;
 use moat_host::policy::Policy;
 
 /// Receives the guest parks.

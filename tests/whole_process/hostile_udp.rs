@@ -10,7 +10,6 @@ use crate::support;
 use std::net::SocketAddr;
 
 use crate::support::{guests, open_sockets, rss, within};
-use moat_host::limits::DEFAULT_MAX_WAITING_CALLS;
 use moat_host::policy::Policy;
 
 /// Receives the guest parks: where an unbounded host held 1.74 GB.
@@ -66,10 +65,11 @@ fn forty_thousand_parked_udp_receives_hold_no_buffers() {
         assert_eq!(done.code(), 0, "{}", done.stderr);
         // The stop receive waits too: 4095 receives parked, the rest refused
         // with the limit's error.
-        let waiting = DEFAULT_MAX_WAITING_CALLS - 1;
+        let most = moat_host::limits::Limits::default().max_waiting_calls;
+        let waiting = most - 1;
         assert!(
             done.stdout.contains(&format!(
-                "received 3, refused {} (limit reached: the run has {DEFAULT_MAX_WAITING_CALLS} receives",
+                "received 3, refused {} (limit reached: the run has {most} receives",
                 PARKED - waiting
             )),
             "{}",

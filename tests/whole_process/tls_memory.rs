@@ -282,7 +282,7 @@ fn denied_tls_connects_with_roots_near_the_cap_build_nothing() {
             .unwrap();
         // Just under the cap: one valid root, then comment lines; each
         // connect's PEM text is its own (its first line names it).
-        let pad = (moat_host::net::limits::MAX_PEM_BYTES - 1024).to_string();
+        let pad = (crate::support::caps::MAX_PEM_BYTES - 1024).to_string();
         let (p, n) = (port.to_string(), DENIED_CONNECTS.to_string());
         let guest = run_with_certs(
             policy,

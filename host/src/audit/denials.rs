@@ -17,7 +17,7 @@ use super::record::{Body, Event, Outcome};
 /// ([`super::MAX_RECORDED_TEXT`]), at most about 3 KiB, so 4096 of them hold
 /// at most about 12 MiB for the trail's life (a server's, under `moat
 /// serve`), whatever the requests that made them carried.
-pub const MAX_COUNTED_DENIALS: usize = 4096;
+pub(crate) const MAX_COUNTED_DENIALS: usize = 4096;
 
 /// What makes two denials the same: what was asked, of which destination
 /// (as written), and the message the guest got (which names the reason and

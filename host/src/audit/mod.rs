@@ -42,18 +42,12 @@ mod trail;
 mod udp;
 
 pub(crate) use client_rate::ClientRates;
-pub use denials::MAX_COUNTED_DENIALS;
 pub use record::{
     AuditRecord, Body, Context, Event, GuestIdentity, HttpConnection, HttpEnd, HttpExchange,
-    HttpLink, HttpRequest, MAX_RECORDED_TEXT, Operation, Outcome, Reason, Refusal, SCHEMA_VERSION,
-    SettingRecord,
+    HttpLink, HttpRequest, Operation, Outcome, Reason, Refusal, SCHEMA_VERSION, SettingRecord,
 };
 pub use tally::DecisionCounts;
-pub use trail::{
-    AUDIT_BATCH, AUDIT_BATCH_WAIT, Audit, AuditError, AuditSink, DEFAULT_MAX_AUDIT_SIZE, JsonLines,
-    MAX_AUDIT_QUEUE, MAX_AUDIT_QUEUE_BYTES,
-};
+pub use trail::{Audit, AuditError, AuditSink, JsonLines};
 pub(crate) use trail::{TrailShare, current_share, in_share, with_share};
-pub use udp::MAX_COUNTED_UDP_DESTINATIONS;
 
 pub use moat_policy::settings::Destination;

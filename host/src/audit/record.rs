@@ -356,7 +356,7 @@ pub struct HttpExchange {
 /// refuses every later operation once full) or, through the counts of
 /// repeated denials, the host's memory. 256 bytes hold any host name (at
 /// most 253) and the paths of ordinary APIs whole.
-pub const MAX_RECORDED_TEXT: usize = 256;
+pub(crate) const MAX_RECORDED_TEXT: usize = 256;
 
 /// `text` as a record keeps it: whole up to [`MAX_RECORDED_TEXT`] bytes;
 /// past it, its first bytes up to that, then `...[cut: N bytes, sha256

@@ -9,7 +9,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
-pub use moat_policy::limits::DEFAULT_MAX_AUDIT_SIZE;
+use moat_policy::limits::DEFAULT_MAX_AUDIT_SIZE;
 
 use super::Destination;
 use super::client_rate::ClientRate;
@@ -27,27 +27,27 @@ use moat_policy::setting::{Setting, Spelled, Spelling};
 /// more, the batch it is writing. A record is a few hundred bytes, so 1024
 /// lets a burst of decisions go by without waiting on a file write; past
 /// it the guest waits for the sink.
-pub const MAX_AUDIT_QUEUE: usize = 1024;
+pub(crate) const MAX_AUDIT_QUEUE: usize = 1024;
 
 /// Records the writer waits for before it writes, unless
 /// [`AUDIT_BATCH_WAIT`] passes first. A record written as it comes costs a
 /// wake of the writer thread and a `write` each, often on the guest's own
 /// CPU; a batch shares them (BENCHMARKS.md has the figures).
-pub const AUDIT_BATCH: usize = 64;
+pub(crate) const AUDIT_BATCH: usize = 64;
 
 /// Longest a record waits for a batch to fill before it is written: a
 /// trail read as it is written (`tail -f`) lags the guest by this much at
 /// most, and a process killed outright (SIGKILL, an OOM kill) loses at
 /// most this much of it. 1 ms holds a batch of tens of records at the
 /// rate a guest makes requests, which is most of what batching saves.
-pub const AUDIT_BATCH_WAIT: Duration = Duration::from_millis(1);
+pub(crate) const AUDIT_BATCH_WAIT: Duration = Duration::from_millis(1);
 
 /// Most bytes of records waiting for the sink (as [`Body::size`] counts
 /// them), whatever their number: a denial of a name with hundreds of
 /// refused addresses is tens of KiB, and 1024 of them would be tens of
 /// MiB. 4 MiB holds 1024 ordinary records many times over; the writer's
 /// batch is bounded the same way, so the trail holds 8 MiB at most.
-pub const MAX_AUDIT_QUEUE_BYTES: usize = 4 << 20;
+pub(crate) const MAX_AUDIT_QUEUE_BYTES: usize = 4 << 20;
 
 /// Where records go, one at a time, in order, on the trail's own thread.
 /// Implement it to send the trail to a log pipeline; [`JsonLines`] writes

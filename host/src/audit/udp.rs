@@ -12,7 +12,7 @@ use moat_policy::policy::Host;
 /// destinations than this has every count written out and starts over:
 /// its next send to each destination is a whole record again. 4096
 /// destinations are a few hundred KiB of host memory.
-pub const MAX_COUNTED_UDP_DESTINATIONS: usize = 4096;
+pub(crate) const MAX_COUNTED_UDP_DESTINATIONS: usize = 4096;
 
 /// One destination's count for the current second.
 struct Count {

@@ -34,7 +34,7 @@ pub use moat_policy::limits::Limits;
 /// socket it serves. A receive past it fails at once with
 /// `other("... --max-waiting-calls ...")`; the waiting-call bound applies
 /// too.
-pub const MAX_WASI_UDP_RECEIVES: u32 = 256;
+pub(crate) const MAX_WASI_UDP_RECEIVES: u32 = 256;
 
 // Name lookups, their answers, and the names recorded for stock programs.
 
@@ -51,7 +51,7 @@ pub(crate) const MAX_KEPT_ANSWERS: usize = 1024;
 /// records, and a name's record set rarely a dozen; a name with thousands
 /// (possible over TCP) would make every lookup of it cost the host in
 /// proportion (copied, recorded address by address), so the rest is cut.
-pub const MAX_ANSWER_ADDRESSES: usize = 256;
+pub(crate) const MAX_ANSWER_ADDRESSES: usize = 256;
 
 /// The shortest time a recorded (address, name) pair is kept, whatever its
 /// answer's DNS lifetime (TTL). Answers with a TTL of 0 to a few seconds
@@ -94,7 +94,7 @@ pub(crate) const SEND_BACKLOG_LIMIT: usize = 64 * 1024;
 /// because here the host itself waits (the run does not return until its
 /// sockets are closed); a socket still lingering from a close gets at most
 /// this much more.
-pub const DEFAULT_LINGER: Duration = Duration::from_secs(10);
+pub(crate) const DEFAULT_LINGER: Duration = Duration::from_secs(10);
 
 /// Connections a listener has accepted that the guest has not taken yet.
 /// Eight: enough to absorb a burst while the guest's accept loop turns
@@ -111,40 +111,40 @@ pub(crate) const ACCEPT_QUEUE: usize = 8;
 /// for longer than this. Ten seconds is far beyond a handshake on any
 /// working network (a few round trips). Never more than the run's cap
 /// ([`Limits::tls_handshake_timeout`]).
-pub const DEFAULT_TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const DEFAULT_TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// TLS handshakes a listener runs at once. Each costs a socket and a few
 /// KiB of session state; past this many, the listener stops accepting until
 /// one finishes (or times out), so a flood of slow clients cannot grow it.
-pub const MAX_HANDSHAKES: usize = 256;
+pub(crate) const MAX_HANDSHAKES: usize = 256;
 
 /// The largest PEM input a guest may pass (a certificate chain, a key, a
 /// set of roots), in bytes: 512 KiB, twice Mozilla's whole root bundle in
 /// PEM (about 220 KB). Real chains and keys are a few KiB.
-pub const MAX_PEM_BYTES: usize = 512 << 10;
+pub(crate) const MAX_PEM_BYTES: usize = 512 << 10;
 
 /// Most bytes a guest may hand over as already read when it upgrades a
 /// connection to TLS (what it read past the plain-text exchange, which
 /// belongs to the TLS stream): 64 KiB, one read of the SDK's. A peer's
 /// first TLS flight is a few KiB; more is not a handshake, and the host
 /// would keep it until the guest reads it.
-pub const MAX_ALREADY_READ: usize = 64 << 10;
+pub(crate) const MAX_ALREADY_READ: usize = 64 << 10;
 
 /// Most certificates in a guest's certificate chain: a leaf and its
 /// intermediates, rarely more than four; ten leaves room for cross-signed
 /// paths.
-pub const MAX_CHAIN_CERTIFICATES: usize = 10;
+pub(crate) const MAX_CHAIN_CERTIFICATES: usize = 10;
 
 /// Most roots a guest may add for one connection or listener: Mozilla's
 /// set is about 150; 512 holds any bundle a program ships.
-pub const MAX_GUEST_ROOTS: usize = 512;
+pub(crate) const MAX_GUEST_ROOTS: usize = 512;
 
 /// Most TLS configurations of one kind (client or server) a run holds at
 /// once. A client uses one per distinct set of options (most programs:
 /// one); a server one per certificate it serves. 1024 matches the default
 /// socket cap, so one per listener fits; the host memory they cost is
 /// bounded by the run's budget, this only bounds the bookkeeping.
-pub const MAX_TLS_CONFIGS: usize = 1024;
+pub(crate) const MAX_TLS_CONFIGS: usize = 1024;
 
 // UDP.
 

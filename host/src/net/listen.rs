@@ -35,15 +35,15 @@ use super::tls::{ServerTls, handshake_server};
 
 /// First delay after a failed accept: short enough that a transient error
 /// (a connection aborted before accept) costs nothing noticeable.
-pub const ACCEPT_RETRY_MIN: Duration = Duration::from_millis(5);
+pub(crate) const ACCEPT_RETRY_MIN: Duration = Duration::from_millis(5);
 
 /// Longest delay between retries: when descriptors run out (EMFILE), retry
 /// once a second rather than spin, and resume within a second of relief.
-pub const ACCEPT_RETRY_MAX: Duration = Duration::from_secs(1);
+pub(crate) const ACCEPT_RETRY_MAX: Duration = Duration::from_secs(1);
 
 /// The kernel backlog when the guest does not choose one: 1024, the usual
 /// server default (the kernel caps it at net.core.somaxconn).
-pub const DEFAULT_BACKLOG: u32 = 1024;
+pub(crate) const DEFAULT_BACKLOG: u32 = 1024;
 
 /// Options for [`crate::net::Net::listen`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -44,20 +44,20 @@ use super::watch::Watch;
 /// to multiplex a page over one connection. The server-wide bound on
 /// requests at once (`--max-http-connections`) holds whatever this
 /// allows.
-pub const H2_MAX_STREAMS: u32 = 100;
+pub(crate) const H2_MAX_STREAMS: u32 = 100;
 
 /// HTTP/2 flow-control window, per stream and per connection: 256 KiB of
 /// request body a client may send before the handler reads it. The
 /// protocol's default (64 KiB) holds a fast upload to one window per
 /// round trip; 256 KiB keeps a LAN upload at wire speed while a
 /// connection still buffers at most this much of what its client sent.
-pub const H2_WINDOW: u32 = 256 << 10;
+pub(crate) const H2_WINDOW: u32 = 256 << 10;
 
 /// HTTP/2 response bytes one stream may queue for a client that is slow
 /// to read: 64 KiB, so a client with many open streams holds at most this
 /// much per request of the server's memory; a handler writing more waits
 /// (hyper's default is 400 KiB).
-pub const H2_SEND_BUFFER: usize = 64 << 10;
+pub(crate) const H2_SEND_BUFFER: usize = 64 << 10;
 
 /// Runs hyper's tasks for HTTP/2 streams on the server's task tracker, so
 /// that a stopping server waits for them as for connections; each stream's

@@ -26,10 +26,10 @@ use tokio_util::either::Either;
 use crate::error::MoatError;
 
 /// `--addr` for the sockets systemd handed over.
-pub const SYSTEMD: &str = "systemd";
+pub(crate) const SYSTEMD: &str = "systemd";
 
 /// `--addr` prefix for a Unix socket.
-pub const UNIX_PREFIX: &str = "unix:";
+pub(crate) const UNIX_PREFIX: &str = "unix:";
 
 /// What a client's connection comes in on.
 pub(super) type Stream = Either<TcpStream, UnixStream>;
@@ -133,7 +133,7 @@ pub(super) async fn open(written: &str) -> Result<Vec<(Listener, Bound)>, MoatEr
 /// may connect (a front proxy is given the group), no other user, whatever
 /// the umask says (under umask 0 it was 0777: any local user was a
 /// client).
-pub const UNIX_SOCKET_MODE: u32 = 0o660;
+pub(crate) const UNIX_SOCKET_MODE: u32 = 0o660;
 
 /// A Unix socket listening at `path`, of [`UNIX_SOCKET_MODE`].
 fn unix(path: &Path) -> io::Result<UnixListener> {

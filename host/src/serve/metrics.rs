@@ -33,23 +33,23 @@ use crate::net::Net;
 /// [`METRICS_CONNECTIONS_PER_CLIENT`], each for at most
 /// [`METRICS_HEAD_TIME`]): 16 idle connections kept every scrape out for
 /// 10 s when there were 4 places.
-pub const METRICS_CONNECTIONS: usize = 64;
+pub(crate) const METRICS_CONNECTIONS: usize = 64;
 
 /// Scrape connections one client address holds at once: half the places,
 /// so that one address leaves the other half to the scrapers, and a
 /// scraper on the same address as a client that holds connections (both
 /// on the node, say) still finds one; past it a connection is closed as
 /// it is accepted.
-pub const METRICS_CONNECTIONS_PER_CLIENT: u32 = 32;
+pub(crate) const METRICS_CONNECTIONS_PER_CLIENT: u32 = 32;
 
 /// Longest a scrape connection may take to send its request's head: a
 /// scraper sends it at once; a client that sends nothing is closed after
 /// this.
-pub const METRICS_HEAD_TIME: Duration = Duration::from_secs(1);
+pub(crate) const METRICS_HEAD_TIME: Duration = Duration::from_secs(1);
 
 /// Longest a scrape connection is kept, from its accept to its response
 /// sent: a scrape takes milliseconds.
-pub const METRICS_CONNECTION_TIME: Duration = Duration::from_secs(10);
+pub(crate) const METRICS_CONNECTION_TIME: Duration = Duration::from_secs(10);
 
 /// The request latencies the histogram tells apart, in seconds: from a
 /// cached handler's millisecond to the default request time of 60 s.

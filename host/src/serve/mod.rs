@@ -107,11 +107,7 @@ mod request;
 mod share;
 mod watch;
 
-pub use conn::{H2_MAX_STREAMS, H2_SEND_BUFFER, H2_WINDOW};
 pub use listen::Bound;
-pub use metrics::{
-    METRICS_CONNECTION_TIME, METRICS_CONNECTIONS, METRICS_CONNECTIONS_PER_CLIENT, METRICS_HEAD_TIME,
-};
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -145,7 +141,7 @@ pub const DEFAULT_ADDR: &str = "127.0.0.1:8080";
 /// as an upstream's first byte (`--http-first-byte-timeout`).
 /// A handler stuck in a loop or waiting forever must not hold a client,
 /// an instance and its memory for longer.
-pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// How long a stopping server lets requests in flight finish: 10 s, the
 /// default grace most process managers give before SIGKILL is 10 s

@@ -45,7 +45,7 @@ use held::Held;
 /// write (what its stream's `check-write` says), and the size of each
 /// chunk the body buffers: 64 KiB, as a socket's send backlog and an
 /// HTTP/2 stream's send buffer. wasmtime-wasi-http's default is 1 MiB.
-pub const BODY_CHUNK: usize = 64 << 10;
+pub(crate) const BODY_CHUNK: usize = 64 << 10;
 
 /// Chunks a 0.2 outgoing body buffers before its writer waits: one (and
 /// wasmtime-wasi-http keeps one slot more), so a body the guest fills and
@@ -55,7 +55,7 @@ const BODY_BUFFER_CHUNKS: usize = 1;
 
 /// What one 0.2 outgoing body may hold: its channel of
 /// [`BODY_BUFFER_CHUNKS`] + 1 chunks.
-pub const BODY_BYTES: usize = (BODY_BUFFER_CHUNKS + 1) * BODY_CHUNK;
+pub(crate) const BODY_BYTES: usize = (BODY_BUFFER_CHUNKS + 1) * BODY_CHUNK;
 
 /// One run's wasi:http state: wasmtime-wasi-http's context, moat's hooks
 /// and what the guest's objects cost.

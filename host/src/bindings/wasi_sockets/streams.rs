@@ -79,7 +79,7 @@ impl Wakeups {
 /// dropped listener whose stream has not ended yet; 256 is far more than a
 /// program closes at once, and past it a listener simply waits for its next
 /// real connection to end.
-pub const MAX_WAKEUPS: usize = 256;
+pub(crate) const MAX_WAKEUPS: usize = 256;
 
 /// How long a wake-up connection may take to connect, and to be accepted
 /// after: on loopback or a local address it takes microseconds.

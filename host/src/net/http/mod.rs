@@ -87,32 +87,32 @@ use pool::{Key, Pool, Sender};
 /// gives wasmtime-wasi-http, each already paid by the body that holds it);
 /// TLS's record buffers add 2 × 16 KiB. 64 KiB plus the header bound is
 /// the sum, rounded up.
-pub const CONNECTION_BYTES: usize = 64 << 10;
+pub(crate) const CONNECTION_BYTES: usize = 64 << 10;
 
 /// Bytes one HTTP/2 stream queues from its request body before it waits
 /// for the peer's window: 64 KiB, HTTP/2's initial window; hyper's default
 /// (1 MiB a stream) would let 64 requests in flight on one connection
 /// hold the whole host-memory budget. Each request sent over HTTP/2 pays
 /// it from the run's host memory until its response ends.
-pub const H2_SEND_BUFFER: usize = 64 << 10;
+pub(crate) const H2_SEND_BUFFER: usize = 64 << 10;
 
 /// Response body bytes one HTTP/2 stream may receive before the guest
 /// reads them (its flow-control window): 256 KiB, four of HTTP/2's
 /// initial windows, which keeps a download at a few MB/s over a 50 ms
 /// round trip. hyper's default (2 MiB a stream, 5 MiB a connection) was
 /// held, uncharged, by every response a guest left unread.
-pub const H2_RECEIVE_WINDOW: u32 = 256 << 10;
+pub(crate) const H2_RECEIVE_WINDOW: u32 = 256 << 10;
 
 /// Response body bytes one HTTP/2 connection may receive before the guest
 /// reads them, all its streams together (the connection's window): 512
 /// KiB, paid from the run's host memory for as long as the connection is
 /// open ([`CONNECTION_BYTES`] and this). Unread data of many streams never
 /// passes it: the peer may send no more until the guest reads.
-pub const H2_CONNECTION_WINDOW: u32 = 512 << 10;
+pub(crate) const H2_CONNECTION_WINDOW: u32 = 512 << 10;
 
 /// The smallest response-header bound hyper accepts (its minimum read
 /// buffer); a smaller setting is raised to it.
-pub const MIN_HTTP_HEADER_SIZE: usize = 8 << 10;
+pub(crate) const MIN_HTTP_HEADER_SIZE: usize = 8 << 10;
 
 /// How long an idle kept-alive connection stays open for the next request
 /// to the same authority: 30 s, longer than a program's pause between
@@ -121,12 +121,12 @@ pub const MIN_HTTP_HEADER_SIZE: usize = 8 << 10;
 /// closed pooled connection is simply not reused). Until then it counts
 /// against `--max-sockets`; a new connection that finds the run at its
 /// socket cap closes the oldest idle one first.
-pub const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Most kept-alive connections to one authority: 16, more than a program
 /// keeps busy to one service at once (browsers use 6 per host). A
 /// connection finished past it is closed, not kept.
-pub const POOL_MAX_PER_AUTHORITY: usize = 16;
+pub(crate) const POOL_MAX_PER_AUTHORITY: usize = 16;
 
 /// The error of a [`RequestBody`]: whatever the guest's side failed with.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;

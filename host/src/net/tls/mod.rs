@@ -30,7 +30,7 @@ use super::budget::Budget;
 use super::error::NetError;
 use configs::{Configs, KeyBuilder};
 
-pub use super::limits::{MAX_CHAIN_CERTIFICATES, MAX_GUEST_ROOTS, MAX_PEM_BYTES};
+pub(crate) use super::limits::{MAX_CHAIN_CERTIFICATES, MAX_GUEST_ROOTS, MAX_PEM_BYTES};
 pub(crate) use client::{handshake_client, server_name};
 pub(crate) use server::{ServerTls, handshake_server};
 

@@ -52,12 +52,12 @@ pub(crate) use bind::bind;
 
 /// The largest UDP payload IPv4 can carry: 65,535 − 20 (IP header) − 8
 /// (UDP header).
-pub const MAX_DATAGRAM_V4: usize = 65_507;
+pub(crate) const MAX_DATAGRAM_V4: usize = 65_507;
 
 /// The largest datagram any UDP socket can send: IPv6's 65,535-byte
 /// payload less the UDP header. A longer one is refused before its
 /// destination is judged, so no call holds more.
-pub const MAX_DATAGRAM: usize = 65_527;
+pub(crate) const MAX_DATAGRAM: usize = 65_527;
 
 /// A datagram received.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -18,7 +18,7 @@ use crate::net::limits::POOL_KEEP;
 /// The receive buffer: one byte longer than the largest datagram IPv4 can
 /// carry, so that a datagram filling it is one that did not fit (reported
 /// as truncated) rather than one that happened to be that long.
-pub const RECEIVE_BUFFER: usize = MAX_DATAGRAM_V4 + 1;
+pub(crate) const RECEIVE_BUFFER: usize = MAX_DATAGRAM_V4 + 1;
 
 pub(super) struct Pool {
     kept: Mutex<Vec<Buffer>>,
