@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use moat_host::audit::{self, Audit, GuestIdentity};
-use moat_host::launch::{Entry, Launch, Launcher, Source, Threads};
+use moat_host::launch::{ComponentSource, Entry, Launch, Launcher, Threads};
 use moat_host::net::{TlsIdentity, TlsTrust};
 use moat_host::preopen::Preopen;
 use moat_host::settings::{Defaults, Origin, PolicyFile, Setting, Settings};
@@ -173,11 +173,11 @@ fn serve(args: ServeArgs) -> ExitCode {
 fn launch(prepared: Prepared, entry: Entry, threads: Threads, args: &RunArgs) -> ExitCode {
     let cached = prepared.config.cache != CacheDir::Off;
     let source = match prepared.component {
-        Some(bytes) => Source::Bytes {
+        Some(bytes) => ComponentSource::Bytes {
             bytes,
             name: args.component.clone(),
         },
-        None => Source::File(args.component.clone()),
+        None => ComponentSource::File(args.component.clone()),
     };
     let launch = Launch {
         config: prepared.config,
@@ -209,7 +209,7 @@ struct Command {
 impl Launcher for Command {
     fn load(
         &self,
-        source: &Source,
+        source: &ComponentSource,
         load: &dyn Fn() -> Result<moat_host::Guest, MoatError>,
     ) -> Result<moat_host::Guest, MoatError> {
         let loading = Compiling::start(source.name(), self.cached);
@@ -400,8 +400,6 @@ fn prepare(args: &RunArgs, defaults: Defaults, also_kept: &[Kept]) -> anyhow::Re
             destination,
             audit::Context::new(guest),
             moat_host::settings::audited(&settings, defaults),
-            settings.limits.max_audit_size,
-            moat_host::settings::Spelling::Flags,
         )?;
         options = options.audit(audit);
     }

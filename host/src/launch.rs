@@ -10,18 +10,18 @@
 
 use std::future::Future;
 use std::path::PathBuf;
-use std::time::Duration;
 
 use crate::error::MoatError;
 use crate::moat::{Guest, Moat};
 use crate::net::TlsIdentity;
 use crate::options::{InstancePool, MoatConfig, RunOptions};
-use crate::serve::{Bound, Reloader, ServeOptions, stop_signal};
+use crate::serve::reload::Reloads;
+use crate::serve::{Listening, ServeOptions, stop_signal};
 use crate::start::NoEntryPoint;
 
 /// Where the component comes from.
 #[derive(Debug, Clone)]
-pub enum Source {
+pub enum ComponentSource {
     /// A file, read when it is loaded.
     File(PathBuf),
     /// Bytes read already (so that an audit trail's digest is of the bytes
@@ -34,12 +34,12 @@ pub enum Source {
     },
 }
 
-impl Source {
+impl ComponentSource {
     /// The component's name in messages.
     pub fn name(&self) -> &std::path::Path {
         match self {
-            Source::File(path) => path,
-            Source::Bytes { name, .. } => name,
+            ComponentSource::File(path) => path,
+            ComponentSource::Bytes { name, .. } => name,
         }
     }
 }
@@ -87,7 +87,7 @@ pub struct Launch {
     /// The run's policy, bounds, arguments, environment and stdio.
     pub options: RunOptions,
     /// The component.
-    pub source: Source,
+    pub source: ComponentSource,
     /// Run it, or serve it.
     pub entry: Entry,
     /// The runtime's threads.
@@ -127,7 +127,7 @@ pub trait Launcher {
     /// command line shows a long compile here).
     fn load(
         &self,
-        source: &Source,
+        source: &ComponentSource,
         load: &dyn Fn() -> Result<Guest, MoatError>,
     ) -> Result<Guest, MoatError> {
         let _ = source;
@@ -138,132 +138,21 @@ pub trait Launcher {
     /// the default prints `moat: serving http://ADDR/` on stderr (`moat:
     /// serving http on unix:PATH` for a Unix socket), the line a
     /// supervisor or a test waits for.
-    fn serving(&self, scheme: &str, bound: &Bound) {
+    fn serving(&self, scheme: &str, bound: &Listening) {
         match bound {
-            Bound::Tcp(addr) => eprintln!("moat: serving {scheme}://{addr}/"),
-            Bound::Unix(_) => eprintln!("moat: serving {scheme} on {bound}"),
+            Listening::Tcp(addr) => eprintln!("moat: serving {scheme}://{addr}/"),
+            Listening::Unix(_) => eprintln!("moat: serving {scheme} on {bound}"),
         }
     }
 
     /// The server answers Prometheus scrapes on `bound`: the default
     /// prints `moat: metrics at http://ADDR/metrics` on stderr (`moat:
     /// metrics at unix:PATH` for a Unix socket).
-    fn metrics(&self, bound: &Bound) {
+    fn metrics(&self, bound: &Listening) {
         match bound {
-            Bound::Tcp(addr) => eprintln!("moat: metrics at http://{addr}/metrics"),
-            Bound::Unix(_) => eprintln!("moat: metrics at {bound}"),
+            Listening::Tcp(addr) => eprintln!("moat: metrics at http://{addr}/metrics"),
+            Listening::Unix(_) => eprintln!("moat: metrics at {bound}"),
         }
-    }
-}
-
-/// SIGHUP, taken over (so that it no longer ends the process); `None`
-/// if the process cannot listen for it.
-fn hangup_signal() -> Option<tokio::signal::unix::Signal> {
-    tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok()
-}
-
-/// The next SIGHUP; never, without a listener.
-async fn next_hangup(hangups: &mut Option<tokio::signal::unix::Signal>) -> Option<()> {
-    match hangups {
-        Some(signal) => signal.recv().await,
-        None => std::future::pending().await,
-    }
-}
-
-/// How often `moat serve --watch` looks at its component's file: a second,
-/// so that a deployment's copy is picked up at once, for one `stat` a
-/// second.
-pub(crate) const WATCH_INTERVAL: Duration = Duration::from_secs(1);
-
-/// A file `moat serve --watch` looks at: what it was when last seen.
-struct Watched {
-    path: PathBuf,
-    seen: Option<FileState>,
-}
-
-/// What tells a file's new version from its old: its identity (a
-/// deployment's rename puts a new inode there), size and time of change.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct FileState {
-    inode: u64,
-    len: u64,
-    changed: Option<std::time::SystemTime>,
-}
-
-impl FileState {
-    fn of(path: &std::path::Path) -> Option<FileState> {
-        use std::os::unix::fs::MetadataExt;
-        let meta = std::fs::metadata(path).ok()?;
-        Some(FileState {
-            inode: meta.ino(),
-            len: meta.len(),
-            changed: meta.modified().ok(),
-        })
-    }
-}
-
-impl Watched {
-    fn new(path: &std::path::Path) -> Watched {
-        Watched {
-            path: path.to_owned(),
-            seen: FileState::of(path),
-        }
-    }
-
-    /// Resolves once the file is other than it was and has stayed so for
-    /// one more look (a copy still being written is not loaded half way).
-    async fn changed(&mut self) {
-        loop {
-            tokio::time::sleep(WATCH_INTERVAL).await;
-            let now = FileState::of(&self.path);
-            if now.is_none() || now == self.seen {
-                // Gone (being replaced), or as it was.
-                continue;
-            }
-            tokio::time::sleep(WATCH_INTERVAL).await;
-            let settled = FileState::of(&self.path);
-            if settled == now {
-                self.seen = settled;
-                return;
-            }
-        }
-    }
-}
-
-/// The next change of the watched file; never, without a watch.
-async fn next_change(watched: &mut Option<Watched>) {
-    match watched {
-        Some(watched) => watched.changed().await,
-        None => std::future::pending().await,
-    }
-}
-
-/// `moat serve`'s SIGHUP (and `--watch`'s change): loads the component again from where it came
-/// from and puts it in the serving handler's place; what became of it on
-/// stderr. A component that does not load, or is not a handler the
-/// server can run, leaves the old one serving.
-fn reload(moat: &Moat, reloader: &Reloader<'_>, source: &Source, launcher: &dyn Launcher) {
-    let name = source.name();
-    let load = || {
-        launcher.load(source, &|| match source {
-            Source::File(path) => moat.load(path),
-            // Read again from the file the bytes came from.
-            Source::Bytes { name, .. } => moat.load(name),
-        })
-    };
-    // Compiling takes a while: off the runtime's worker, so that the
-    // requests on it go on being served meanwhile.
-    let loaded = match tokio::runtime::Handle::current().runtime_flavor() {
-        tokio::runtime::RuntimeFlavor::MultiThread => tokio::task::block_in_place(load),
-        _ => load(),
-    };
-    let replaced = loaded.and_then(|guest| reloader.reload(&guest, &name.display().to_string()));
-    match replaced {
-        Ok(()) => eprintln!(
-            "moat: reloaded {}: new requests go to it, requests in flight finish on the old one",
-            name.display()
-        ),
-        Err(e) => eprintln!("moat: reload failed, still serving the handler it had: {e}"),
     }
 }
 
@@ -305,8 +194,8 @@ impl Launch {
     async fn go(self, launcher: &dyn Launcher) -> Result<Ended, MoatError> {
         let moat = Moat::new(&self.config)?;
         let guest = launcher.load(&self.source, &|| match &self.source {
-            Source::File(path) => moat.load(path),
-            Source::Bytes { bytes, name } => moat.load_bytes(bytes, name),
+            ComponentSource::File(path) => moat.load(path),
+            ComponentSource::Bytes { bytes, name } => moat.load_bytes(bytes, name),
         })?;
         match self.entry {
             Entry::Serve {
@@ -333,32 +222,22 @@ impl Launch {
                 let server = moat.bind_server(&guest, options).await?;
                 // Taken over before the line a supervisor may wait for.
                 let stop = stop_signal();
-                let mut hangups = hangup_signal();
+                let reloads = Reloads::listen(self.source.name(), watch);
                 for bound in server.metrics_bound() {
                     launcher.metrics(&bound);
                 }
                 for bound in server.bound() {
                     launcher.serving(scheme, &bound);
                 }
-                let reloader = server.reloader();
-                let mut changes = watch.then(|| Watched::new(self.source.name()));
-                let mut serving = std::pin::pin!(server.serve(stop));
-                loop {
-                    tokio::select! {
-                        served = &mut serving => {
-                            served?;
-                            return Ok(Ended::Served);
-                        }
-                        Some(()) = next_hangup(&mut hangups) => {
-                            eprintln!("moat: SIGHUP: loading {} again", self.source.name().display());
-                            reload(&moat, &reloader, &self.source, launcher);
-                        }
-                        () = next_change(&mut changes) => {
-                            eprintln!("moat: {} changed: loading it again", self.source.name().display());
-                            reload(&moat, &reloader, &self.source, launcher);
-                        }
-                    }
-                }
+                let load = || {
+                    launcher.load(&self.source, &|| match &self.source {
+                        ComponentSource::File(path) => moat.load(path),
+                        // Read again from the file the bytes came from.
+                        ComponentSource::Bytes { name, .. } => moat.load(name),
+                    })
+                };
+                reloads.serve(server, stop, &load).await?;
+                Ok(Ended::Served)
             }
             Entry::Run => {
                 if let Some(handler) = guest.http_handler() {

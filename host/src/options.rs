@@ -333,7 +333,7 @@ impl RunOptions {
     }
 
     /// Bounds the guest's linear memory, all memories together, in bytes
-    /// (default [`crate::bounds::DEFAULT_MAX_MEMORY`]). Growing past it traps the guest
+    /// (default 512 MiB). Growing past it traps the guest
     /// and the run ends with [`crate::MoatError::MemoryLimit`].
     pub fn max_memory(mut self, bytes: u64) -> RunOptions {
         self.net.limits.max_memory = bytes;

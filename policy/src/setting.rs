@@ -444,7 +444,7 @@ const ROWS: [Row; Setting::ALL.len()] = [
         key: "max-audit-size",
         flag: "--max-audit-size",
         variable: "MOAT_MAX_AUDIT_SIZE",
-        option: "RunOptions::max_audit_size",
+        option: "Limits::max_audit_size",
         kind: Kind::Size,
         help: "Most the audit trail may write for one run (repeated denials are counted, not \
                copied); past it the run's network is refused, as when the trail cannot be \

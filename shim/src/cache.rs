@@ -345,7 +345,7 @@ pub fn compile_with(
     // or not at all: it is moved there before it reads the component.
     let cgroup = match rustix::process::geteuid().is_root() {
         false => None,
-        true => match crate::compile_sandbox::CompileCgroup::enter(
+        true => match crate::confine::CompileCgroup::enter(
             i32::try_from(child.id()).unwrap_or(i32::MAX),
             settings.max_compile_memory,
             settings.compile_cpus,
@@ -514,7 +514,7 @@ pub fn compile_main(args: &[String]) -> i32 {
     // node): before it reads the component it enters its sandbox, and
     // takes at most `max_memory` (the allocator's failure past it ends the
     // process).
-    if let Err(e) = crate::compile_sandbox::enter() {
+    if let Err(e) = crate::confine::enter() {
         eprintln!("{COMPILE_FLAG}: {e}");
         return 1;
     }

@@ -15,6 +15,7 @@
 //! - [`pod`]: what a container is to its pod under CRI (the pod's sandbox,
 //!   or a container whose component runs).
 //! - `pause`: a pod's sandbox, held by the shim's own code.
+//! - `confine`: where the node's compile of a tenant's component runs.
 //! - `reaper`: the exit status of a process the shim library reaped first.
 //! - [`sandbox`]: one container's run, in the container's process: a
 //!   component under moat, or a refusal. Nothing else ever runs there.
@@ -25,7 +26,7 @@
 #![warn(missing_docs)]
 
 pub mod cache;
-mod compile_sandbox;
+mod confine;
 pub mod deployment;
 mod executor;
 pub mod image;

@@ -14,7 +14,7 @@ use std::io::{Read as _, Write as _};
 use std::path::{Path, PathBuf};
 
 use moat_host::audit::{self, Audit, GuestIdentity};
-use moat_host::launch::{Entry, Launch, Plain, Source, Threads};
+use moat_host::launch::{ComponentSource, Entry, Launch, Plain, Threads};
 use moat_host::preopen::Preopen;
 use moat_host::preopen::{self, PreopenError};
 use moat_host::settings::Spelling;
@@ -360,8 +360,6 @@ impl MoatSandbox {
                 destination,
                 context,
                 moat_host::settings::audited(&settings, deployment.defaults()),
-                settings.limits.max_audit_size,
-                moat_host::settings::Spelling::Environment,
             )
             .map_err(StartError::Audit)?;
             options = options.audit(trail);
@@ -418,7 +416,7 @@ fn run(prepared: Prepared, refuse: impl Fn(&str)) -> i32 {
             ..MoatConfig::default()
         },
         options: prepared.options,
-        source: Source::Bytes {
+        source: ComponentSource::Bytes {
             bytes: prepared.component,
             name: PathBuf::from(&prepared.name),
         },

@@ -778,6 +778,82 @@ fn a_trail_at_its_size_cap_refuses_the_runs_network() {
     assert!(size < (64 << 10) + (8 << 10), "the trail took {size} bytes");
 }
 
+/// An embedder's `Limits::max_audit_size` caps the trail it gives the run,
+/// as `--max-audit-size` does, and the refusal names it as the embedder's
+/// code writes it (the guest's error and the trail's last record alike).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_embedders_max_audit_size_caps_the_trail_and_is_named_as_its_code_writes_it() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port().to_string();
+    let written = Written::default();
+    let audit = moat_host::audit::Audit::start(
+        Box::new(moat_host::audit::JsonLines::new(written.clone())),
+        moat_host::audit::Context::new(None),
+        Vec::new(),
+    )
+    .unwrap();
+    let policy = moat_host::policy::Policy::new()
+        .allow_connect(&format!("127.0.0.1:{port}"))
+        .unwrap();
+    let limits = moat_host::limits::Limits {
+        max_audit_size: 64 << 10,
+        ..moat_host::limits::Limits::default()
+    };
+    let options = moat_host::RunOptions::new(policy)
+        .limits(limits)
+        .audit(audit.clone())
+        .args([
+            guests::HOSTILE,
+            "fill-trail",
+            "2000",
+            "10.9.9.9",
+            "127.0.0.1",
+            &port,
+        ])
+        .stdin(moat_host::Input::Empty);
+    let done = support::start_as_given(guests::HOSTILE, options)
+        .finish()
+        .await;
+    audit.finish();
+    assert!(
+        done.stdout.starts_with("refused 2000\ntrail refused: ")
+            && done.stdout.contains("Limits::max_audit_size")
+            && !done.stdout.contains("--max-audit-size"),
+        "{}{}",
+        done.stdout,
+        done.stderr
+    );
+    let text = String::from_utf8(written.0.lock().unwrap().clone()).unwrap();
+    let last: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    assert_eq!(last["kind"], "trail-full", "{last}");
+    assert!(
+        last["message"]
+            .as_str()
+            .unwrap()
+            .contains("Limits::max_audit_size"),
+        "{last}"
+    );
+    assert!(
+        text.len() < (64 << 10) + (8 << 10),
+        "the trail took {} bytes",
+        text.len()
+    );
+}
+
+/// What a JSON Lines sink wrote.
+#[derive(Clone, Default)]
+struct Written(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl Write for Written {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 #[test]
 fn the_documented_sample_records_are_valid() {
     let samples = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/audit-samples.jsonl");

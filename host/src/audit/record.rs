@@ -681,6 +681,9 @@ fn address_json(addr: IpAddr) -> Value {
 
 impl AuditRecord {
     /// The record as JSON, in the form `docs/audit.schema.json` gives.
+    ///
+    /// One piece (as `decision_json`): a line for each field, in the
+    /// schema's order, so that the two are read side by side.
     pub fn to_json(&self) -> Value {
         let mut record = Map::new();
         record.insert("schema".into(), json!(SCHEMA_VERSION));
@@ -829,6 +832,7 @@ fn socket_address(addr: SocketAddr) -> String {
     SocketAddr::new(addr.ip().to_canonical(), addr.port()).to_string()
 }
 
+/// A decision's fields, into `record`; one piece, as [`AuditRecord::to_json`].
 fn decision_json(record: &mut Map<String, Value>, event: &Event) {
     record.insert("operation".into(), json!(event.operation.as_str()));
     if let Some(link) = &event.http {

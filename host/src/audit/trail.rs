@@ -4,7 +4,7 @@
 use std::collections::VecDeque;
 use std::io::{self, Write};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
@@ -347,9 +347,11 @@ struct Shared {
     /// Set when a send or a denial was counted rather than queued: the
     /// writer then writes out counts once a second ([`COUNT_SWEEP`]).
     counted: AtomicBool,
-    /// The size cap and the setting that raises it.
-    max_bytes: u64,
-    cap_setting: Spelled,
+    /// The size cap: the default until a run's network is made with this
+    /// trail ([`Audit::cap`]), then the run's `max-audit-size`.
+    max_bytes: AtomicU64,
+    /// The setting that raises the cap, as the run spells it.
+    cap_setting: Mutex<Spelled>,
 }
 
 impl Shared {
@@ -456,18 +458,17 @@ impl Shared {
             return Err(full.clone());
         }
         let due = queue.sink_bytes + (queue.in_batch + queue.bytes + size) as u64;
-        if due > self.max_bytes {
-            let full = AuditError::Full {
-                limit: self.max_bytes,
-                setting: self.cap_setting,
-            };
-            tracing::debug!(target: "moat::audit", limit = self.max_bytes, "the audit trail is full; the run's network is refused");
+        let limit = self.max_bytes.load(Ordering::Relaxed);
+        if due > limit {
+            let setting = *self
+                .cap_setting
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            let full = AuditError::Full { limit, setting };
+            tracing::debug!(target: "moat::audit", limit, "the audit trail is full; the run's network is refused");
             queue.full = Some(full.clone());
             drop(queue);
-            let mut closing = vec![Body::Full {
-                limit: self.max_bytes,
-                setting: self.cap_setting,
-            }];
+            let mut closing = vec![Body::Full { limit, setting }];
             closing.extend(self.pending_counts());
             self.append(closing);
             return Err(full);
@@ -545,6 +546,11 @@ impl Drop for Trail {
 /// at most that).
 const COUNT_SWEEP: Duration = Duration::from_secs(1);
 
+/// The writer thread: takes batches off the queue, writes them, sweeps
+/// the counts, and ends when the trail is closed and empty.
+///
+/// One piece: one loop holding the queue's lock across its waits; each
+/// step decides what the next wait is for.
 fn drain(shared: &Shared, mut sink: Box<dyn AuditSink>) {
     let mut sweeping = false;
     loop {
@@ -657,7 +663,10 @@ impl Audit {
     }
 
     /// A trail into `sink` for the run `context`, whose first record is
-    /// `settings`.
+    /// `settings`. It takes at most the run's `max-audit-size`
+    /// ([`Limits::max_audit_size`](crate::limits::Limits::max_audit_size),
+    /// as the sink counts its bytes, or as estimated), which the run sets
+    /// when its network is made with this trail.
     ///
     /// # Errors
     /// [`AuditError::Failed`] if the writer thread cannot be started.
@@ -665,28 +674,6 @@ impl Audit {
         sink: Box<dyn AuditSink>,
         context: Context,
         settings: Vec<SettingRecord>,
-    ) -> Result<Audit, AuditError> {
-        Audit::start_capped(
-            sink,
-            context,
-            settings,
-            DEFAULT_MAX_AUDIT_SIZE,
-            Spelling::Embedding,
-        )
-    }
-
-    /// As [`start`](Self::start), the trail taking at most `max_bytes`
-    /// (as the sink counts them, or as estimated); its refusal names the
-    /// setting as `spelling` writes it.
-    ///
-    /// # Errors
-    /// As [`start`](Self::start).
-    pub fn start_capped(
-        sink: Box<dyn AuditSink>,
-        context: Context,
-        settings: Vec<SettingRecord>,
-        max_bytes: u64,
-        spelling: Spelling,
     ) -> Result<Audit, AuditError> {
         let shared = Arc::new(Shared {
             queue: Mutex::new(Queue {
@@ -705,8 +692,8 @@ impl Audit {
             udp: Mutex::new(UdpCounts::default()),
             denials: Mutex::new(DenialCounts::default()),
             counted: AtomicBool::new(false),
-            max_bytes,
-            cap_setting: Setting::MaxAuditSize.spelled(spelling),
+            max_bytes: AtomicU64::new(DEFAULT_MAX_AUDIT_SIZE),
+            cap_setting: Mutex::new(Setting::MaxAuditSize.spelled(Spelling::Embedding)),
         });
         let for_writer = Arc::clone(&shared);
         let writer = std::thread::Builder::new()
@@ -724,8 +711,8 @@ impl Audit {
         })
     }
 
-    /// A trail to `destination` as JSON Lines (a file is appended to), of
-    /// at most `max_bytes` (see [`start_capped`](Self::start_capped)).
+    /// A trail to `destination` as JSON Lines (a file is appended to), as
+    /// [`start`](Self::start).
     ///
     /// # Errors
     /// [`AuditError::Open`] if the file cannot be opened for appending.
@@ -733,8 +720,6 @@ impl Audit {
         destination: &Destination,
         context: Context,
         settings: Vec<SettingRecord>,
-        max_bytes: u64,
-        spelling: Spelling,
     ) -> Result<Audit, AuditError> {
         let sink: Box<dyn AuditSink> = match destination {
             Destination::Stderr => Box::new(JsonLines::shared(io::stderr())),
@@ -747,11 +732,26 @@ impl Audit {
                 Box::new(JsonLines::new(file))
             }
         };
-        let mut audit = Audit::start_capped(sink, context, settings, max_bytes, spelling)?;
+        let mut audit = Audit::start(sink, context, settings)?;
         if let Destination::File(path) = destination {
             audit.file = Some(path.as_path().into());
         }
         Ok(audit)
+    }
+
+    /// Caps the trail at `max_bytes`, its refusal naming the setting as
+    /// `spelling` writes it: what the run whose network records here sets
+    /// (`Net::build` calls it, so that `Limits::max_audit_size` has the
+    /// same effect as `--max-audit-size`).
+    pub(crate) fn cap(&self, max_bytes: u64, spelling: Spelling) {
+        if let Some(trail) = &self.trail {
+            trail.shared.max_bytes.store(max_bytes, Ordering::Relaxed);
+            *trail
+                .shared
+                .cap_setting
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner) = Setting::MaxAuditSize.spelled(spelling);
+        }
     }
 
     /// The same trail (or none), every decision also counted in
@@ -1196,14 +1196,8 @@ mod tests {
     fn a_trail_at_its_cap_refuses_everything_after_its_last_record() {
         let out = Arc::new(Mutex::new(Vec::new()));
         let sink = JsonLines::new(Captured(Arc::clone(&out)));
-        let audit = Audit::start_capped(
-            Box::new(sink),
-            Context::new(None),
-            Vec::new(),
-            16 << 10,
-            Spelling::Flags,
-        )
-        .unwrap();
+        let audit = Audit::start(Box::new(sink), Context::new(None), Vec::new()).unwrap();
+        audit.cap(16 << 10, Spelling::Flags);
         let mut recorded = 0;
         let refused = loop {
             match audit.record(|| denial(recorded)) {

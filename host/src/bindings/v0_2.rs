@@ -24,10 +24,10 @@ pub mod generated {
 
 use generated::moat::net as old;
 
-type Outcome<T> = wasmtime::Result<Result<T, old::types::ErrorCode>>;
+type Called<T> = wasmtime::Result<Result<T, old::types::ErrorCode>>;
 
 /// The current glue's result as 0.2.0's.
-fn back<T, U: From<T>>(result: wasmtime::Result<Result<T, now::types::ErrorCode>>) -> Outcome<U> {
+fn back<T, U: From<T>>(result: wasmtime::Result<Result<T, now::types::ErrorCode>>) -> Called<U> {
     Ok(result?.map(Into::into).map_err(Into::into))
 }
 
@@ -141,13 +141,13 @@ impl<T: Send> old::tcp::HostWithStore<T> for MoatNet {
         host: String,
         port: u16,
         options: old::tcp::ConnectOptions,
-    ) -> Outcome<Resource<TcpConn>> {
+    ) -> Called<Resource<TcpConn>> {
         back(now::tcp::HostWithStore::connect(store, host, port, options.into()).await)
     }
 }
 
 impl<T: Send> old::tcp::HostTcpSocketWithStore<T> for MoatNet {
-    fn receive(store: Access<'_, T, Self>, socket: Resource<TcpConn>) -> Outcome<StreamReader<u8>> {
+    fn receive(store: Access<'_, T, Self>, socket: Resource<TcpConn>) -> Called<StreamReader<u8>> {
         back(<Self as now::tcp::HostTcpSocketWithStore<T>>::receive(
             store, socket,
         ))
@@ -157,13 +157,13 @@ impl<T: Send> old::tcp::HostTcpSocketWithStore<T> for MoatNet {
         store: Access<'_, T, Self>,
         socket: Resource<TcpConn>,
         data: StreamReader<u8>,
-    ) -> Outcome<()> {
+    ) -> Called<()> {
         back(<Self as now::tcp::HostTcpSocketWithStore<T>>::send(
             store, socket, data,
         ))
     }
 
-    async fn shutdown(store: &Accessor<T, Self>, socket: Resource<TcpConn>) -> Outcome<()> {
+    async fn shutdown(store: &Accessor<T, Self>, socket: Resource<TcpConn>) -> Called<()> {
         back(<Self as now::tcp::HostTcpSocketWithStore<T>>::shutdown(store, socket).await)
     }
 }
@@ -185,15 +185,15 @@ impl old::tcp::HostTcpSocket for NetCtxView<'_> {
         Ok(outcome.map(|end| end.map_err(Into::into)))
     }
 
-    fn local_address(&mut self, socket: Resource<TcpConn>) -> Outcome<old::types::SocketAddress> {
+    fn local_address(&mut self, socket: Resource<TcpConn>) -> Called<old::types::SocketAddress> {
         back(now::tcp::HostTcpSocket::local_address(self, socket))
     }
 
-    fn remote_address(&mut self, socket: Resource<TcpConn>) -> Outcome<old::types::SocketAddress> {
+    fn remote_address(&mut self, socket: Resource<TcpConn>) -> Called<old::types::SocketAddress> {
         back(now::tcp::HostTcpSocket::remote_address(self, socket))
     }
 
-    fn set_nodelay(&mut self, socket: Resource<TcpConn>, enabled: bool) -> Outcome<()> {
+    fn set_nodelay(&mut self, socket: Resource<TcpConn>, enabled: bool) -> Called<()> {
         back(now::tcp::HostTcpSocket::set_nodelay(self, socket, enabled))
     }
 
@@ -201,7 +201,7 @@ impl old::tcp::HostTcpSocket for NetCtxView<'_> {
         &mut self,
         socket: Resource<TcpConn>,
         config: Option<old::tcp::Keepalive>,
-    ) -> Outcome<()> {
+    ) -> Called<()> {
         back(now::tcp::HostTcpSocket::set_keepalive(
             self,
             socket,
@@ -245,7 +245,7 @@ impl<T: Send> old::listen::HostWithStore<T> for MoatNet {
         host: String,
         port: u16,
         options: old::listen::ListenOptions,
-    ) -> Outcome<Resource<TcpListener>> {
+    ) -> Called<Resource<TcpListener>> {
         back(now::listen::HostWithStore::listen(store, host, port, options.into()).await)
     }
 }
@@ -254,7 +254,7 @@ impl<T: Send> old::listen::HostListenerWithStore<T> for MoatNet {
     async fn accept(
         store: &Accessor<T, Self>,
         listener: Resource<TcpListener>,
-    ) -> Outcome<Option<old::listen::Accepted>> {
+    ) -> Called<Option<old::listen::Accepted>> {
         let accepted =
             <Self as now::listen::HostListenerWithStore<T>>::accept(store, listener).await?;
         Ok(accepted.map(|a| a.map(Into::into)).map_err(Into::into))
@@ -272,7 +272,7 @@ impl old::listen::HostListener for NetCtxView<'_> {
     fn local_address(
         &mut self,
         listener: Resource<TcpListener>,
-    ) -> Outcome<old::types::SocketAddress> {
+    ) -> Called<old::types::SocketAddress> {
         back(now::listen::HostListener::local_address(self, listener))
     }
 
@@ -330,7 +330,7 @@ impl<T: Send> old::tls::HostWithStore<T> for MoatNet {
         port: u16,
         options: old::tcp::ConnectOptions,
         tls: old::tls::ClientOptions,
-    ) -> Outcome<Resource<TcpConn>> {
+    ) -> Called<Resource<TcpConn>> {
         let (options, tls) = (options.into(), tls.into());
         back(now::tls::HostWithStore::connect(store, host, port, options, tls).await)
     }
@@ -341,7 +341,7 @@ impl<T: Send> old::tls::HostWithStore<T> for MoatNet {
         port: u16,
         options: old::listen::ListenOptions,
         tls: old::tls::ServerOptions,
-    ) -> Outcome<Resource<TcpListener>> {
+    ) -> Called<Resource<TcpListener>> {
         let (options, tls) = (options.into(), tls.into());
         back(now::tls::HostWithStore::listen(store, host, port, options, tls).await)
     }
@@ -352,7 +352,7 @@ impl<T: Send> old::tls::HostWithStore<T> for MoatNet {
         server_name: String,
         already_read: Vec<u8>,
         tls: old::tls::ClientOptions,
-    ) -> Outcome<()> {
+    ) -> Called<()> {
         let upgraded = now::tls::HostWithStore::upgrade_client(
             store,
             socket,
@@ -368,7 +368,7 @@ impl<T: Send> old::tls::HostWithStore<T> for MoatNet {
         socket: Resource<TcpConn>,
         already_read: Vec<u8>,
         tls: old::tls::ServerOptions,
-    ) -> Outcome<()> {
+    ) -> Called<()> {
         back(now::tls::HostWithStore::upgrade_server(store, socket, already_read, tls.into()).await)
     }
 }
@@ -426,7 +426,7 @@ impl<T: Send> old::udp::HostWithStore<T> for MoatNet {
         host: String,
         port: u16,
         options: old::udp::BindOptions,
-    ) -> Outcome<Resource<UdpSocket>> {
+    ) -> Called<Resource<UdpSocket>> {
         back(now::udp::HostWithStore::bind(store, host, port, options.into()).await)
     }
 }
@@ -438,7 +438,7 @@ impl<T: Send> old::udp::HostUdpSocketWithStore<T> for MoatNet {
         data: Vec<u8>,
         host: String,
         port: u16,
-    ) -> Outcome<()> {
+    ) -> Called<()> {
         back(
             <Self as now::udp::HostUdpSocketWithStore<T>>::send(store, socket, data, host, port)
                 .await,
@@ -450,7 +450,7 @@ impl<T: Send> old::udp::HostUdpSocketWithStore<T> for MoatNet {
         socket: Resource<UdpSocket>,
         data: Vec<u8>,
         remote: old::types::SocketAddress,
-    ) -> Outcome<()> {
+    ) -> Called<()> {
         let sent = <Self as now::udp::HostUdpSocketWithStore<T>>::send_to(
             store,
             socket,
@@ -464,7 +464,7 @@ impl<T: Send> old::udp::HostUdpSocketWithStore<T> for MoatNet {
         store: &Accessor<T, Self>,
         socket: Resource<UdpSocket>,
         datagrams: Vec<old::udp::OutgoingDatagram>,
-    ) -> Outcome<(u32, Option<old::types::ErrorCode>)> {
+    ) -> Called<(u32, Option<old::types::ErrorCode>)> {
         let datagrams = datagrams.into_iter().map(Into::into).collect();
         let sent =
             <Self as now::udp::HostUdpSocketWithStore<T>>::send_many(store, socket, datagrams)
@@ -477,7 +477,7 @@ impl<T: Send> old::udp::HostUdpSocketWithStore<T> for MoatNet {
     async fn receive(
         store: &Accessor<T, Self>,
         socket: Resource<UdpSocket>,
-    ) -> Outcome<old::udp::Datagram> {
+    ) -> Called<old::udp::Datagram> {
         back(<Self as now::udp::HostUdpSocketWithStore<T>>::receive(store, socket).await)
     }
 
@@ -485,7 +485,7 @@ impl<T: Send> old::udp::HostUdpSocketWithStore<T> for MoatNet {
         store: &Accessor<T, Self>,
         socket: Resource<UdpSocket>,
         max: u32,
-    ) -> Outcome<Vec<old::udp::Datagram>> {
+    ) -> Called<Vec<old::udp::Datagram>> {
         let received =
             <Self as now::udp::HostUdpSocketWithStore<T>>::receive_many(store, socket, max).await?;
         Ok(received
@@ -500,7 +500,7 @@ impl old::udp::HostUdpSocket for NetCtxView<'_> {
         socket: Resource<UdpSocket>,
         group: old::types::IpAddress,
         on: old::udp::MulticastInterface,
-    ) -> Outcome<()> {
+    ) -> Called<()> {
         back(now::udp::HostUdpSocket::join_multicast(
             self,
             socket,
@@ -514,7 +514,7 @@ impl old::udp::HostUdpSocket for NetCtxView<'_> {
         socket: Resource<UdpSocket>,
         group: old::types::IpAddress,
         on: old::udp::MulticastInterface,
-    ) -> Outcome<()> {
+    ) -> Called<()> {
         back(now::udp::HostUdpSocket::leave_multicast(
             self,
             socket,
@@ -523,7 +523,7 @@ impl old::udp::HostUdpSocket for NetCtxView<'_> {
         ))
     }
 
-    fn local_address(&mut self, socket: Resource<UdpSocket>) -> Outcome<old::types::SocketAddress> {
+    fn local_address(&mut self, socket: Resource<UdpSocket>) -> Called<old::types::SocketAddress> {
         back(now::udp::HostUdpSocket::local_address(self, socket))
     }
 

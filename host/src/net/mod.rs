@@ -61,7 +61,7 @@ pub(crate) use http::{ChargedBody, Declared, MIN_HTTP_HEADER_SIZE, request_longe
 pub use limits::Limits;
 pub use listen::{AcceptQueue, ListenOptions, TcpListener};
 pub use tasks::PendingWrites;
-pub use tcp::{ConnectOptions, Keepalive, Outcome, Reader, TcpConn, Upgrade, Upgraded, Writer};
+pub use tcp::{ConnectOptions, Keepalive, Reader, SideEnd, TcpConn, Upgrade, Upgraded, Writer};
 pub use tls::{TlsClientOptions, TlsContext, TlsIdentity, TlsServerOptions, TlsTrust};
 pub use udp::{BindOptions, Datagram, MulticastInterface, UdpSocket};
 
@@ -106,6 +106,7 @@ impl Net {
         } = config;
         let tasks = Tasks::new(pending);
         tasks.set_close_linger(limits.close_linger);
+        audit.cap(limits.max_audit_size, policy.spelling());
         let mut run = Run::new(policy, limits, resolver);
         run.audit = audit;
         let run = Arc::new(run);

@@ -489,6 +489,10 @@ impl Run {
     /// The lookup's errors; [`NetError::Denied`] naming the first deny
     /// entry that matched and every address refused, if every address was
     /// denied. Either is recorded on the audit trail.
+    ///
+    /// One piece: the lookup, the judging of every address it gave and the
+    /// record of what was refused are the one path from a name to an
+    /// address; no part of it may be called without the rest.
     pub(crate) async fn addresses(&self, admitted: &Admitted) -> Result<Resolved, NetError> {
         let Admitted {
             host: target,

@@ -31,10 +31,13 @@ use hyper_util::server::conn::auto;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
+use tokio_rustls::TlsAcceptor;
+use tokio_util::either::Either;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::http10::Http10;
+use super::listen::Stream;
 use super::request::Shared;
 use super::share::Requests;
 use super::watch::Watch;
@@ -274,6 +277,62 @@ pub(super) struct Serving {
 }
 
 impl Serving {
+    /// A client's connection, just accepted: its TLS handshake if the
+    /// server takes TLS (a client that stalls it gives its place back
+    /// after `handshake_limit`), then its requests.
+    pub(super) async fn accepted(
+        &self,
+        stream: Stream,
+        tls: Option<TlsAcceptor>,
+        peer: IpAddr,
+        handshake_limit: Duration,
+    ) {
+        let io = match tls {
+            None => Either::Left(stream),
+            Some(acceptor) => {
+                match tokio::time::timeout(handshake_limit, acceptor.accept(stream)).await {
+                    Ok(Ok(tls)) => Either::Right(tls),
+                    Ok(Err(e)) => {
+                        tracing::debug!(target: "moat::http", %peer, error = %e, "TLS handshake failed");
+                        return;
+                    }
+                    Err(_) => {
+                        tracing::debug!(target: "moat::http", %peer, "TLS handshake timed out");
+                        return;
+                    }
+                }
+            }
+        };
+        if let Err(e) = self.connection(io, peer).await {
+            tracing::debug!(target: "moat::http", %peer, error = %e, "client connection ended");
+        }
+    }
+
+    /// hyper's server for one connection, HTTP/1.1 and HTTP/2 alike, with
+    /// the server's bounds on a request's head, HTTP/2's streams and
+    /// windows; `next` hands each HTTP/2 stream's task its stop.
+    fn builder(&self, next: Arc<Mutex<Option<CancellationToken>>>) -> auto::Builder<Tracked> {
+        let mut builder = auto::Builder::new(Tracked {
+            tracker: self.tracker.clone(),
+            next,
+        });
+        builder
+            .http1()
+            .timer(TokioTimer::new())
+            .header_read_timeout(self.idle)
+            .max_buf_size(self.header_bound)
+            .keep_alive(true);
+        builder
+            .http2()
+            .timer(TokioTimer::new())
+            .max_concurrent_streams(H2_MAX_STREAMS)
+            .max_header_list_size(u32::try_from(self.header_bound).unwrap_or(u32::MAX))
+            .initial_stream_window_size(H2_WINDOW)
+            .initial_connection_window_size(H2_WINDOW)
+            .max_send_buf_size(H2_SEND_BUFFER);
+        builder
+    }
+
     /// Serves one client on `io` until it closes, errs, idles past the
     /// bound, or the server stops (then the requests in flight finish).
     pub(super) async fn connection<I>(
@@ -324,24 +383,7 @@ impl Serving {
                 }))
             }
         });
-        let mut builder = auto::Builder::new(Tracked {
-            tracker: self.tracker.clone(),
-            next: next_stream,
-        });
-        builder
-            .http1()
-            .timer(TokioTimer::new())
-            .header_read_timeout(self.idle)
-            .max_buf_size(self.header_bound)
-            .keep_alive(true);
-        builder
-            .http2()
-            .timer(TokioTimer::new())
-            .max_concurrent_streams(H2_MAX_STREAMS)
-            .max_header_list_size(u32::try_from(self.header_bound).unwrap_or(u32::MAX))
-            .initial_stream_window_size(H2_WINDOW)
-            .initial_connection_window_size(H2_WINDOW)
-            .max_send_buf_size(H2_SEND_BUFFER);
+        let builder = self.builder(next_stream);
         let conn = builder.serve_connection(TokioIo::new(io), service);
         let mut conn = std::pin::pin!(conn);
         let mut closing = false;

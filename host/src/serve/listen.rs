@@ -36,18 +36,18 @@ pub(super) type Stream = Either<TcpStream, UnixStream>;
 
 /// The address a listener has: where clients reach it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum Bound {
+pub enum Listening {
     /// An IP address and port.
     Tcp(SocketAddr),
     /// A Unix socket's path.
     Unix(PathBuf),
 }
 
-impl fmt::Display for Bound {
+impl fmt::Display for Listening {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Bound::Tcp(addr) => write!(f, "{addr}"),
-            Bound::Unix(path) => write!(f, "{UNIX_PREFIX}{}", path.display()),
+            Listening::Tcp(addr) => write!(f, "{addr}"),
+            Listening::Unix(path) => write!(f, "{UNIX_PREFIX}{}", path.display()),
         }
     }
 }
@@ -98,7 +98,7 @@ impl Drop for Listener {
 /// # Errors
 /// [`MoatError::Bind`] naming `written`: not an address this knows, a
 /// socket that cannot be listened on, no sockets from systemd.
-pub(super) async fn open(written: &str) -> Result<Vec<(Listener, Bound)>, MoatError> {
+pub(super) async fn open(written: &str) -> Result<Vec<(Listener, Listening)>, MoatError> {
     let bind_error = |source| MoatError::Bind {
         addr: written.to_owned(),
         source,
@@ -114,7 +114,7 @@ pub(super) async fn open(written: &str) -> Result<Vec<(Listener, Bound)>, MoatEr
                 listener,
                 made: Some(path.clone()),
             },
-            Bound::Unix(path),
+            Listening::Unix(path),
         )]);
     }
     let addr: SocketAddr = written.parse().map_err(|_| {
@@ -126,7 +126,7 @@ pub(super) async fn open(written: &str) -> Result<Vec<(Listener, Bound)>, MoatEr
     })?;
     let listener = TcpListener::bind(addr).await.map_err(bind_error)?;
     let addr = listener.local_addr().map_err(bind_error)?;
-    Ok(vec![(Listener::Tcp(listener), Bound::Tcp(addr))])
+    Ok(vec![(Listener::Tcp(listener), Listening::Tcp(addr))])
 }
 
 /// The mode of a Unix socket `moat serve` makes: its owner and its group
@@ -262,7 +262,7 @@ fn descriptors() -> Result<Vec<(RawFd, OwnedFd)>, String> {
 
 /// The listening sockets systemd handed over, in the order given: TCP and
 /// Unix stream sockets, listening.
-fn handed_over() -> io::Result<Vec<(Listener, Bound)>> {
+fn handed_over() -> io::Result<Vec<(Listener, Listening)>> {
     let invalid = |why: String| io::Error::new(io::ErrorKind::InvalidInput, why);
     let taken = {
         let mut handed = HANDED_OVER.lock().unwrap_or_else(PoisonError::into_inner);
@@ -287,7 +287,7 @@ fn handed_over() -> io::Result<Vec<(Listener, Bound)>> {
 
 /// A handed-over descriptor as a listener, if it is a listening stream
 /// socket of IPv4, IPv6 or Unix.
-fn listener_of(owned: OwnedFd, fd: RawFd) -> io::Result<(Listener, Bound)> {
+fn listener_of(owned: OwnedFd, fd: RawFd) -> io::Result<(Listener, Listening)> {
     let not_one = |what: &str| {
         io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -309,7 +309,7 @@ fn listener_of(owned: OwnedFd, fd: RawFd) -> io::Result<(Listener, Bound)> {
     if domain == socket2::Domain::IPV4 || domain == socket2::Domain::IPV6 {
         let listener = TcpListener::from_std(std::net::TcpListener::from(socket))?;
         let addr = listener.local_addr()?;
-        Ok((Listener::Tcp(listener), Bound::Tcp(addr)))
+        Ok((Listener::Tcp(listener), Listening::Tcp(addr)))
     } else if domain == socket2::Domain::UNIX {
         let listener = UnixListener::from_std(std::os::unix::net::UnixListener::from(socket))?;
         let path = listener
@@ -322,7 +322,7 @@ fn listener_of(owned: OwnedFd, fd: RawFd) -> io::Result<(Listener, Bound)> {
                 listener,
                 made: None,
             },
-            Bound::Unix(path),
+            Listening::Unix(path),
         ))
     } else {
         Err(not_one("of another family"))

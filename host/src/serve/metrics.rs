@@ -22,7 +22,8 @@ use prometheus_client::registry::{Registry, Unit};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
-use super::listen::{Bound, Listener};
+use super::listen::{Listener, Listening};
+use super::refused::Refused;
 use crate::audit::{DecisionCounts, Operation};
 use crate::net::Net;
 
@@ -56,36 +57,6 @@ pub(crate) const METRICS_CONNECTION_TIME: Duration = Duration::from_secs(10);
 const LATENCY_BUCKETS: [f64; 15] = [
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
 ];
-
-/// Why moat answered a request itself instead of its handler.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Refusal {
-    /// 503: no handler instance free within the request's time
-    /// (`--max-instances`).
-    InstancesBusy,
-    /// 429: the client's share of instances taken
-    /// (`--max-instances-per-client`).
-    ClientShare,
-    /// 413: the body past `--max-http-body-size`.
-    BodyTooLarge,
-    /// 408: the body paused past `--http-request-body-timeout`.
-    BodyTimeout,
-    /// 500: the handler trapped, ran out of memory or time, or ended
-    /// without an answer.
-    HandlerFailed,
-}
-
-impl Refusal {
-    fn label(self) -> &'static str {
-        match self {
-            Refusal::InstancesBusy => "instances-busy",
-            Refusal::ClientShare => "client-share",
-            Refusal::BodyTooLarge => "body-too-large",
-            Refusal::BodyTimeout => "body-timeout",
-            Refusal::HandlerFailed => "handler-failed",
-        }
-    }
-}
 
 type Labels<const N: usize> = [(&'static str, &'static str); N];
 
@@ -139,8 +110,10 @@ impl Metrics {
     }
 
     /// Counts a request moat answered itself, for `why`.
-    pub(crate) fn refused(&self, why: Refusal) {
-        self.refused.get_or_create(&[("reason", why.label())]).inc();
+    pub(crate) fn refused(&self, why: &Refused) {
+        if let Some(reason) = why.label() {
+            self.refused.get_or_create(&[("reason", reason)]).inc();
+        }
     }
 
     /// Counts a request as waiting for an instance until the guard drops.
@@ -297,7 +270,7 @@ impl Collector for Now {
 
 /// Answers scrapes on `listeners` until `stopping` is cancelled.
 pub(crate) async fn serve_scrapes(
-    listeners: Vec<(Listener, Bound)>,
+    listeners: Vec<(Listener, Listening)>,
     registry: Registry,
     stopping: CancellationToken,
 ) {

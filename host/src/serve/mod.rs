@@ -100,14 +100,17 @@
 
 mod body;
 mod conn;
+mod handler;
 mod http10;
 pub mod listen;
 mod metrics;
+mod refused;
+pub(crate) mod reload;
 mod request;
 mod share;
 mod watch;
 
-pub use listen::Bound;
+pub use listen::Listening;
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -115,7 +118,6 @@ use std::time::Duration;
 
 use tokio::sync::Semaphore;
 use tokio_rustls::TlsAcceptor;
-use tokio_util::either::Either;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use wasmtime_wasi_http::p2::bindings::ProxyPre;
@@ -206,11 +208,11 @@ impl ServeOptions {
 pub struct Server<'m> {
     moat: &'m Moat,
     /// Each listener and the address it listens on, in the order given.
-    listeners: Vec<(Listener, Bound)>,
+    listeners: Vec<(Listener, Listening)>,
     shared: Arc<request::Shared>,
     tls: Option<TlsAcceptor>,
     /// Where scrapes are answered (`--metrics`), and the address it got.
-    metrics: Vec<(Listener, Bound)>,
+    metrics: Vec<(Listener, Listening)>,
 }
 
 impl Moat {
@@ -258,42 +260,16 @@ impl Moat {
             metrics
         });
         let notices = crate::moat::notices(&run);
-        let listeners = listeners
-            .into_iter()
-            .map(|((listener, bound), written)| {
-                record_serve_bind(&run, written, &bound, Listening::Requests)?;
-                Ok((listener, bound))
-            })
-            .collect::<Result<Vec<_>, MoatError>>()?;
-        let scrapes = scrapes
-            .into_iter()
-            .map(|((listener, bound), written)| {
-                record_serve_bind(&run, written, &bound, Listening::Metrics)?;
-                Ok((listener, bound))
-            })
-            .collect::<Result<Vec<_>, MoatError>>()?;
+        let listeners = recorded(&run, listeners, ListenerFor::Requests)?;
+        let scrapes = recorded(&run, scrapes, ListenerFor::Metrics)?;
         let builder = MoatCtx::configured(run.net.clone())
             .notices(notices)
             .linger(self.linger());
         let (net, notices, max_memory, _linger) = builder.into_net(self.ticker());
         let tls = options
             .tls
-            .map(|identity| {
-                net.tls_acceptor(&TlsServerOptions {
-                    identity,
-                    alpn: vec![b"h2".to_vec(), b"http/1.1".to_vec()],
-                    client_roots_pem: None,
-                    handshake_timeout: None,
-                })
-            })
-            .transpose()
-            .map_err(|e| MoatError::Bind {
-                addr: options.addr.clone(),
-                source: std::io::Error::new(
-                    std::io::ErrorKind::InvalidInput,
-                    format!("--tls-cert/--tls-key: {e}"),
-                ),
-            })?;
+            .map(|identity| acceptor(&net, identity, &options.addr))
+            .transpose()?;
         let mut shared = request::Shared::new(
             engine.clone(),
             pre,
@@ -330,7 +306,7 @@ impl Moat {
         &self,
         guest: &Guest,
         name: &str,
-    ) -> Result<(wasmtime::Engine, request::Template), MoatError> {
+    ) -> Result<(wasmtime::Engine, handler::Handler), MoatError> {
         let exports = guest.exports();
         let p3 = exports.iter().any(|e| e.starts_with(SERVICE_HANDLER));
         if !p3 && !exports.iter().any(|e| e.starts_with(INCOMING_HANDLER)) {
@@ -352,9 +328,9 @@ impl Moat {
             .instantiate_pre(&guest.component)
             .map_err(MoatError::Instantiate)?;
         let pre = if p3 {
-            ServicePre::new(linked).map(request::Template::P3)
+            ServicePre::new(linked).map(handler::Handler::P3)
         } else {
-            ProxyPre::new(linked).map(request::Template::P2)
+            ProxyPre::new(linked).map(handler::Handler::P2)
         }
         .map_err(MoatError::Instantiate)?;
         Ok((engine.clone(), pre))
@@ -405,9 +381,9 @@ impl Reloader<'_> {
 /// listener after `next`'s, so that a busy one does not starve the
 /// others.
 async fn accept_any<'l>(
-    listeners: &'l [(Listener, Bound)],
+    listeners: &'l [(Listener, Listening)],
     next: &mut usize,
-) -> (std::io::Result<(listen::Stream, IpAddr)>, &'l Bound) {
+) -> (std::io::Result<(listen::Stream, IpAddr)>, &'l Listening) {
     std::future::poll_fn(|cx| {
         let count = listeners.len();
         for i in 0..count {
@@ -445,21 +421,21 @@ impl Server<'_> {
         self.listeners
             .iter()
             .filter_map(|(_, bound)| match bound {
-                Bound::Tcp(addr) => Some(*addr),
-                Bound::Unix(_) => None,
+                Listening::Tcp(addr) => Some(*addr),
+                Listening::Unix(_) => None,
             })
             .collect()
     }
 
     /// Everything it listens on for requests (IP addresses and Unix
     /// sockets), in the order given.
-    pub fn bound(&self) -> Vec<Bound> {
+    pub fn bound(&self) -> Vec<Listening> {
         self.listeners.iter().map(|(_, b)| b.clone()).collect()
     }
 
     /// Where it answers Prometheus scrapes ([`ServeOptions::metrics`]);
     /// empty without.
-    pub fn metrics_bound(&self) -> Vec<Bound> {
+    pub fn metrics_bound(&self) -> Vec<Listening> {
         self.metrics.iter().map(|(_, b)| b.clone()).collect()
     }
 
@@ -486,15 +462,8 @@ impl Server<'_> {
         let per_client = share::Connections::new(limits.max_http_connections_per_client);
         let stopping = CancellationToken::new();
         let tracker = TaskTracker::new();
-        if let (false, Some(metrics)) = (scrapes.is_empty(), &shared.metrics) {
-            let registry = metrics.registry(metrics::Now {
-                instances: Arc::clone(&shared.instances),
-                max_instances: limits.max_instances.max(1) as usize,
-                max_connections: limits.max_http_connections.max(1) as usize,
-                net: shared.net().clone(),
-                decisions: Arc::clone(&metrics.decisions),
-            });
-            tokio::spawn(metrics::serve_scrapes(scrapes, registry, stopping.clone()));
+        if !scrapes.is_empty() {
+            shared.serve_scrapes(scrapes, &limits, stopping.clone());
         }
         let serving = Arc::new(conn::Serving {
             shared: Arc::clone(&shared),
@@ -540,30 +509,9 @@ impl Server<'_> {
             let tls = tls.clone();
             let open = shared.metrics.as_ref().map(|m| m.connection());
             tracker.spawn(async move {
-                let _permit = permit;
-                let _counted = counted;
-                let _open = open;
-                // A client that stalls its handshake gives its place back
-                // after the handshake bound.
-                let io = match tls {
-                    None => Either::Left(stream),
-                    Some(acceptor) => {
-                        match tokio::time::timeout(handshake_limit, acceptor.accept(stream)).await {
-                            Ok(Ok(tls)) => Either::Right(tls),
-                            Ok(Err(e)) => {
-                                tracing::debug!(target: "moat::http", %peer, error = %e, "TLS handshake failed");
-                                return;
-                            }
-                            Err(_) => {
-                                tracing::debug!(target: "moat::http", %peer, "TLS handshake timed out");
-                                return;
-                            }
-                        }
-                    }
-                };
-                if let Err(e) = serving.connection(io, peer).await {
-                    tracing::debug!(target: "moat::http", %peer, error = %e, "client connection ended");
-                }
+                // Its places are given back when it ends.
+                let _held = (permit, counted, open);
+                serving.accepted(stream, tls, peer, handshake_limit).await;
             });
         }
         drop(listeners);
@@ -615,11 +563,66 @@ impl request::Shared {
     fn net(&self) -> &Net {
         &self.net
     }
+
+    /// Answers Prometheus's scrapes on `scrapes` until `stopping`, if the
+    /// server keeps figures.
+    fn serve_scrapes(
+        &self,
+        scrapes: Vec<(Listener, Listening)>,
+        limits: &crate::limits::Limits,
+        stopping: CancellationToken,
+    ) {
+        let Some(metrics) = &self.metrics else {
+            return;
+        };
+        let registry = metrics.registry(metrics::Now {
+            instances: Arc::clone(&self.instances),
+            max_instances: limits.max_instances.max(1) as usize,
+            max_connections: limits.max_http_connections.max(1) as usize,
+            net: self.net().clone(),
+            decisions: Arc::clone(&metrics.decisions),
+        });
+        tokio::spawn(metrics::serve_scrapes(scrapes, registry, stopping));
+    }
+}
+
+/// The listeners `opened`, each recorded on the run's trail with the
+/// address as written, for `purpose`.
+fn recorded(
+    run: &RunOptions,
+    opened: Vec<((Listener, Listening), &String)>,
+    purpose: ListenerFor,
+) -> Result<Vec<(Listener, Listening)>, MoatError> {
+    opened
+        .into_iter()
+        .map(|((listener, bound), written)| {
+            record_serve_bind(run, written, &bound, purpose)?;
+            Ok((listener, bound))
+        })
+        .collect()
+}
+
+/// The TLS acceptor of a server with `identity`, offering HTTP/2 and
+/// HTTP/1.1; a refusal names the first address (`addr`).
+fn acceptor(net: &Net, identity: TlsIdentity, addr: &str) -> Result<TlsAcceptor, MoatError> {
+    net.tls_acceptor(&TlsServerOptions {
+        identity,
+        alpn: vec![b"h2".to_vec(), b"http/1.1".to_vec()],
+        client_roots_pem: None,
+        handshake_timeout: None,
+    })
+    .map_err(|e| MoatError::Bind {
+        addr: addr.to_owned(),
+        source: std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("--tls-cert/--tls-key: {e}"),
+        ),
+    })
 }
 
 /// What a `moat serve` listener is for.
 #[derive(Clone, Copy)]
-enum Listening {
+enum ListenerFor {
     /// Requests for the handler (`--addr`).
     Requests,
     /// Prometheus scrapes (`--metrics`).
@@ -632,13 +635,13 @@ enum Listening {
 fn record_serve_bind(
     run: &RunOptions,
     written: &str,
-    bound: &Bound,
-    listening: Listening,
+    bound: &Listening,
+    purpose: ListenerFor,
 ) -> Result<(), MoatError> {
     // The shim sets no metrics address: only a flag names one.
-    let (flag, variable) = match listening {
-        Listening::Requests => ("--addr", Some("MOAT_HTTP_ADDR")),
-        Listening::Metrics => ("--metrics", None),
+    let (flag, variable) = match purpose {
+        ListenerFor::Requests => ("--addr", Some("MOAT_HTTP_ADDR")),
+        ListenerFor::Metrics => ("--metrics", None),
     };
     let source = match (run.net.policy.spelling(), variable) {
         (Spelling::Environment, Some(variable)) => Source::Environment {
@@ -659,7 +662,7 @@ fn record_serve_bind(
                 })),
             };
             match bound {
-                Bound::Tcp(addr) => {
+                Listening::Tcp(addr) => {
                     let mut event = Event::new(
                         Operation::ServeBind,
                         &Host::ip(addr.ip()),
@@ -670,7 +673,7 @@ fn record_serve_bind(
                     event
                 }
                 // No host and no port: the socket's path, as `written`.
-                Bound::Unix(_) => {
+                Listening::Unix(_) => {
                     Event::written(Operation::ServeBind, &bound.to_string(), None, outcome)
                 }
             }

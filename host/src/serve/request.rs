@@ -6,26 +6,22 @@ use std::net::IpAddr;
 use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
+use http_body_util::BodyExt;
 use hyper::body::Incoming;
-use hyper::{Request, Response, StatusCode};
+use hyper::{Request, Response};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use wasmtime::component::ResourceTable;
 use wasmtime::{Engine, Store};
-use wasmtime_wasi_http::p2::bindings::ProxyPre;
-use wasmtime_wasi_http::p2::bindings::http::types::{ErrorCode, Scheme};
+use wasmtime_wasi_http::p2::bindings::http::types::Scheme;
 use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
-use wasmtime_wasi_http::p3::Request as P3Request;
-use wasmtime_wasi_http::p3::bindings::ServicePre;
 
 use super::DEFAULT_REQUEST_TIMEOUT;
-use super::body::{BodyBounds, BodyFlags, LimitedBody, Watched, response_cut_short};
-use super::metrics::{Metrics, Refusal};
-use super::share::Requests;
-use super::share::Shares;
+use super::body::{BodyBounds, BodyFlags, LimitedBody, response_cut_short};
+use super::handler::Handler;
+use super::metrics::Metrics;
+use super::refused::Refused;
+use super::share::{ClientShare, Requests, Shares};
 use super::watch::Watch;
-use crate::bindings::http::HttpView;
 use crate::bounds::{MemoryLimitReached, TimeLimitReached, deadline_callback};
 use crate::error::MoatError;
 use crate::kit::{self, MoatCtx};
@@ -38,14 +34,6 @@ use crate::run_state::RunState;
 /// within 10 ms of its time, for one atomic add per tick and a check per
 /// running handler.
 const TIME_TICK: Duration = Duration::from_millis(10);
-
-/// The handler, linked and type-checked once: a wasi:http 0.2 `proxy`
-/// (`incoming-handler`) or a 0.3 `service` (`handler`).
-#[derive(Clone)]
-pub(crate) enum Template {
-    P2(ProxyPre<RunState>),
-    P3(ServicePre<RunState>),
-}
 
 /// What every request shares: the engine, the template, the network and
 /// the run's settings.
@@ -62,7 +50,7 @@ pub(crate) struct Shared {
     trail_rates: Option<Arc<crate::audit::ClientRates>>,
     /// The handler new requests get; [`Shared::replace`] puts another in
     /// its place, while requests in flight keep theirs.
-    pre: std::sync::RwLock<Template>,
+    handler: std::sync::RwLock<Handler>,
     pub(super) net: Net,
     notices: Notices,
     max_memory: u64,
@@ -77,7 +65,7 @@ pub(crate) struct Shared {
 impl Shared {
     pub(super) fn new(
         engine: Engine,
-        pre: Template,
+        handler: Handler,
         net: Net,
         notices: Notices,
         max_memory: u64,
@@ -103,7 +91,7 @@ impl Shared {
                 net.limits().max_waiting_per_client,
             ),
             engine,
-            pre: std::sync::RwLock::new(pre),
+            handler: std::sync::RwLock::new(handler),
             net,
             notices,
             max_memory,
@@ -113,15 +101,15 @@ impl Shared {
         }
     }
 
-    /// Serves `pre` to every request from now on.
-    pub(super) fn replace(&self, pre: Template) {
+    /// Serves `handler` to every request from now on.
+    pub(super) fn replace(&self, handler: Handler) {
         *self
-            .pre
+            .handler
             .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = pre;
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = handler;
     }
 
-    fn refused(&self, why: Refusal) {
+    fn refused(&self, why: &Refused) {
         if let Some(metrics) = &self.metrics {
             metrics.refused(why);
         }
@@ -171,16 +159,47 @@ impl Shared {
         places: &Requests,
         place: &mut Option<OwnedSemaphorePermit>,
     ) -> Response<HyperOutgoingBody> {
+        let answered = async {
+            let admitted = self.admit(&request, peer, places, place).await?;
+            tracing::debug!(target: "moat::http", %peer, "a handler instance taken");
+            let flags = BodyFlags::default();
+            let limits = self.net.limits();
+            let bounds = BodyBounds {
+                max: limits.max_http_body_size,
+                pause: limits.http_request_body_timeout,
+                rate: limits.min_http_body_rate,
+            };
+            let request =
+                request.map(|body| LimitedBody::new(body, bounds, &flags, Arc::clone(watch)));
+            let answered = self.call(request, scheme, peer, admitted, watch).await;
+            self.shape(answered, &flags)
+        };
+        answered.await.unwrap_or_else(|refused| {
+            self.refused(&refused);
+            refused.response(self.run.net.policy.spelling())
+        })
+    }
+
+    /// Admits `request` from `peer`: its body not declared past the
+    /// bound, a place within the client's share, among the requests at
+    /// once (kept in `place`), and an instance; waiting for the share and
+    /// the instance within the request's time.
+    async fn admit(
+        &self,
+        request: &Request<Incoming>,
+        peer: IpAddr,
+        places: &Requests,
+        place: &mut Option<OwnedSemaphorePermit>,
+    ) -> Result<Admitted, Refused> {
         let limits = self.net.limits();
-        let max_body = limits.max_http_body_size;
+        let max = limits.max_http_body_size;
         let declared = request
             .headers()
             .get(hyper::header::CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse::<u64>().ok());
-        if declared.is_some_and(|n| n > max_body) {
-            self.refused(Refusal::BodyTooLarge);
-            return too_large(max_body);
+        if declared.is_some_and(|n| n > max) {
+            return Err(Refused::BodyTooLarge { max });
         }
         let limit = self
             .run
@@ -194,19 +213,14 @@ impl Shared {
         let deadline = tokio::time::Instant::now() + limit;
         let Ok(Ok(share)) = tokio::time::timeout_at(deadline, self.shares.take(peer)).await else {
             tracing::debug!(target: "moat::http", %peer, max = limits.max_instances_per_client, "a client past its share of instances");
-            self.refused(Refusal::ClientShare);
-            return too_many_from_client(limits.max_instances_per_client);
+            return Err(Refused::ClientShare {
+                share: limits.max_instances_per_client,
+            });
         };
         *place = places.try_take();
         if place.is_none() {
             tracing::debug!(target: "moat::http", "a request past the server's bound on requests at once");
-            return text(
-                StatusCode::SERVICE_UNAVAILABLE,
-                format!(
-                    "the server is answering its {} requests at once\n",
-                    moat_policy::setting::Setting::MaxHttpConnections.flag()
-                ),
-            );
+            return Err(Refused::ServerBusy);
         }
         let waiting = self.metrics.as_ref().map(|m| m.waiting());
         let waited =
@@ -214,42 +228,27 @@ impl Shared {
         drop(waiting);
         let Ok(Ok(instance)) = waited else {
             tracing::debug!(target: "moat::http", max = limits.max_instances, "no instance free within the request's time");
-            self.refused(Refusal::InstancesBusy);
-            return text(
-                StatusCode::SERVICE_UNAVAILABLE,
-                format!(
-                    "the server's {} handlers are all busy\n",
-                    moat_policy::setting::Setting::MaxInstances.flag()
-                ),
-            );
+            return Err(Refused::InstancesBusy);
         };
-        tracing::debug!(target: "moat::http", %peer, "a handler instance taken");
-        let flags = BodyFlags::default();
-        let pause = limits.http_request_body_timeout;
-        let bounds = BodyBounds {
-            max: max_body,
-            pause,
-            rate: limits.min_http_body_rate,
-        };
-        let request = request.map(|body| LimitedBody::new(body, bounds, &flags, Arc::clone(watch)));
-        let mut wasi = match crate::moat::wasi_ctx(&self.run, &self.apart) {
-            Ok(wasi) => wasi,
-            Err(e) => return internal(&format!("{e}")),
-        };
-        let spelling = self.run.net.policy.spelling();
-        // The request's share of the trail: its handler's records, and its
-        // outgoing requests' and sockets' (the context's hooks take it now),
-        // are paid from it, and from its client's rate.
-        let trail_share = self.run.audit_trail().is_on().then(|| {
-            crate::audit::TrailShare::new(
-                limits.max_audit_per_request,
-                moat_policy::setting::Setting::MaxAuditPerRequest.spelled(spelling),
-                self.trail_rates
-                    .as_ref()
-                    .map(|rates| rates.of(crate::net::limits::peer_of(peer))),
-            )
-        });
-        let moat = crate::audit::with_share(trail_share.as_ref(), || {
+        Ok(Admitted {
+            _instance: instance,
+            _share: share,
+            limit,
+        })
+    }
+
+    /// A store for one instance of the handler, its trail records paid
+    /// from `trail_share`, stopped at `limit`.
+    fn store(
+        &self,
+        limit: Duration,
+        trail_share: Option<&Arc<crate::audit::TrailShare>>,
+    ) -> Result<Store<RunState>, Refused> {
+        let mut wasi =
+            crate::moat::wasi_ctx(&self.run, &self.apart).map_err(|e| Refused::HandlerFailed {
+                why: format!("{e}"),
+            })?;
+        let moat = crate::audit::with_share(trail_share, || {
             MoatCtx::on_net(
                 self.net.clone(),
                 self.notices.clone(),
@@ -267,130 +266,87 @@ impl Shared {
             },
         );
         kit::prepare(&mut store);
-        let mut callback = deadline_callback(Instant::now() + limit, limit, spelling);
+        let mut callback = deadline_callback(
+            Instant::now() + limit,
+            limit,
+            self.run.net.policy.spelling(),
+        );
         store.epoch_deadline_callback(move |_| callback());
+        Ok(store)
+    }
 
-        let pre = self
-            .pre
+    /// Calls the handler with `request` in a fresh instance, on a task of
+    /// its own (it goes on writing the body after handing over the
+    /// response, and the instance lives until it returns or is stopped),
+    /// and waits for the response's head.
+    async fn call(
+        &self,
+        request: Request<LimitedBody>,
+        scheme: Scheme,
+        peer: IpAddr,
+        admitted: Admitted,
+        watch: &Arc<Watch>,
+    ) -> Result<Response<HyperOutgoingBody>, Refused> {
+        let limits = self.net.limits();
+        let spelling = self.run.net.policy.spelling();
+        // The request's share of the trail: its handler's records, and its
+        // outgoing requests' and sockets' (the context's hooks take it now),
+        // are paid from it, and from its client's rate.
+        let trail_share = self.run.audit_trail().is_on().then(|| {
+            crate::audit::TrailShare::new(
+                limits.max_audit_per_request,
+                moat_policy::setting::Setting::MaxAuditPerRequest.spelled(spelling),
+                self.trail_rates
+                    .as_ref()
+                    .map(|rates| rates.of(crate::net::limits::peer_of(peer))),
+            )
+        });
+        let mut store = self.store(admitted.limit, trail_share.as_ref())?;
+        let handler = self
+            .handler
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone();
+        let (answer, answered) = tokio::sync::oneshot::channel();
+        let prepared = handler
+            .prepare(&mut store, request, scheme, answer)
+            .map_err(|e| Refused::HandlerFailed {
+                why: format!("{e:#}"),
+            })?;
         // Set only when the handler ends in an error, not at every store
         // drop as for the guest's own request bodies: a handler returns
         // right after finishing its body, often before hyper has read the
         // end, and that whole body would be reported cut off.
         let stopped = Abandoned::default();
         let stopping = stopped.clone();
-        let (sender, receiver) = tokio::sync::oneshot::channel();
-        let handler = match pre {
-            Template::P2(pre) => {
-                let view = store.data_mut();
-                let incoming = view.http_view().new_incoming_request(scheme, request);
-                let outparam = view.http_view().new_response_outparam(sender);
-                let (incoming, outparam) = match (incoming, outparam) {
-                    (Ok(i), Ok(o)) => (i, o),
-                    (Err(e), _) | (_, Err(e)) => return internal(&format!("{e:#}")),
-                };
-                // The handler runs on a task of its own: it goes on writing
-                // the body after handing over the response, and the instance
-                // lives until it returns or is stopped.
-                let watch = Arc::clone(watch);
-                tokio::spawn(crate::audit::in_share(trail_share, async move {
-                    let call = async {
-                        let proxy = pre.instantiate_async(&mut store).await?;
-                        proxy
-                            .wasi_http_incoming_handler()
-                            .call_handle(&mut store, incoming, outparam)
-                            .await
-                    };
-                    let ended = tokio::select! {
-                        ended = bounded(limit, spelling, call) => ended,
-                        () = watch.stopped() => Err(wasmtime::Error::new(Stopped)),
-                    };
-                    if ended.is_err() {
-                        stopping.set();
-                    }
-                    store.data().moat.http.guest_gone();
-                    // The instance's place is given back once its memory is.
-                    drop(store);
-                    drop(instance);
-                    drop(share);
-                    ended
-                }))
+        let watch = Arc::clone(watch);
+        let limit = admitted.limit;
+        let handler = tokio::spawn(crate::audit::in_share(trail_share, async move {
+            let ended = tokio::select! {
+                ended = bounded(limit, spelling, prepared.call(&mut store)) => ended,
+                () = watch.stopped() => Err(wasmtime::Error::new(Stopped)),
+            };
+            if ended.is_err() {
+                stopping.set();
             }
-            Template::P3(pre) => {
-                let view = store.data_mut().http_view();
-                let (request, request_io) = P3Request::from_http(view.hooks, request);
-                let request = match view.table.push(request) {
-                    Ok(request) => request,
-                    Err(e) => return internal(&format!("{e:#}")),
-                };
-                // As for 0.2, on a task of its own; and the store's event
-                // loop must go on running while the body is sent (the
-                // guest's tasks write it), so the call returns only once
-                // hyper is done with the body.
-                let watch = Arc::clone(watch);
-                tokio::spawn(crate::audit::in_share(trail_share, async move {
-                    let call = async {
-                        let service = pre.instantiate_async(&mut store).await?;
-                        store
-                            .run_concurrent(async move |accessor| {
-                                let answered = service
-                                    .wasi_http_handler()
-                                    .call_handle(accessor, request)
-                                    .await?;
-                                let response = match answered {
-                                    Ok(response) => response,
-                                    Err(code) => {
-                                        let _ = sender.send(Err(p3_code(&code)));
-                                        return Ok(());
-                                    }
-                                };
-                                let response = accessor.with(|mut access| {
-                                    let response =
-                                        access.get().http_view().table.delete(response)?;
-                                    response.into_http_with_getter(
-                                        &mut access,
-                                        request_io,
-                                        http_view_of,
-                                    )
-                                })?;
-                                let (over, body_over) = tokio::sync::oneshot::channel();
-                                let response =
-                                    response.map(|body| Watched::new(body, over).boxed_unsync());
-                                let _ = sender.send(Ok(response));
-                                let _ = body_over.await;
-                                Ok(())
-                            })
-                            .await?
-                    };
-                    let ended = tokio::select! {
-                        ended = bounded(limit, spelling, call) => ended,
-                        () = watch.stopped() => Err(wasmtime::Error::new(Stopped)),
-                    };
-                    if ended.is_err() {
-                        stopping.set();
-                    }
-                    store.data().moat.http.guest_gone();
-                    drop(store);
-                    drop(instance);
-                    drop(share);
-                    ended
-                }))
-            }
-        };
-        let answered = receiver.await;
-        let handler_answered = matches!(answered, Ok(Ok(_)));
-        let response = match answered {
-            Ok(Ok(response)) => response
-                .map(|body| Unfinished::new(body, stopped, response_cut_short).boxed_unsync()),
+            store.data().moat.http.guest_gone();
+            // The instance's place is given back once its memory is.
+            drop(store);
+            drop(admitted);
+            ended
+        }));
+        match answered.await {
+            Ok(Ok(response)) => Ok(response
+                .map(|body| Unfinished::new(body, stopped, response_cut_short).boxed_unsync())),
             Ok(Err(code)) => {
                 tracing::debug!(target: "moat::http", ?code, "the handler answered with an error");
-                internal(&format!("the handler failed: {code:?}"))
+                Err(Refused::HandlerFailed {
+                    why: format!("the handler failed: {code:?}"),
+                })
             }
-            Err(_) => {
-                // The handler ended without setting the response.
-                let why = match handler.await {
+            // The handler ended without setting the response.
+            Err(_) => Err(Refused::HandlerFailed {
+                why: match handler.await {
                     Ok(Ok(())) => "the handler returned without a response".to_owned(),
                     Ok(Err(e)) => {
                         // The client can make a handler trap at will: the
@@ -400,27 +356,46 @@ impl Shared {
                         describe(&e)
                     }
                     Err(e) => format!("the handler's task failed: {e}"),
-                };
-                internal(&why)
-            }
-        };
+                },
+            }),
+        }
+    }
+
+    /// What the client gets: the handler's answer, unless its request's
+    /// body broke a bound on the way (which the handler may have seen only
+    /// as a body cut short).
+    fn shape(
+        &self,
+        answered: Result<Response<HyperOutgoingBody>, Refused>,
+        flags: &BodyFlags,
+    ) -> Result<Response<HyperOutgoingBody>, Refused> {
+        let limits = self.net.limits();
         if flags.paused.get() {
-            self.refused(Refusal::BodyTimeout);
-            return request_timeout(pause);
+            return Err(Refused::BodyPaused {
+                pause: limits.http_request_body_timeout,
+            });
         }
         if flags.slow.get() {
-            self.refused(Refusal::BodyTimeout);
-            return body_too_slow(limits.min_http_body_rate);
+            return Err(Refused::BodyTooSlow {
+                rate: limits.min_http_body_rate,
+            });
         }
         if flags.exceeded.get() {
-            self.refused(Refusal::BodyTooLarge);
-            return too_large(max_body);
+            return Err(Refused::BodyTooLarge {
+                max: limits.max_http_body_size,
+            });
         }
-        if !handler_answered {
-            self.refused(Refusal::HandlerFailed);
-        }
-        response
+        answered
     }
+}
+
+/// A request's places, held until its handler's store is gone (in this
+/// order: the instance, then the client's share).
+struct Admitted {
+    _instance: OwnedSemaphorePermit,
+    _share: ClientShare,
+    /// The request's time.
+    limit: Duration,
 }
 
 /// Why a handler was stopped before it ended: its client paused its
@@ -444,15 +419,6 @@ async fn bounded(
     }
 }
 
-fn http_view_of(state: &mut RunState) -> wasmtime_wasi_http::WasiHttpCtxView<'_> {
-    state.http_view()
-}
-
-/// A 0.3 handler's error code as the 0.2 one the answer is built from.
-fn p3_code(code: &wasmtime_wasi_http::p3::bindings::http::types::ErrorCode) -> ErrorCode {
-    ErrorCode::InternalError(Some(format!("{code:?}")))
-}
-
 /// What a client is told of a handler that ended without answering.
 fn describe(e: &wasmtime::Error) -> String {
     if let Some(reached) = e.downcast_ref::<MemoryLimitReached>() {
@@ -462,73 +428,6 @@ fn describe(e: &wasmtime::Error) -> String {
     } else {
         "the handler trapped".to_owned()
     }
-}
-
-pub(super) fn text(status: StatusCode, body: String) -> Response<HyperOutgoingBody> {
-    let body = Full::new(Bytes::from(body))
-        .map_err(|never| match never {})
-        .boxed_unsync();
-    let mut response = Response::new(body);
-    *response.status_mut() = status;
-    response.headers_mut().insert(
-        hyper::header::CONTENT_TYPE,
-        hyper::header::HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    response
-}
-
-fn internal(why: &str) -> Response<HyperOutgoingBody> {
-    text(StatusCode::INTERNAL_SERVER_ERROR, format!("{why}\n"))
-}
-
-fn body_too_slow(rate: u64) -> Response<HyperOutgoingBody> {
-    body_timed_out(format!(
-        "the request body came slower than {rate} bytes a second (the server's {})\n",
-        moat_policy::setting::Setting::MinHttpBodyRate.flag()
-    ))
-}
-
-fn request_timeout(pause: Duration) -> Response<HyperOutgoingBody> {
-    body_timed_out(format!(
-        "the request body paused for longer than {pause:?} (the server's {})\n",
-        moat_policy::setting::Setting::HttpRequestBodyTimeout.flag()
-    ))
-}
-
-/// A 408 saying `why`, the connection closed after it: the rest of the
-/// body is not read.
-fn body_timed_out(why: String) -> Response<HyperOutgoingBody> {
-    let mut response = text(StatusCode::REQUEST_TIMEOUT, why);
-    response.headers_mut().insert(
-        hyper::header::CONNECTION,
-        hyper::header::HeaderValue::from_static("close"),
-    );
-    response
-}
-
-fn too_many_from_client(share: u32) -> Response<HyperOutgoingBody> {
-    let mut response = text(
-        StatusCode::TOO_MANY_REQUESTS,
-        format!(
-            "this client has {share} requests being answered already (the server's {})\n",
-            moat_policy::setting::Setting::MaxInstancesPerClient.flag()
-        ),
-    );
-    response.headers_mut().insert(
-        hyper::header::RETRY_AFTER,
-        hyper::header::HeaderValue::from_static("1"),
-    );
-    response
-}
-
-fn too_large(max: u64) -> Response<HyperOutgoingBody> {
-    text(
-        StatusCode::PAYLOAD_TOO_LARGE,
-        format!(
-            "request body larger than {max} bytes (the server's {})\n",
-            moat_policy::setting::Setting::MaxHttpBodySize.flag()
-        ),
-    )
 }
 
 /// Advances the engine's epoch every [`TIME_TICK`] while the server runs,

@@ -81,6 +81,46 @@ async fn serve_answers_413_at_once_to_a_declared_body_over_max_http_body_size() 
     );
 }
 
+/// The same refusal from a server made with the embedding API names the
+/// bound as the embedder's code writes it, not as a flag it does not have.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_embedded_servers_413_names_the_bound_as_its_code_writes_it() {
+    use moat_host::limits::Limits;
+    use moat_host::serve::ServeOptions;
+    let limits = Limits {
+        max_http_body_size: 1 << 20,
+        ..Limits::default()
+    };
+    let run = moat_host::RunOptions::new(moat_host::policy::Policy::new())
+        .arg("handler")
+        .limits(limits);
+    let guest = crate::support::guest(guests::WSTD_SERVE);
+    let server = crate::support::moat()
+        .bind_server(&guest, ServeOptions::new("127.0.0.1:0", run))
+        .await
+        .unwrap();
+    let addr = server.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let serving = tokio::spawn(server.serve(async move {
+        let _ = stopped.await;
+    }));
+    let head = format!(
+        "POST /echo HTTP/1.1\r\nHost: {addr}\r\nContent-Length: {}\r\n\r\n",
+        (1 << 20) + 1
+    );
+    let refused = exchange(addr, head, Vec::new()).await;
+    assert_eq!(
+        (refused.status, refused.text().as_str()),
+        (
+            413,
+            "request body larger than 1048576 bytes (the server's Limits::max_http_body_size)\n"
+        ),
+        "{refused:?}"
+    );
+    let _ = stop.send(());
+    serving.await.unwrap().unwrap();
+}
+
 /// A chunked body (no Content-Length to refuse at once) past the bound:
 /// a handler that reads the body before answering gets a cut-off body, and
 /// the client gets 413; a handler that has already answered (it streams,

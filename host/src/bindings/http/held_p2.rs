@@ -60,6 +60,9 @@ fn header_result<R>(result: Result<R, Trappable>) -> HeaderOut<R> {
 
 /// Defines the functions and destructors of the module doc on `linker`
 /// (shadowing wasmtime-wasi-http's; call with shadowing allowed).
+///
+/// One piece: one registration of a few lines for each function the
+/// module doc lists, in its order, so that the two are read side by side.
 pub(super) fn add_to_linker<T: HttpView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
     let mut types = linker.instance(TYPES)?;
     types.func_wrap(

@@ -81,6 +81,8 @@ type P3Result<T> = wasmtime::Result<(Result<T, p3::ErrorCode>,)>;
 
 /// Defines the counted 0.2 create functions, accept and destructors on
 /// `linker` (shadowing wasmtime-wasi's).
+///
+/// One piece: one registration of a few lines for each function shadowed.
 pub(super) fn add_p2_to_linker<T: WasiNetView + 'static>(
     linker: &mut Linker<T>,
 ) -> wasmtime::Result<()> {

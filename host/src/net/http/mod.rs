@@ -200,6 +200,56 @@ struct Inner {
     connections: AtomicU64,
 }
 
+/// What the peer reads as the host it is asked for (HTTP/1.1's `Host`,
+/// which wasi:http sets from the authority and a guest may not, and
+/// HTTP/2's `:authority`): the host and port as judged, never the
+/// authority as written (`127.0.0.1:+28180`, `LOCALHOST.`), which a server
+/// or a front proxy may read otherwise. The records keep what the guest
+/// wrote.
+fn as_judged(parts: &mut http::request::Parts, target: &Target) {
+    let judged = target.authority();
+    if let Ok(authority) = judged.parse::<Authority>() {
+        let mut uri = parts.uri.clone().into_parts();
+        uri.authority = Some(authority);
+        if let Ok(uri) = Uri::from_parts(uri) {
+            parts.uri = uri;
+        }
+    }
+    if let Ok(value) = http::HeaderValue::from_str(&judged) {
+        parts.headers.insert(http::header::HOST, value);
+    }
+}
+
+/// A request's times, each the guest's choice capped by the run's bound.
+struct Times {
+    connect: Duration,
+    first_byte: Duration,
+    between_bytes: Duration,
+}
+
+impl Times {
+    fn of(options: &HttpRequestOptions, limits: &super::Limits) -> Times {
+        Times {
+            connect: capped(options.connect_timeout, limits.http_connect_timeout),
+            first_byte: capped(options.first_byte_timeout, limits.http_first_byte_timeout),
+            between_bytes: capped(
+                options.between_bytes_timeout,
+                limits.http_between_bytes_timeout,
+            ),
+        }
+    }
+}
+
+/// A request sent and its response's head come: the connection it went
+/// on (`fresh` if made for it), and the HTTP/2 stream's charge.
+struct Delivered {
+    sender: Sender<B>,
+    made: Arc<Made>,
+    response: Response<hyper::body::Incoming>,
+    fresh: bool,
+    stream: Option<Charge>,
+}
+
 /// A connection made for one request: what asking for it needs.
 struct Target {
     https: bool,
@@ -279,60 +329,22 @@ impl HttpClient {
         options: HttpRequestOptions,
     ) -> Result<Response<ResponseBody>, HttpError> {
         let (mut parts, body) = request.into_parts();
-        // With an audit trail, the request's facts go on its records: a
-        // copy of its method, authority and path, held until it ends and
-        // paid from the run's host memory.
-        let noted = match self.inner.run.audit.is_on() {
-            false => None,
-            true => {
-                let id = self.inner.requests.fetch_add(1, Ordering::Relaxed) + 1;
-                let request = exchange::request_of(&parts, id);
-                match self
-                    .inner
-                    .run
-                    .budget
-                    .charge(request.size(), "an HTTP request's audit record")
-                {
-                    Ok(charge) => Some((
-                        HttpLink {
-                            request: Arc::new(request),
-                            connection: None,
-                        },
-                        charge,
-                    )),
-                    Err(e) => {
-                        self.drain(body);
-                        return Err(HttpError::from_net(e));
-                    }
-                }
+        let noted = match self.note(&parts) {
+            Ok(noted) => noted,
+            Err(e) => {
+                self.drain(body);
+                return Err(e);
             }
         };
         let link = noted.as_ref().map(|(link, _)| link);
-        let admitted = self.admit(&parts.uri, link);
-        let (target, permit) = match admitted {
+        let (target, permit) = match self.admit(&parts.uri, link) {
             Ok(ok) => ok,
             Err(refused) => {
                 self.drain(body);
                 return Err(refused);
             }
         };
-        // What the peer reads as the host it is asked for (HTTP/1.1's
-        // `Host`, which wasi:http sets from the authority and a guest may
-        // not, and HTTP/2's `:authority`): the host and port as judged,
-        // never the authority as written (`127.0.0.1:+28180`,
-        // `LOCALHOST.`), which a server or a front proxy may read
-        // otherwise. The records keep what the guest wrote.
-        let judged = target.authority();
-        if let Ok(authority) = judged.parse::<Authority>() {
-            let mut uri = parts.uri.clone().into_parts();
-            uri.authority = Some(authority);
-            if let Ok(uri) = Uri::from_parts(uri) {
-                parts.uri = uri;
-            }
-        }
-        if let Ok(value) = http::HeaderValue::from_str(&judged) {
-            parts.headers.insert(http::header::HOST, value);
-        }
+        as_judged(&mut parts, &target);
         let mut exchange = Exchange::new(
             Arc::clone(&self.inner.run),
             noted.map(|(link, charge)| (link.request, charge)),
@@ -340,37 +352,108 @@ impl HttpClient {
             target.port,
         );
         let body = exchange.counting(body);
-        let limits = &self.inner.run.limits;
-        let spelling = self.inner.run.policy.spelling();
-        let connect_timeout = capped(options.connect_timeout, limits.http_connect_timeout);
-        let first_byte = capped(options.first_byte_timeout, limits.http_first_byte_timeout);
-        let between_bytes = capped(
-            options.between_bytes_timeout,
-            limits.http_between_bytes_timeout,
-        );
-
+        let times = Times::of(&options, &self.inner.run.limits);
         let request = Request::from_parts(parts, body);
+        let delivered = match self.deliver(request, &target, &times, &mut exchange).await {
+            Ok(delivered) => delivered,
+            Err(e) => {
+                exchange.end(HttpEnd::Failed, Some(e.to_string()));
+                return Err(e);
+            }
+        };
+        let Delivered {
+            sender,
+            made,
+            response,
+            fresh,
+            stream,
+        } = delivered;
+        exchange.status(response.status().as_u16());
+        // The connection is busy until this body ends; the pool hands it
+        // out again only once hyper says it is ready.
+        self.inner.pool.put(
+            target.key,
+            sender,
+            made,
+            &self.inner.tasks,
+            &self.inner.closing,
+            fresh,
+        );
+        tracing::debug!(
+            target: "moat::http",
+            host = %target.host, port = target.port, https = target.https,
+            status = response.status().as_u16(),
+            "response"
+        );
+        let spelling = self.inner.run.policy.spelling();
+        Ok(response.map(|incoming| {
+            ResponseBody::new(
+                incoming,
+                times.between_bytes,
+                Setting::HttpBetweenBytesTimeout.spelled(spelling),
+                permit,
+                stream,
+                exchange,
+            )
+        }))
+    }
 
-        // A kept-alive connection the server closed while it sat idle (its
-        // own idle timeout may be shorter than the pool's) fails the
-        // request before a byte of it is sent; hyper then gives the
-        // request back, and it goes on a new connection. If the close
-        // crossed the request on the wire instead (sent, no byte of an
-        // answer), only a request that may be repeated goes again, once:
-        // an idempotent method with no body (RFC 9110, 9.2.2). Any other
-        // request that was sent is never sent twice.
-        let sent = async {
-        let mut request = request;
+    /// With an audit trail, the request's facts for its records: a copy of
+    /// its method, authority and path, held until it ends and paid from
+    /// the run's host memory. `None` without a trail.
+    fn note(&self, parts: &http::request::Parts) -> Result<Option<(HttpLink, Charge)>, HttpError> {
+        if !self.inner.run.audit.is_on() {
+            return Ok(None);
+        }
+        let id = self.inner.requests.fetch_add(1, Ordering::Relaxed) + 1;
+        let request = exchange::request_of(parts, id);
+        let charge = self
+            .inner
+            .run
+            .budget
+            .charge(request.size(), "an HTTP request's audit record")
+            .map_err(HttpError::from_net)?;
+        Ok(Some((
+            HttpLink {
+                request: Arc::new(request),
+                connection: None,
+            },
+            charge,
+        )))
+    }
+
+    /// Sends `request` to `target` and waits for its response's head: on
+    /// a kept-alive connection if one is free, else on a new one.
+    ///
+    /// A kept-alive connection the server closed while it sat idle (its
+    /// own idle timeout may be shorter than the pool's) fails the request
+    /// before a byte of it is sent; hyper then gives the request back, and
+    /// it goes on a new connection. If the close crossed the request on the
+    /// wire instead (sent, no byte of an answer), only a request that may
+    /// be repeated goes again, once: an idempotent method with no body (RFC
+    /// 9110, 9.2.2). Any other request that was sent is never sent twice.
+    ///
+    /// One piece: the loop owns the request from one attempt to the next
+    /// (hyper gives it back when a send fails), and each arm decides
+    /// whether it goes again.
+    async fn deliver(
+        &self,
+        mut request: Request<B>,
+        target: &Target,
+        times: &Times,
+        exchange: &mut Exchange,
+    ) -> Result<Delivered, HttpError> {
+        let spelling = self.inner.run.policy.spelling();
         let uri = request.uri().clone();
         let host_header = request.headers().get(http::header::HOST).cloned();
         let mut again = Replay::of(&request);
         let mut reused = self.inner.pool.checkout(&target.key);
         let mut stream = None;
-        let (sender, made, response, fresh) = loop {
-            let (mut sender, made, was_pooled, fresh) = match reused.take() {
-                Some((sender, made)) => (sender, made, true, false),
-                None => match tokio::time::timeout(connect_timeout, self.connect(&target)).await {
-                    Ok(Ok((sender, made))) => (sender, made, false, true),
+        loop {
+            let (mut sender, made, was_pooled) = match reused.take() {
+                Some((sender, made)) => (sender, made, true),
+                None => match tokio::time::timeout(times.connect, self.connect(target)).await {
+                    Ok(Ok((sender, made))) => (sender, made, false),
                     Ok(Err(e)) => {
                         self.drain(request.into_body());
                         return Err(e);
@@ -378,62 +461,47 @@ impl HttpClient {
                     Err(_) => {
                         self.drain(request.into_body());
                         return Err(HttpError::ConnectTimeout {
-                            after: connect_timeout,
+                            after: times.connect,
                             setting: Setting::HttpConnectTimeout.spelled(spelling),
                         });
                     }
                 },
             };
             exchange.on(&made, was_pooled);
-            // HTTP/1.1's request line carries the path only (origin
-            // form: the authority chose the connection and is the Host
-            // header wasi:http sets); HTTP/2 takes the scheme and authority
-            // as pseudo-headers from the URI itself.
-            match (&sender, &host_header) {
-                (Sender::H1(_), host) => {
-                    *request.uri_mut() = origin_form(&uri);
-                    if let Some(host) = host {
-                        request
-                            .headers_mut()
-                            .insert(http::header::HOST, host.clone());
-                    }
-                }
-                (Sender::H2(_), _) => {
-                    *request.uri_mut() = uri.clone();
-                    request.headers_mut().remove(http::header::HOST);
-                    // Each HTTP/2 stream may queue this much of its body.
-                    if stream.is_none() {
-                        match self
-                            .inner
-                            .run
-                            .budget
-                            .charge(H2_SEND_BUFFER, "an HTTP/2 request")
-                        {
-                            Ok(charge) => stream = Some(charge),
-                            Err(e) => {
-                                self.drain(request.into_body());
-                                return Err(HttpError::from_net(e));
-                            }
-                        }
-                    }
-                }
+            if let Err(e) = self.fit(
+                &sender,
+                &mut request,
+                &uri,
+                host_header.as_ref(),
+                &mut stream,
+            ) {
+                self.drain(request.into_body());
+                return Err(e);
             }
             let sent = match &mut sender {
                 Sender::H1(s) => {
-                    tokio::time::timeout(first_byte, s.try_send_request(request)).await
+                    tokio::time::timeout(times.first_byte, s.try_send_request(request)).await
                 }
                 Sender::H2(s) => {
-                    tokio::time::timeout(first_byte, s.try_send_request(request)).await
+                    tokio::time::timeout(times.first_byte, s.try_send_request(request)).await
                 }
             };
             match sent {
                 Err(_) => {
                     return Err(HttpError::FirstByteTimeout {
-                        after: first_byte,
+                        after: times.first_byte,
                         setting: Setting::HttpFirstByteTimeout.spelled(spelling),
                     });
                 }
-                Ok(Ok(response)) => break (sender, made, response, fresh),
+                Ok(Ok(response)) => {
+                    return Ok(Delivered {
+                        sender,
+                        made,
+                        response,
+                        fresh: !was_pooled,
+                        stream,
+                    });
+                }
                 Ok(Err(mut failed)) => match failed.take_message() {
                     Some(unsent) if was_pooled => {
                         tracing::debug!(
@@ -457,44 +525,47 @@ impl HttpClient {
                     _ => return Err(self.hyper_error(failed.into_error())),
                 },
             }
-        };
-        Ok((sender, made, response, fresh, stream))
         }
-        .await;
-        let (sender, made, response, fresh, stream) = match sent {
-            Ok(sent) => sent,
-            Err(e) => {
-                exchange.end(HttpEnd::Failed, Some(e.to_string()));
-                return Err(e);
+    }
+
+    /// Fits `request` to the connection `sender` is on. HTTP/1.1's request
+    /// line carries the path only (origin form: the authority chose the
+    /// connection and is the Host header wasi:http sets); HTTP/2 takes the
+    /// scheme and authority as pseudo-headers from the URI itself, and
+    /// each stream may queue [`H2_SEND_BUFFER`] of its body, paid once into
+    /// `stream` from the run's host memory.
+    fn fit(
+        &self,
+        sender: &Sender<B>,
+        request: &mut Request<B>,
+        uri: &Uri,
+        host: Option<&http::HeaderValue>,
+        stream: &mut Option<Charge>,
+    ) -> Result<(), HttpError> {
+        match sender {
+            Sender::H1(_) => {
+                *request.uri_mut() = origin_form(uri);
+                if let Some(host) = host {
+                    request
+                        .headers_mut()
+                        .insert(http::header::HOST, host.clone());
+                }
             }
-        };
-        exchange.status(response.status().as_u16());
-        // The connection is busy until this body ends; the pool hands it
-        // out again only once hyper says it is ready.
-        self.inner.pool.put(
-            target.key,
-            sender,
-            made,
-            &self.inner.tasks,
-            &self.inner.closing,
-            fresh,
-        );
-        tracing::debug!(
-            target: "moat::http",
-            host = %target.host, port = target.port, https = target.https,
-            status = response.status().as_u16(),
-            "response"
-        );
-        Ok(response.map(|incoming| {
-            ResponseBody::new(
-                incoming,
-                between_bytes,
-                Setting::HttpBetweenBytesTimeout.spelled(spelling),
-                permit,
-                stream,
-                exchange,
-            )
-        }))
+            Sender::H2(_) => {
+                *request.uri_mut() = uri.clone();
+                request.headers_mut().remove(http::header::HOST);
+                if stream.is_none() {
+                    *stream = Some(
+                        self.inner
+                            .run
+                            .budget
+                            .charge(H2_SEND_BUFFER, "an HTTP/2 request")
+                            .map_err(HttpError::from_net)?,
+                    );
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Step 1 alone, for a binding that sees the authority before the
@@ -610,7 +681,7 @@ impl HttpClient {
     async fn connect(&self, target: &Target) -> Result<(Sender<B>, Arc<Made>), HttpError> {
         let run = &self.inner.run;
         let header_bound = run.limits.max_http_header_size.max(MIN_HTTP_HEADER_SIZE);
-        let mut charge: Charge = run
+        let charge: Charge = run
             .budget
             .charge(CONNECTION_BYTES + header_bound, "an HTTP connection")
             .map_err(HttpError::from_net)?;
@@ -646,25 +717,7 @@ impl HttpClient {
             .peer_addr()
             .map_err(|e| HttpError::from_connect(e.into(), target))?;
         let io = if target.https {
-            let config = self
-                .inner
-                .tls
-                .client_config(
-                    &TlsClientOptions {
-                        alpn: vec![b"h2".to_vec(), b"http/1.1".to_vec()],
-                        ..TlsClientOptions::default()
-                    },
-                    &run.budget,
-                )
-                .map_err(HttpError::Tls)?;
-            let name = tls::server_name(&target.host).map_err(HttpError::Tls)?;
-            let limit = DEFAULT_TLS_HANDSHAKE_TIMEOUT.min(run.limits.tls_handshake_timeout);
-            let cap = Setting::TlsHandshakeTimeout.spelled(run.policy.spelling());
-            let session: TlsStream =
-                tls::handshake_client(stream, Vec::new(), name, config, limit, cap)
-                    .await
-                    .map_err(HttpError::Tls)?;
-            Either::Right(session)
+            Either::Right(self.secure(stream, target).await?)
         } else {
             Either::Left(stream)
         };
@@ -678,8 +731,57 @@ impl HttpClient {
             protocol = if h2 { "h2" } else { "http/1.1" },
             "connected"
         );
-        let sender = if h2 {
-            // What its window lets the peer send before the guest reads.
+        let sender = self
+            .handshake(io, h2, header_bound, charge, slot, addr)
+            .await?;
+        let made = Made {
+            id,
+            protocol: if h2 { "HTTP/2" } else { "HTTP/1.1" },
+            resolved,
+            address: addr,
+        };
+        Ok((sender, Arc::new(made)))
+    }
+
+    /// TLS over `stream` to `target`, offering HTTP/2 and HTTP/1.1.
+    async fn secure(
+        &self,
+        stream: tokio::net::TcpStream,
+        target: &Target,
+    ) -> Result<TlsStream, HttpError> {
+        let run = &self.inner.run;
+        let config = self
+            .inner
+            .tls
+            .client_config(
+                &TlsClientOptions {
+                    alpn: vec![b"h2".to_vec(), b"http/1.1".to_vec()],
+                    ..TlsClientOptions::default()
+                },
+                &run.budget,
+            )
+            .map_err(HttpError::Tls)?;
+        let name = tls::server_name(&target.host).map_err(HttpError::Tls)?;
+        let limit = DEFAULT_TLS_HANDSHAKE_TIMEOUT.min(run.limits.tls_handshake_timeout);
+        let cap = Setting::TlsHandshakeTimeout.spelled(run.policy.spelling());
+        tls::handshake_client(stream, Vec::new(), name, config, limit, cap)
+            .await
+            .map_err(HttpError::Tls)
+    }
+
+    /// hyper's handshake on `io`, HTTP/2 if `h2`; the connection's driver
+    /// then runs on the run's tasks, holding `slot` and `charge` (grown by
+    /// what an HTTP/2 window lets the peer send before the guest reads).
+    async fn handshake(
+        &self,
+        io: Either<tokio::net::TcpStream, TlsStream>,
+        h2: bool,
+        header_bound: usize,
+        mut charge: Charge,
+        slot: SocketSlot,
+        addr: SocketAddr,
+    ) -> Result<Sender<B>, HttpError> {
+        if h2 {
             charge
                 .grow(H2_CONNECTION_WINDOW as usize, "an HTTP/2 connection")
                 .map_err(HttpError::from_net)?;
@@ -692,7 +794,7 @@ impl HttpClient {
                 .await
                 .map_err(|e| self.hyper_error(e))?;
             self.drive(conn, slot, charge, addr);
-            Sender::H2(sender)
+            Ok(Sender::H2(sender))
         } else {
             let (sender, conn) = http1::Builder::new()
                 .max_header_size(header_bound)
@@ -701,15 +803,8 @@ impl HttpClient {
                 .await
                 .map_err(|e| self.hyper_error(e))?;
             self.drive(conn, slot, charge, addr);
-            Sender::H1(sender)
-        };
-        let made = Made {
-            id,
-            protocol: if h2 { "HTTP/2" } else { "HTTP/1.1" },
-            resolved,
-            address: addr,
-        };
-        Ok((sender, Arc::new(made)))
+            Ok(Sender::H1(sender))
+        }
     }
 
     /// Runs a connection's I/O on the run's tasks, holding its socket

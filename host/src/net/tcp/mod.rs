@@ -278,9 +278,9 @@ impl Core {
 
 /// Resolves to how one direction of a socket ended (see
 /// [`TcpConn::reader`] and [`TcpConn::writer`]).
-pub struct Outcome(oneshot::Receiver<Result<(), NetError>>);
+pub struct SideEnd(oneshot::Receiver<Result<(), NetError>>);
 
-impl Future for Outcome {
+impl Future for SideEnd {
     type Output = Result<(), NetError>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {

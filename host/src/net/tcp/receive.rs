@@ -11,7 +11,7 @@ use std::pin::Pin;
 use tokio::io::{AsyncRead, ReadBuf};
 use tokio::net::TcpStream;
 
-use super::{Core, Outcome, TcpConn};
+use super::{Core, SideEnd, TcpConn};
 use crate::net::error::NetError;
 use crate::net::io::{Io, TlsStream, lock};
 
@@ -59,7 +59,7 @@ pub struct Reader {
 }
 
 impl TcpConn {
-    /// Checks out the read side. The [`Outcome`] resolves to how the read
+    /// Checks out the read side. The [`SideEnd`] resolves to how the read
     /// side ended: `Ok` at the peer's FIN (or when the reader was dropped
     /// first), or the error that ended it.
     ///
@@ -68,7 +68,7 @@ impl TcpConn {
     ///
     /// # Errors
     /// [`NetError::InvalidState`] while another [`Reader`] is checked out.
-    pub fn reader(&self) -> Result<(Reader, Outcome), NetError> {
+    pub fn reader(&self) -> Result<(Reader, SideEnd), NetError> {
         let core = self.core()?;
         let mut state = core.state();
         if state.receive.open {
@@ -90,11 +90,11 @@ impl TcpConn {
                 let _ = tx.send(end);
             }
         }
-        Ok((reader, Outcome(rx)))
+        Ok((reader, SideEnd(rx)))
     }
 
     /// How the read side ended: `None` while it has not; `Ok` at the peer's
-    /// FIN; the error that ended it. (The same end an [`Outcome`] from
+    /// FIN; the error that ended it. (The same end an [`SideEnd`] from
     /// [`reader`](Self::reader) resolves to, for callers that ask once a
     /// reader has ended rather than wait.)
     pub fn receive_outcome(&self) -> Option<Result<(), NetError>> {

@@ -14,7 +14,7 @@ use std::task::{Context, Poll};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use super::{Core, Outcome, State, TcpConn};
+use super::{Core, SideEnd, State, TcpConn};
 use crate::net::error::NetError;
 use crate::net::io::Io;
 use plain::Backlog;
@@ -61,14 +61,14 @@ pub struct Writer {
 }
 
 impl TcpConn {
-    /// Checks out the write side. The [`Outcome`] resolves to `Ok` once the
+    /// Checks out the write side. The [`SideEnd`] resolves to `Ok` once the
     /// writer is dropped, every accepted byte is written and the FIN sent,
     /// or to the first error.
     ///
     /// # Errors
     /// [`NetError::InvalidState`] if a writer is already checked out or
     /// sending has ended.
-    pub fn writer(&self) -> Result<(Writer, Outcome), NetError> {
+    pub fn writer(&self) -> Result<(Writer, SideEnd), NetError> {
         let core = self.core()?;
         let mut state = core.state();
         match state.send.phase {
@@ -92,7 +92,7 @@ impl TcpConn {
             Writer {
                 core: Arc::downgrade(core),
             },
-            Outcome(rx),
+            SideEnd(rx),
         ))
     }
 
@@ -125,7 +125,7 @@ impl TcpConn {
         async move {
             match waiting {
                 Ok(done) => done,
-                Err(rx) => Outcome(rx).await,
+                Err(rx) => SideEnd(rx).await,
             }
         }
     }
@@ -163,7 +163,7 @@ impl Writer {
     /// written to the kernel or (when it is full) queued in the host, up to
     /// `SEND_BACKLOG_LIMIT` (64 KiB).
     /// While queued bytes remain, this waits. An empty `buf` is a readiness
-    /// check. An error ends the writer; the socket's [`Outcome`] carries it
+    /// check. An error ends the writer; the socket's [`SideEnd`] carries it
     /// too.
     ///
     /// # Cancel safety

@@ -3,7 +3,7 @@
 //! process ([`crate::cache::compile_main`]) gets a cgroup of its own with
 //! memory, CPU and task limits (made by the shim before the component is
 //! handed over, [`CompileCgroup`]), and puts itself, before it reads a byte
-//! of the component, in a sandbox ([`enter`]): network, IPC and host-name
+//! of the component, in confinement ([`enter`]): network, IPC and host-name
 //! namespaces of its own, the lowest CPU priority, no way to gain a
 //! privilege, no capability, and a seccomp filter that refuses the calls a
 //! compiler never makes.
@@ -111,18 +111,18 @@ impl Drop for CompileCgroup {
     }
 }
 
-/// Why the compiling process could not enter its sandbox.
+/// Why the compiling process could not enter its confinement.
 #[derive(Debug, thiserror::Error)]
 #[error("cannot {step}: {why}")]
-pub struct SandboxError {
+pub struct ConfineError {
     /// What it was doing.
     pub step: &'static str,
     /// What failed.
     pub why: String,
 }
 
-fn step(step: &'static str) -> impl Fn(&dyn std::fmt::Display) -> SandboxError {
-    move |why| SandboxError {
+fn step(step: &'static str) -> impl Fn(&dyn std::fmt::Display) -> ConfineError {
+    move |why| ConfineError {
         step,
         why: why.to_string(),
     }
@@ -181,14 +181,14 @@ const REFUSED_CALLS: &[&str] = &[
 ];
 
 /// Puts the calling process, single-threaded still, in the compile's
-/// sandbox. As root: namespaces of its own for the network, IPC and the
+/// confinement. As root: namespaces of its own for the network, IPC and the
 /// host name, then every capability dropped (the bounding set too). As
 /// anyone: the lowest CPU priority, no gaining of privileges, and the
 /// seccomp filter of [`REFUSED_CALLS`].
 ///
 /// # Errors
-/// [`SandboxError`], naming the step that failed.
-pub fn enter() -> Result<(), SandboxError> {
+/// [`ConfineError`], naming the step that failed.
+pub fn enter() -> Result<(), ConfineError> {
     use caps::CapSet;
     use nix::sched::CloneFlags;
     let root = rustix::process::geteuid().is_root();
@@ -224,7 +224,7 @@ pub fn enter() -> Result<(), SandboxError> {
 }
 
 /// Loads the filter of [`REFUSED_CALLS`].
-fn seccomp() -> Result<(), SandboxError> {
+fn seccomp() -> Result<(), ConfineError> {
     use libseccomp::{ScmpAction, ScmpFilterContext, ScmpSyscall};
     let failed = step("load the seccomp filter");
     let mut filter = ScmpFilterContext::new(ScmpAction::Allow).map_err(|e| failed(&e))?;
