@@ -55,7 +55,7 @@ pub struct TimeLimitReached {
 
 /// The limiter a run's store consults before any memory or table grows:
 /// linear memories together up to a limit (growth past it traps with
-/// [`MemoryLimitReached`]), tables up to [`MAX_TABLE_ELEMENTS`]. An
+/// [`MemoryLimitReached`]), tables up to a million elements in all. An
 /// embedder with a store of its own installs it with
 /// `store.limiter(|state| &mut state.limiter)`.
 pub struct Limiter {

@@ -32,7 +32,7 @@ pub(crate) const BASE_DESCRIPTORS: u64 = 256;
 /// The soft descriptor limit a run under `limits` needs: twice its socket
 /// cap (a listener may hold one connection the kernel completed that is
 /// not yet handed to the guest, and so not yet counted), plus
-/// [`BASE_DESCRIPTORS`], the lookups in flight and the host's own
+/// 256 for the process, the lookups in flight and the host's own
 /// connections that end dropped listeners (the wasi:sockets glue's `MAX_WAKEUPS`). `None` when
 /// sockets are unbounded.
 pub fn needed(limits: &Limits) -> Option<u64> {

@@ -25,7 +25,7 @@ pub struct MoatConfig {
     /// Most bytes of compiled code the cache keeps: past it, the entries
     /// used longest ago go (default [`MAX_CACHE_BYTES`]).
     pub max_cache_bytes: u64,
-    /// How long a finished run lets its sockets flush (see [`DEFAULT_LINGER`]).
+    /// How long a finished run lets its sockets flush (10 s by default).
     pub linger: Duration,
     /// Instances made from pooled memory, for a host that makes one per
     /// request (`moat serve`); `None`: each instance's memory is mapped
@@ -142,7 +142,7 @@ pub enum Output {
     #[default]
     Inherit,
     /// Into memory, read back with [`Captured::contents`] (at most
-    /// [`CAPTURE_LIMIT`] bytes).
+    /// 16 MiB).
     Capture(Captured),
     /// Nowhere.
     Discard,

@@ -195,7 +195,7 @@ impl fmt::Display for Preopen {
 #[derive(Debug, thiserror::Error)]
 pub enum PreopenError {
     /// The directory is, or has mounted below it, a filesystem of the
-    /// host's internals ([`PSEUDO_FILESYSTEMS`]).
+    /// host's internals (the module's docs list them).
     #[error(
         "{} {}, a {fstype} filesystem{}; a guest's directory may not hold proc, sysfs, \
          device or other kernel filesystems",
@@ -287,7 +287,7 @@ impl fmt::Display for Overlap {
 }
 
 /// Checks that `dir` may be given to a guest: it exists, neither it nor
-/// anything mounted below it is one of [`PSEUDO_FILESYSTEMS`], and it
+/// anything mounted below it is one of the kernel's (the module's docs), and it
 /// reaches no compiled-code cache moat uses by default. Returns the
 /// directory's canonical path, the one to open (so that what was judged is
 /// what the guest gets). An embedder that gives its guests directories of

@@ -18,8 +18,7 @@ pub fn run_options(settings: &Settings) -> RunOptions {
 
 /// Whose defaults the bounds have: most are the same for both commands,
 /// but `--timeout` bounds a whole run of `moat run` (none by default) and
-/// each request of `moat serve` (60 s by default,
-/// [`crate::serve::DEFAULT_REQUEST_TIMEOUT`]).
+/// each request of `moat serve` (60 s by default).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Defaults {
     /// `moat run`: a command to its end.

@@ -9,8 +9,8 @@
 //! standard error as JSON Lines ([`JsonLines`], the schema in
 //! `docs/audit.schema.json`), or an embedder's own sink.
 //!
-//! **Nothing is lost and nothing grows.** At most [`MAX_AUDIT_QUEUE`]
-//! records ([`MAX_AUDIT_QUEUE_BYTES`]) wait for the sink; the guest's next audited operation waits
+//! **Nothing is lost and nothing grows.** At most 1,024
+//! records (4 MiB) wait for the sink; the guest's next audited operation waits
 //! while the queue is full, so a guest cannot outrun the trail and the
 //! host's memory for it stays bounded. A sink that fails stops the run's
 //! network: every later audited operation is refused with the sink's
@@ -27,7 +27,7 @@
 //! caps allow, and at the end of the run: none is lost.
 //!
 //! **The disk is bounded too.** A trail takes at most `--max-audit-size`
-//! ([`DEFAULT_MAX_AUDIT_SIZE`]); past it, as for a sink that fails, every
+//! (`Limits::max_audit_size`, 1 GiB by default); past it, as for a sink that fails, every
 //! audited operation is refused ([`AuditError::Full`]), after a last
 //! `trail-full` record and the counts still pending.
 //!

@@ -388,7 +388,7 @@ fn cut_in_place(text: &mut String) {
 }
 
 impl HttpRequest {
-    /// The request with each text cut (as [`MAX_RECORDED_TEXT`] says).
+    /// The request with each text cut to 256 bytes and a hash.
     #[must_use]
     pub fn cut(mut self) -> HttpRequest {
         cut_in_place(&mut self.method);

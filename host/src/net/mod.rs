@@ -224,8 +224,8 @@ impl Net {
     /// half-open TLS socket. The certificate is verified against `host` as
     /// written (SNI too; an IP literal sends no SNI and is checked against
     /// the certificate's IP addresses). `options.timeout` bounds connect and
-    /// handshake together (the handshake alone is bounded by
-    /// [`limits::DEFAULT_TLS_HANDSHAKE_TIMEOUT`] otherwise).
+    /// handshake together (the handshake alone is bounded by 10 s
+    /// otherwise).
     ///
     /// # Errors
     /// [`connect`](Self::connect)'s, and [`NetError::CertificateUntrusted`],

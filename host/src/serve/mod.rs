@@ -33,7 +33,7 @@
 //! at once (`--max-instances`: the server's guest memory is at most that
 //! many times `--max-memory`); each request's memory (`--max-memory`, per
 //! instance) and time (`--timeout`, per request, or
-//! [`DEFAULT_REQUEST_TIMEOUT`]). A handler that traps, runs out of memory
+//! 60 s). A handler that traps, runs out of memory
 //! or time gets its client a 500, and the server goes on.
 //!
 //! **Slow clients.** An instance is taken once a request's head is whole,
@@ -52,8 +52,8 @@
 //! plain TCP when it opens with HTTP/2's preface (prior knowledge, as
 //! `curl --http2-prior-knowledge`; an `Upgrade: h2c` request is answered
 //! in HTTP/1.1). Its own bounds: streams per connection
-//! ([`H2_MAX_STREAMS`]), flow-control windows ([`H2_WINDOW`]), send
-//! buffers ([`H2_SEND_BUFFER`]), requests at once across the server
+//! (100), flow-control windows (256 KiB), send
+//! buffers (64 KiB), requests at once across the server
 //! (`--max-http-connections`, as for HTTP/1.1 connections), and the idle
 //! time (`--http-header-read-timeout`).
 //!
@@ -83,8 +83,8 @@
 //! `body-too-large` (413), `body-timeout` (408) or `handler-failed` (500);
 //! `operation` and `outcome` (`allowed`, `denied`) are those of the audit
 //! trail. The scrape address is listened on and recorded like `--addr`;
-//! it answers one request per connection, [`METRICS_CONNECTIONS`] at once,
-//! each within [`METRICS_CONNECTION_TIME`].
+//! it answers one request per connection, 64 at once (32 from one
+//! address), each within 10 s ([`crate::limits`] has the caps).
 //!
 //! **Reloading.** [`Server::reloader`] gives a [`Reloader`] that puts a
 //! new handler in the old one's place while the server serves (`moat

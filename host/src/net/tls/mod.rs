@@ -150,8 +150,7 @@ pub struct TlsServerOptions {
     /// Require client certificates signed by these PEM roots.
     pub client_roots_pem: Option<Vec<u8>>,
     /// Bound on each handshake
-    /// ([`DEFAULT_TLS_HANDSHAKE_TIMEOUT`](super::limits::DEFAULT_TLS_HANDSHAKE_TIMEOUT)
-    /// if `None`);
+    /// (10 s if `None`);
     /// never more than the run's cap
     /// ([`Limits::tls_handshake_timeout`](crate::net::Limits)).
     pub handshake_timeout: Option<Duration>,
