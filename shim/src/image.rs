@@ -21,8 +21,21 @@ use containerd_client::with_namespace;
 use futures::StreamExt as _;
 use serde::{Deserialize, Serialize};
 
-use crate::LAYER_TYPES;
-use crate::deployment::MAX_POLICY_LAYER;
+use crate::deployment::{MAX_POLICY_LAYER, POLICY_LAYER_MEDIA_TYPE};
+
+/// The media type of a wasm component layer, as runwasi and wasm OCI
+/// tooling name it.
+pub const COMPONENT_LAYER_MEDIA_TYPE: &str =
+    "application/vnd.bytecodealliance.wasm.component.layer.v0+wasm";
+
+/// The media types of the layers the shim takes from a wasm OCI image:
+/// components (runwasi's component layer type, and plain
+/// `application/wasm`) and a moat policy.
+pub const LAYER_TYPES: &[&str] = &[
+    COMPONENT_LAYER_MEDIA_TYPE,
+    "application/wasm",
+    POLICY_LAYER_MEDIA_TYPE,
+];
 
 /// Largest manifest, index or configuration read. They are a few KiB; a
 /// configuration with a long history is tens of KiB.
@@ -225,7 +238,7 @@ pub async fn read(
                 .iter()
                 .filter(|l| LAYER_TYPES.contains(&l.media_type.as_str()))
             {
-                let policy = layer.media_type == crate::POLICY_LAYER_MEDIA_TYPE;
+                let policy = layer.media_type == POLICY_LAYER_MEDIA_TYPE;
                 // A policy is read one byte past its bound, so that the
                 // deployment can say it is too large rather than cut it.
                 let max = if policy {

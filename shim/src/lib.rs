@@ -37,19 +37,6 @@ mod reaper;
 pub mod sandbox;
 
 pub use deployment::POLICY_LAYER_MEDIA_TYPE;
+pub use image::{COMPONENT_LAYER_MEDIA_TYPE, LAYER_TYPES};
 pub use instance::{MoatInstance, RUNTIME_NAME};
 pub use sandbox::{Container, Image, MoatSandbox, StartError};
-
-/// The media type of a wasm component layer, as runwasi and wasm OCI
-/// tooling name it.
-pub const COMPONENT_LAYER_MEDIA_TYPE: &str =
-    "application/vnd.bytecodealliance.wasm.component.layer.v0+wasm";
-
-/// The media types of the layers the shim takes from a wasm OCI image:
-/// components (runwasi's component layer type, and plain
-/// `application/wasm`) and a moat policy.
-pub const LAYER_TYPES: &[&str] = &[
-    COMPONENT_LAYER_MEDIA_TYPE,
-    "application/wasm",
-    POLICY_LAYER_MEDIA_TYPE,
-];
