@@ -61,7 +61,7 @@ impl Handler {
     /// # Errors
     /// The store's table is full (a bug: a fresh store holds nothing).
     pub(crate) fn prepare(
-        &self,
+        self,
         store: &mut Store<RunState>,
         request: Request<LimitedBody>,
         scheme: Scheme,
@@ -70,14 +70,14 @@ impl Handler {
         let mut view = store.data_mut().http_view();
         Ok(match self {
             Handler::P2(pre) => Prepared::P2 {
-                pre: pre.clone(),
+                pre,
                 request: view.new_incoming_request(scheme, request)?,
                 answer: view.new_response_outparam(answer)?,
             },
             Handler::P3(pre) => {
                 let (request, request_io) = P3Request::from_http(view.hooks, request);
                 Prepared::P3 {
-                    pre: pre.clone(),
+                    pre,
                     request: view.table.push(request)?,
                     request_io: Box::pin(request_io),
                     answer,

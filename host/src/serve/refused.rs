@@ -125,7 +125,7 @@ impl Refused {
 }
 
 /// A plain-text response.
-pub(crate) fn text(status: StatusCode, body: String) -> Response<HyperOutgoingBody> {
+fn text(status: StatusCode, body: String) -> Response<HyperOutgoingBody> {
     let body = Full::new(Bytes::from(body))
         .map_err(|never| match never {})
         .boxed_unsync();
