@@ -7,7 +7,7 @@ use moat_host::audit::{self, Audit, GuestIdentity};
 use moat_host::launch::{ComponentSource, Entry, Launch, Launcher, Threads};
 use moat_host::net::{TlsIdentity, TlsTrust};
 use moat_host::preopen::Preopen;
-use moat_host::settings::{Defaults, Origin, PolicyFile, Setting, Settings};
+use moat_host::settings::{Defaults, Origin, PolicyFile, Setting, Settings, Spelling, Worded};
 use moat_host::trusted::{self, Kept, Trusted};
 use moat_host::{CacheDir, Moat, MoatConfig, MoatError, RunOptions};
 
@@ -191,7 +191,8 @@ fn launch(prepared: Prepared, entry: Entry, threads: Threads, args: &RunArgs) ->
     match launch.start(&Command { cached }) {
         Ok(ended) => ExitCode::from(u8::try_from(ended.status()).unwrap_or(1)),
         Err(e) => {
-            eprintln!("moat: error: {e}");
+            // The command line's words: `--timeout`, `--max-memory`.
+            eprintln!("moat: error: {}", e.worded(Spelling::Flags));
             if let Some(hint) = hint(&e, args) {
                 eprintln!("moat: hint: {hint}");
             }
@@ -319,10 +320,7 @@ fn prepare(args: &RunArgs, defaults: Defaults, also_kept: &[Kept]) -> anyhow::Re
     }
     let settings = from_file.and(from_flags);
     // One guest per process: its descriptors are bounded by its own caps.
-    if let Err(e) = moat_host::descriptors::limit_to(&settings.limits) {
-        tracing::warn!("cannot set the descriptor limit the bounds need: {e}");
-    }
-    let mut options = moat_host::settings::run_options(&settings)
+    let mut options = moat_host::settings::one_guest_process(&settings, Spelling::Flags)
         .arg(args.component.display().to_string())
         .args(args.args.iter().cloned());
     // The trail is kept from the guest's directories, which are judged

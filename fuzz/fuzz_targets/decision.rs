@@ -48,9 +48,7 @@ fn denied(policy: Policy, capability: Capability, list: &str) -> Result<Policy, 
 /// The policy `grant` and `deny` write, where both parse (an empty list is
 /// none).
 fn written(capability: Capability, grant: &str, deny: &str) -> Option<Policy> {
-    // Spelled as flags: a hint is then `--allow-net=ENTRY`, whose entry
-    // the target reads back and grants.
-    let mut policy = Policy::new().spelled(Spelling::Flags);
+    let mut policy = Policy::new();
     if !grant.is_empty() {
         policy = granted(policy, capability, grant).ok()?;
     }
@@ -121,7 +119,9 @@ fuzz_target!(|case: Case<'_>| {
         }
         Err(refused) => {
             assert!(!refused.to_string().is_empty());
-            if let Some(needs) = refused.needs() {
+            // In the command line's words a hint is `--allow-net=ENTRY`,
+            // whose entry the target reads back and grants.
+            if let Some(needs) = refused.needs(Spelling::Flags) {
                 assert_eq!(refused.reason, DenyReason::NotGranted);
                 let (_, entry) = needs.split_once('=').expect("a hint is SETTING=ENTRY");
                 let widened = granted(policy.clone(), capability, entry)

@@ -21,37 +21,62 @@ use std::time::{Duration, Instant};
 
 use wasmtime::{Engine, ResourceLimiter, UpdateDeadline};
 
-use moat_policy::setting::{Setting, Spelled, Spelling};
+use moat_policy::setting::{Setting, Spelling, Worded};
 
 /// Table elements a guest may grow its tables to, all together: a million
 /// (8 to 16 MiB of host memory). Compilers emit fixed-size tables; only a
 /// guest growing them on purpose comes near this.
 pub(crate) const MAX_TABLE_ELEMENTS: usize = 1_000_000;
 
-/// The guest tried to grow its memory past the run's limit.
+/// The guest tried to grow its memory past the run's limit
+/// ([`Setting::MaxMemory`]).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "the guest reached its memory limit: it asked for {desired} bytes with {limit} allowed (raise it with {setting})"
-)]
 pub struct MemoryLimitReached {
     /// The limit, in bytes.
     pub limit: u64,
     /// The total the guest asked for.
     pub desired: u64,
-    /// The setting that raises the limit, as the run's settings were
-    /// written (`--max-memory`, `MOAT_MAX_MEMORY`).
-    pub setting: Spelled,
 }
 
-/// The run's time was up.
+/// The run's time was up ([`Setting::Timeout`]).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("the guest ran past its time limit of {limit:?} ({setting})")]
 pub struct TimeLimitReached {
     /// The limit.
     pub limit: Duration,
-    /// The setting that sets the limit (`--timeout`, `MOAT_TIMEOUT`).
-    pub setting: Spelled,
 }
+
+impl Worded for MemoryLimitReached {
+    fn write_worded(
+        &self,
+        spelling: Spelling,
+        f: &mut std::fmt::Formatter<'_>,
+    ) -> std::fmt::Result {
+        let MemoryLimitReached { limit, desired } = self;
+        write!(
+            f,
+            "the guest reached its memory limit: it asked for {desired} bytes with {limit} \
+             allowed (raise it with {})",
+            Setting::MaxMemory.named(spelling)
+        )
+    }
+}
+
+impl Worded for TimeLimitReached {
+    fn write_worded(
+        &self,
+        spelling: Spelling,
+        f: &mut std::fmt::Formatter<'_>,
+    ) -> std::fmt::Result {
+        write!(
+            f,
+            "the guest ran past its time limit of {:?} ({})",
+            self.limit,
+            Setting::Timeout.named(spelling)
+        )
+    }
+}
+
+moat_policy::display_in_embedding_words!(MemoryLimitReached, TimeLimitReached);
 
 /// The limiter a run's store consults before any memory or table grows:
 /// linear memories together up to a limit (growth past it traps with
@@ -62,24 +87,15 @@ pub struct Limiter {
     max_memory: u64,
     memory: u64,
     table_elements: usize,
-    setting: Spelled,
 }
 
 impl Limiter {
-    /// A limiter allowing `max_memory` bytes of linear memory in all; its
-    /// error names `--max-memory`.
+    /// A limiter allowing `max_memory` bytes of linear memory in all.
     pub fn new(max_memory: u64) -> Limiter {
-        Limiter::spelled(max_memory, Spelling::Flags)
-    }
-
-    /// As [`Limiter::new`], its error naming the setting as `spelling`
-    /// writes it.
-    pub fn spelled(max_memory: u64, spelling: Spelling) -> Limiter {
         Limiter {
             max_memory,
             memory: 0,
             table_elements: 0,
-            setting: Setting::MaxMemory.spelled(spelling),
         }
     }
 }
@@ -98,7 +114,6 @@ impl ResourceLimiter for Limiter {
             return Err(wasmtime::Error::new(MemoryLimitReached {
                 limit: self.max_memory,
                 desired: total,
-                setting: self.setting,
             }));
         }
         self.memory = total;
@@ -127,15 +142,11 @@ impl ResourceLimiter for Limiter {
 pub(crate) fn deadline_callback(
     deadline: Instant,
     limit: Duration,
-    spelling: Spelling,
 ) -> impl FnMut() -> wasmtime::Result<UpdateDeadline> + Send + Sync + 'static {
     move || {
         if Instant::now() >= deadline {
             tracing::debug!(target: "moat::net", ?limit, "time limit reached: interrupting the guest");
-            Err(wasmtime::Error::new(TimeLimitReached {
-                limit,
-                setting: Setting::Timeout.spelled(spelling),
-            }))
+            Err(wasmtime::Error::new(TimeLimitReached { limit }))
         } else {
             Ok(UpdateDeadline::Yield(1))
         }

@@ -7,6 +7,8 @@
 
 use std::path::PathBuf;
 
+use moat_policy::setting::{Spelling, Worded};
+
 use crate::bounds::{MemoryLimitReached, TimeLimitReached};
 
 /// What can go wrong loading or running a guest.
@@ -210,5 +212,21 @@ impl std::fmt::Display for Trapped<'_> {
             }
         }
         Ok(())
+    }
+}
+
+impl Worded for MoatError {
+    /// The limits in `spelling`'s words (the CLI's `--timeout`, the
+    /// shim's `MOAT_TIMEOUT`); every other case as its `Display`.
+    fn write_worded(
+        &self,
+        spelling: Spelling,
+        f: &mut std::fmt::Formatter<'_>,
+    ) -> std::fmt::Result {
+        match self {
+            MoatError::MemoryLimit(reached) => reached.write_worded(spelling, f),
+            MoatError::TimeLimit(reached) => reached.write_worded(spelling, f),
+            other => std::fmt::Display::fmt(other, f),
+        }
     }
 }

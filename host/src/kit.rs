@@ -260,7 +260,6 @@ impl MoatCtx {
         linger: Duration,
         wasi: &mut WasiCtxBuilder,
     ) -> MoatCtx {
-        let spelling = net.policy().spelling();
         let http = HttpState::new(&net, notices.clone());
         let wasi_net = WasiNet::new(&net, notices);
         wasi_net.configure(wasi);
@@ -268,7 +267,7 @@ impl MoatCtx {
             net,
             wasi_net,
             http,
-            limiter: Limiter::spelled(max_memory, spelling),
+            limiter: Limiter::new(max_memory),
             linger,
         }
     }

@@ -23,7 +23,6 @@ use crate::run_state::RunState;
 use crate::start;
 use crate::ticker::EpochTicker;
 use crate::trusted::{Kept, Trusted};
-use moat_policy::setting::Setting;
 
 /// The wasi:http handler among a component's `exports`, if any.
 fn handler_among(exports: &[String]) -> Option<String> {
@@ -507,8 +506,7 @@ impl Moat {
         let ended = match options.net.limits.timeout {
             None => call_run(&mut store, guest, linker).await,
             Some(limit) => {
-                let mut callback =
-                    deadline_callback(Instant::now() + limit, limit, options.net.policy.spelling());
+                let mut callback = deadline_callback(Instant::now() + limit, limit);
                 store.epoch_deadline_callback(move |_| callback());
                 let _alarm =
                     Alarm::set(engine.clone(), limit).map_err(|source| MoatError::Thread {
@@ -519,10 +517,7 @@ impl Moat {
                     Ok(ended) => ended,
                     Err(_) => {
                         tracing::debug!(target: "moat::net", ?limit, "time limit reached: stopping the waiting guest");
-                        Err(MoatError::TimeLimit(TimeLimitReached {
-                            limit,
-                            setting: Setting::Timeout.spelled(options.net.policy.spelling()),
-                        }))
+                        Err(MoatError::TimeLimit(TimeLimitReached { limit }))
                     }
                 }
             }

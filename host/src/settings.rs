@@ -16,6 +16,23 @@ pub fn run_options(settings: &Settings) -> RunOptions {
         .notices_on_guest_stderr()
 }
 
+/// The run of a process that runs this one guest (`moat run`, the
+/// containerd shim), from the settings as the front `words` writes them
+/// (the command line's flags, the pod spec's variables): [`run_options`],
+/// its refusals shown in those words, and the process's descriptor limit
+/// set to what the bounds need ([`crate::descriptors::limit_to`]; a
+/// failure to set it is logged, the run goes on under the limit it has).
+/// An embedder that runs many guests in one process calls [`run_options`]
+/// and sets its own limit.
+pub fn one_guest_process(settings: &Settings, words: Spelling) -> RunOptions {
+    if let Err(e) = crate::descriptors::limit_to(&settings.limits) {
+        tracing::warn!("cannot set the descriptor limit the bounds need: {e}");
+    }
+    RunOptions::new(settings.policy.clone().spelled(words))
+        .limits(settings.limits.clone())
+        .notices_on_guest_stderr()
+}
+
 /// Whose defaults the bounds have: most are the same for both commands,
 /// but `--timeout` bounds a whole run of `moat run` (none by default) and
 /// each request of `moat serve` (60 s by default).

@@ -13,8 +13,10 @@
 //! Every message that tells the user which setting to change takes the
 //! name from here, as [`Spelling`] says the user writes it, so that a bound
 //! reached under the containerd shim names the `MOAT_*` variable, not a
-//! flag the shim has no use for. This file imports nothing of moat's: the
-//! socket core, the bounds and the settings all name settings through it.
+//! flag the shim has no use for. Refusals carry the [`Setting`] alone; the
+//! edge that shows one renders it in its run's words ([`Worded`]). This
+//! file imports nothing of moat's: the socket core, the bounds and the
+//! settings all name settings through it.
 
 /// How the person who grants writes a setting, so that a message names
 /// the setting as that person writes it.
@@ -105,23 +107,59 @@ pub enum Setting {
     MaxAuditRatePerClient,
 }
 
-/// A setting as one run writes it: the setting itself, for a program to
-/// match on (the audit trail, an embedder, the HTTP client's retry), and
-/// the run's [`Spelling`], so that its text names it as the person who set
-/// it writes it (`--max-sockets`, `MOAT_MAX_SOCKETS`,
-/// `Limits::max_sockets`). Every refusal by a bound carries one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Spelled {
-    /// Which setting.
-    pub setting: Setting,
-    /// How the run's settings are written.
-    pub spelling: Spelling,
+/// Text that names settings, written in the words of the front that set
+/// them. A refusal or a bound carries the [`Setting`] it names and nothing
+/// spelled; whoever shows the text (the guest's error, a notice, a record,
+/// `moat serve`'s reply, the CLI's or the shim's log) holds the run's
+/// [`Spelling`] and renders it with [`worded`](Worded::worded). A type's own
+/// `Display` is its text in the embedding API's words, the front of code
+/// that holds the value.
+pub trait Worded {
+    /// Writes the text, naming each setting as `spelling` writes it.
+    ///
+    /// # Errors
+    /// Only the formatter's.
+    fn write_worded(&self, spelling: Spelling, f: &mut std::fmt::Formatter<'_>)
+    -> std::fmt::Result;
+
+    /// The text in `spelling`'s words, to format.
+    fn worded(&self, spelling: Spelling) -> InWords<'_, Self> {
+        InWords {
+            text: self,
+            spelling,
+        }
+    }
 }
 
-impl std::fmt::Display for Spelled {
+/// A [`Worded`] text and the words to write it in; its `Display` writes it.
+pub struct InWords<'a, T: ?Sized> {
+    text: &'a T,
+    spelling: Spelling,
+}
+
+impl<T: Worded + ?Sized> std::fmt::Display for InWords<'_, T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.setting.named(self.spelling))
+        self.text.write_worded(self.spelling, f)
     }
+}
+
+/// `Display` for a [`Worded`] type: its text in the embedding API's words.
+/// (A macro because `Display` cannot be implemented for every `Worded`
+/// type at once outside the standard library; moat-host's errors use it.)
+#[doc(hidden)]
+#[macro_export]
+macro_rules! display_in_embedding_words {
+    ($($ty:ty),+ $(,)?) => {$(
+        impl ::std::fmt::Display for $ty {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+                $crate::setting::Worded::write_worded(
+                    self,
+                    $crate::setting::Spelling::Embedding,
+                    f,
+                )
+            }
+        }
+    )+};
 }
 
 /// What kind of value a setting takes, and so how every source writes it.
@@ -552,14 +590,6 @@ impl Setting {
             Spelling::Flags => self.flag(),
             Spelling::Environment => self.variable(),
             Spelling::Embedding => self.option(),
-        }
-    }
-
-    /// The setting as `spelling` writes it, still typed.
-    pub const fn spelled(self, spelling: Spelling) -> Spelled {
-        Spelled {
-            setting: self,
-            spelling,
         }
     }
 

@@ -17,7 +17,7 @@ use moat_host::audit::{self, Audit, GuestIdentity};
 use moat_host::launch::{ComponentSource, Entry, Launch, Plain, Threads};
 use moat_host::preopen::Preopen;
 use moat_host::preopen::{self, PreopenError};
-use moat_host::settings::Spelling;
+use moat_host::settings::{Spelling, Worded};
 use moat_host::trusted::{Kept, Trusted};
 use moat_host::{CacheDir, MoatConfig, MoatError, REFUSED_EXIT, RunOptions};
 
@@ -159,8 +159,9 @@ impl Default for MoatSandbox {
 impl MoatSandbox {
     /// A sandbox that finds the container's files (its component, policy
     /// file and `MOAT_DIRS`) under `root`, and writes why a start was
-    /// refused to `termination_log` (if that file exists, as the kubelet's
-    /// mount does).
+    /// refused, or a run ended at a bound or in a trap, to
+    /// `termination_log` (if that file exists, as the kubelet's mount
+    /// does).
     pub fn new(root: impl Into<PathBuf>, termination_log: impl Into<PathBuf>) -> MoatSandbox {
         MoatSandbox {
             root: root.into(),
@@ -168,9 +169,11 @@ impl MoatSandbox {
         }
     }
 
-    /// Says why the container ends before its guest ran: on stderr (the
-    /// container's log) and in the termination log.
-    fn refuse(&self, why: &str) {
+    /// Says why the container ends without its guest's own exit status (a
+    /// start refused, a guest stopped at a bound or trapped): on stderr
+    /// (the container's log) and in the termination log, which kubelet
+    /// keeps as the container's termination message.
+    fn report(&self, why: &str) {
         let line = format!("moat: error: {why}");
         let _ = writeln!(std::io::stderr(), "{line}");
         if self.termination_log.is_file() {
@@ -194,13 +197,13 @@ impl MoatSandbox {
         let (prepared, deployment) = match self.prepare(container) {
             Ok(prepared) => prepared,
             Err(why) => {
-                self.refuse(&why.to_string());
+                self.report(&why.to_string());
                 return REFUSED_EXIT.into();
             }
         };
         init_logging(&deployment.log);
         let _ = writeln!(std::io::stderr(), "moat: {}", deployment.audit);
-        run(prepared, |why| self.refuse(why))
+        run(prepared, |why| self.report(why))
     }
 }
 
@@ -321,16 +324,12 @@ impl MoatSandbox {
             _ => &[],
         };
         let deployment = Deployment::read(&container.env, image_env, policy.as_ref())?;
-        // Denials name the pod spec's variables, not `moat run`'s flags.
-        let mut settings = deployment.settings.clone();
-        settings.policy = settings.policy.spelled(Spelling::Environment);
-        // The container's process runs this one guest: its descriptors are
-        // bounded by the guest's own caps, not containerd's million.
-        if let Err(e) = moat_host::descriptors::limit_to(&settings.limits) {
-            tracing::warn!("cannot set the descriptor limit the bounds need: {e}");
-        }
-        let mut options =
-            moat_host::settings::run_options(&settings).args(container.args.iter().cloned());
+        // Refusals name the pod spec's variables, not `moat run`'s flags;
+        // the container's process runs this one guest, so its descriptors
+        // are bounded by the guest's own caps, not containerd's million.
+        let settings = &deployment.settings;
+        let mut options = moat_host::settings::one_guest_process(settings, Spelling::Environment)
+            .args(container.args.iter().cloned());
         // The node's cache, whichever the settings name (every default one
         // is kept by the host too).
         let kept: Vec<Kept> = container
@@ -359,7 +358,7 @@ impl MoatSandbox {
             let trail = Audit::to_destination(
                 destination,
                 context,
-                moat_host::settings::audited(&settings, deployment.defaults()),
+                moat_host::settings::audited(settings, deployment.defaults()),
             )
             .map_err(StartError::Audit)?;
             options = options.audit(trail);
@@ -394,7 +393,7 @@ fn init_logging(filter: &str) {
 
 /// Compiles and runs the guest on a runtime of its own, as `moat run` does:
 /// one thread drives the guest and its sockets.
-fn run(prepared: Prepared, refuse: impl Fn(&str)) -> i32 {
+fn run(prepared: Prepared, report: impl Fn(&str)) -> i32 {
     let entry = match prepared.http_addr {
         Some(addr) => Entry::Serve {
             addr: addr.to_string(),
@@ -432,7 +431,7 @@ fn run(prepared: Prepared, refuse: impl Fn(&str)) -> i32 {
     match launch.start(&Plain) {
         Ok(ended) => ended.status(),
         Err(MoatError::NoEntryPoint { reason, .. }) if reason.http_handler.is_some() => {
-            refuse(&format!(
+            report(&format!(
                 "{} is an HTTP handler (it exports a wasi:http handler): set \
                  {HTTP_ADDR_VAR} in the pod spec (for example {HTTP_ADDR_VAR}=0.0.0.0:8080) \
                  to serve it",
@@ -441,7 +440,8 @@ fn run(prepared: Prepared, refuse: impl Fn(&str)) -> i32 {
             REFUSED_EXIT.into()
         }
         Err(e) => {
-            eprintln!("moat: error: {e}");
+            // In the pod spec's words: `MOAT_TIMEOUT`, `MOAT_MAX_MEMORY`.
+            report(&e.worded(Spelling::Environment).to_string());
             e.exit_status().into()
         }
     }

@@ -17,7 +17,7 @@ use moat_host::net::{
     BindOptions, Limits, ListenOptions, Lookup, Net, NetConfig, NetError, PendingWrites, Resolver,
 };
 use moat_host::policy::Policy;
-use moat_host::settings::{Setting, Spelling};
+use moat_host::settings::{Setting, Spelling, Worded};
 use moat_host::{MoatError, RunOptions};
 
 /// Answers chosen names with chosen addresses, as an attacker's DNS
@@ -478,11 +478,12 @@ async fn a_bound_reached_names_the_setting_as_the_user_wrote_it() {
             NetError::LimitReached(limit) => {
                 assert!(
                     limit
+                        .worded(spelling)
                         .to_string()
                         .ends_with(&format!("raise it with {setting}")),
                     "{spelling:?}: {limit}"
                 );
-                let named = limit.setting.map(|s| s.setting.named(spelling));
+                let named = limit.setting.map(|s| s.named(spelling));
                 assert_eq!(named, Some(setting), "{spelling:?}: the typed setting");
             }
             other => panic!("{spelling:?}: expected limit-reached, got {other:?}"),
@@ -525,9 +526,9 @@ async fn a_bound_reached_names_the_setting_as_the_user_wrote_it() {
         .await;
         match &done.exit {
             Err(MoatError::MemoryLimit(reached)) => {
-                assert_eq!(reached.setting.setting.named(spelling), memory);
                 assert!(
                     reached
+                        .worded(spelling)
                         .to_string()
                         .ends_with(&format!("(raise it with {memory})")),
                     "{reached}"
@@ -547,9 +548,11 @@ async fn a_bound_reached_names_the_setting_as_the_user_wrote_it() {
         .await;
         match &done.exit {
             Err(MoatError::TimeLimit(reached)) => {
-                assert_eq!(reached.setting.setting.named(spelling), timeout);
                 assert!(
-                    reached.to_string().contains(&format!("({timeout})")),
+                    reached
+                        .worded(spelling)
+                        .to_string()
+                        .contains(&format!("({timeout})")),
                     "{reached}"
                 );
             }
@@ -694,11 +697,17 @@ async fn a_lookup_timeout_names_its_setting_as_the_user_wrote_it() {
             Err(NetError::TimedOut(timed_out)) => {
                 let named = Setting::LookupTimeout.named(spelling);
                 assert!(
-                    timed_out.to_string().ends_with(&format!("({named})")),
+                    timed_out
+                        .worded(spelling)
+                        .to_string()
+                        .ends_with(&format!("({named})")),
                     "{spelling:?}: {timed_out}"
                 );
-                let setting = timed_out.setting.map(|s| s.setting);
-                assert_eq!(setting, Some(Setting::LookupTimeout), "{spelling:?}");
+                assert_eq!(
+                    timed_out.setting,
+                    Some(Setting::LookupTimeout),
+                    "{spelling:?}"
+                );
             }
             other => panic!("{spelling:?}: {:?}", other.err()),
         }
@@ -731,13 +740,13 @@ async fn lookups_are_bounded_in_number_and_time_and_end_with_their_caller() {
         match result {
             Err(NetError::TimedOut(timed_out)) => {
                 assert_eq!(
-                    timed_out.to_string(),
+                    timed_out.worded(Spelling::Flags).to_string(),
                     format!(
                         "lookup of n{i}.test took longer than 200ms, the run's lookup timeout \
                          (--lookup-timeout)"
                     )
                 );
-                let setting = timed_out.setting.map(|s| s.setting);
+                let setting = timed_out.setting;
                 assert_eq!(setting, Some(Setting::LookupTimeout), "typed");
             }
             other => panic!("{:?}", other.err()),

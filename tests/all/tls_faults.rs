@@ -10,6 +10,7 @@ use crate::support::certs::Ca;
 use crate::support::within;
 use moat_host::net::{ListenOptions, Net, NetError, TlsClientOptions, TlsServerOptions};
 use moat_host::policy::Policy;
+use moat_host::settings::Worded as _;
 use rustls::pki_types::ServerName;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -185,7 +186,9 @@ async fn a_server_that_accepts_and_never_answers_is_a_timeout_and_the_connection
     .await;
     match failed {
         Err(NetError::TimedOut(timed_out)) => assert_eq!(
-            timed_out.to_string(),
+            timed_out
+                .worded(moat_host::settings::Spelling::Flags)
+                .to_string(),
             "TLS handshake took longer than 300ms, the handshake timeout, which the run caps \
              (--tls-handshake-timeout)"
         ),

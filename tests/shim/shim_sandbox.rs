@@ -278,6 +278,39 @@ async fn a_bad_policy_is_refused_at_start_with_a_message_kubectl_shows() {
     assert!(!reached(&listener), "a refused start connects nowhere");
 }
 
+/// A guest stopped at its time or memory bound leaves why in the
+/// termination log, naming the bound as the pod spec writes it (not `moat
+/// run`'s flag, not the embedding API's name), with the exit status
+/// `moat run` gives.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_guest_stopped_at_a_bound_says_so_in_the_pod_specs_words() {
+    let node = Node::new();
+    let hostile = node.place(guests::HOSTILE);
+    let container = file(&hostile, &["wait-forever"], &["MOAT_TIMEOUT=300ms"]);
+    assert_eq!(
+        node.run(&container).await,
+        i32::from(moat_host::TIMEOUT_EXIT)
+    );
+    let message = node.termination_message();
+    assert_eq!(
+        message,
+        "moat: error: the guest ran past its time limit of 300ms (MOAT_TIMEOUT)\n"
+    );
+
+    let container = file(
+        &hostile,
+        &["grow-memory", "256"],
+        &["MOAT_MAX_MEMORY=32MiB"],
+    );
+    assert_eq!(node.run(&container).await, i32::from(moat_host::TRAP_EXIT));
+    let message = node.termination_message();
+    assert!(
+        message.starts_with("moat: error: the guest reached its memory limit: ")
+            && message.ends_with("(raise it with MOAT_MAX_MEMORY)\n"),
+        "{message}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn an_image_built_with_its_component_as_a_file_carries_its_policy_as_a_file() {
     let node = Node::new();

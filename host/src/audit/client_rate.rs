@@ -11,8 +11,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
-use moat_policy::setting::Spelled;
-
 /// Addresses kept before the map is swept of those whose bucket is full
 /// and unused (such an entry is the same as none).
 const SWEEP_AT: usize = 1024;
@@ -21,7 +19,6 @@ const SWEEP_AT: usize = 1024;
 pub(crate) struct ClientRate {
     rate: u64,
     burst: u64,
-    setting: Spelled,
     level: Mutex<Level>,
     /// Whether the trail was told the address is past its rate, since its
     /// last record that passed.
@@ -35,11 +32,10 @@ struct Level {
 }
 
 impl ClientRate {
-    fn new(rate: u64, burst: u64, setting: Spelled) -> ClientRate {
+    fn new(rate: u64, burst: u64) -> ClientRate {
         ClientRate {
             rate,
             burst,
-            setting,
             level: Mutex::new(Level {
                 bytes: burst as f64,
                 at: Instant::now(),
@@ -48,9 +44,9 @@ impl ClientRate {
         }
     }
 
-    /// The rate, in bytes a second, and the setting that raises it.
-    pub(crate) fn bound(&self) -> (u64, Spelled) {
-        (self.rate, self.setting)
+    /// The rate, in bytes a second.
+    pub(crate) fn rate(&self) -> u64 {
+        self.rate
     }
 
     /// Takes `size` bytes, or refuses while the bucket holds fewer.
@@ -90,7 +86,6 @@ impl ClientRate {
 pub(crate) struct ClientRates {
     rate: u64,
     burst: u64,
-    setting: Spelled,
     held: Mutex<Held>,
 }
 
@@ -101,13 +96,11 @@ struct Held {
 }
 
 impl ClientRates {
-    /// Buckets of `burst` bytes refilling at `rate` bytes a second (which
-    /// `setting` raises).
-    pub(crate) fn new(rate: u64, burst: u64, setting: Spelled) -> Arc<ClientRates> {
+    /// Buckets of `burst` bytes refilling at `rate` bytes a second.
+    pub(crate) fn new(rate: u64, burst: u64) -> Arc<ClientRates> {
         Arc::new(ClientRates {
             rate,
             burst,
-            setting,
             held: Mutex::new(Held {
                 buckets: HashMap::new(),
                 sweep_at: SWEEP_AT,
@@ -126,11 +119,11 @@ impl ClientRates {
                 .retain(|_, bucket| Arc::strong_count(bucket) > 1 || !bucket.is_full());
             held.sweep_at = (held.buckets.len() * 2).max(SWEEP_AT);
         }
-        let (rate, burst, setting) = (self.rate, self.burst, self.setting);
+        let (rate, burst) = (self.rate, self.burst);
         Arc::clone(
             held.buckets
                 .entry(client)
-                .or_insert_with(|| Arc::new(ClientRate::new(rate, burst, setting))),
+                .or_insert_with(|| Arc::new(ClientRate::new(rate, burst))),
         )
     }
 
@@ -148,15 +141,9 @@ impl ClientRates {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use moat_policy::setting::Setting;
-    use moat_policy::settings::Spelling;
 
     fn rates(rate: u64, burst: u64) -> Arc<ClientRates> {
-        ClientRates::new(
-            rate,
-            burst,
-            Setting::MaxAuditRatePerClient.spelled(Spelling::Flags),
-        )
+        ClientRates::new(rate, burst)
     }
 
     #[test]

@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
 use moat_policy::policy::{Host, Provenance, Source};
-use moat_policy::setting::Spelled;
+use moat_policy::setting::{Setting, Spelling};
 
 /// The version of the records' form, the `schema` field of every record.
 /// It changes when a field changes meaning or goes away; fields may be
@@ -186,9 +186,8 @@ pub enum Reason {
     },
     /// A bound of the run was reached.
     Limit {
-        /// The setting that raises it, as the run's granter writes it;
-        /// `None` for a fixed cap of moat's.
-        setting: Option<Spelled>,
+        /// The setting that raises it; `None` for a fixed cap of moat's.
+        setting: Option<Setting>,
         /// What was reached, in words.
         reached: String,
     },
@@ -545,8 +544,6 @@ pub enum Body {
     ShareFull {
         /// The share, in bytes.
         limit: u64,
-        /// The setting that raises it, as the run writes it.
-        setting: Spelled,
     },
     /// One client address's requests wrote records faster than their rate
     /// (`moat serve`'s `--max-audit-rate-per-client`): nothing more of that
@@ -555,16 +552,12 @@ pub enum Body {
     ClientRateFull {
         /// The rate, in bytes a second.
         rate: u64,
-        /// The setting that raises it, as the run writes it.
-        setting: Spelled,
     },
     /// The trail reached its size cap: nothing more is recorded, so the
     /// run's network is refused from here on.
     Full {
         /// The cap, in bytes.
         limit: u64,
-        /// The setting that raises it, as the run writes it.
-        setting: Spelled,
     },
 }
 
@@ -609,12 +602,58 @@ fn guest_json(guest: Option<&GuestIdentity>) -> Value {
     }
 }
 
-/// The fields of a record that says a cap was reached (`kind`): the cap
-/// and what operations are refused with from then on.
-fn cap_json(record: &mut Map<String, Value>, kind: &str, limit: u64, message: String) {
-    record.insert("kind".into(), json!(kind));
-    record.insert("limit".into(), json!(limit));
-    record.insert("message".into(), json!(message));
+/// Which of the trail's caps was reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FullKind {
+    /// A request's share ([`Setting::MaxAuditPerRequest`]).
+    Share,
+    /// A client address's rate ([`Setting::MaxAuditRatePerClient`]).
+    ClientRate,
+    /// The trail's size ([`Setting::MaxAuditSize`]).
+    Trail,
+}
+
+impl FullKind {
+    /// The record's `kind`.
+    fn kind(self) -> &'static str {
+        match self {
+            FullKind::Share => "request-share-full",
+            FullKind::ClientRate => "client-rate-full",
+            FullKind::Trail => "trail-full",
+        }
+    }
+}
+
+/// What the guest and the trail are told when the cap `kind` of `bound`
+/// bytes (a second, for a rate) is reached, naming its setting in
+/// `spelling`'s words.
+pub(crate) fn full_text(kind: FullKind, bound: u64, spelling: Spelling) -> String {
+    match kind {
+        FullKind::Share => format!(
+            "audit trail full for this request: its records reached their share of {bound} \
+             bytes, and no more of its network operations are allowed (raise it with {})",
+            Setting::MaxAuditPerRequest.named(spelling)
+        ),
+        FullKind::ClientRate => format!(
+            "audit trail full for this client: its requests' records came faster than {bound} \
+             bytes a second, and no more of its network operations are allowed for now (raise \
+             it with {})",
+            Setting::MaxAuditRatePerClient.named(spelling)
+        ),
+        FullKind::Trail => format!(
+            "audit trail full: it reached its size cap of {bound} bytes, and no network \
+             operation is allowed past it (raise it with {})",
+            Setting::MaxAuditSize.named(spelling)
+        ),
+    }
+}
+
+/// The fields of a record that says a cap was reached: the cap and what
+/// operations are refused with from then on.
+fn cap_json(record: &mut Map<String, Value>, kind: FullKind, bound: u64, spelling: Spelling) {
+    record.insert("kind".into(), json!(kind.kind()));
+    record.insert("limit".into(), json!(bound));
+    record.insert("message".into(), json!(full_text(kind, bound, spelling)));
 }
 
 /// About how many bytes a decision record holds (see [`Body::size`]).
@@ -646,6 +685,10 @@ pub struct AuditRecord {
     pub context: Arc<Context>,
     /// What it says.
     pub body: Body,
+    /// The words its text names settings in: those of the front the run's
+    /// settings came from (`--max-sockets`, `MOAT_MAX_SOCKETS`,
+    /// `Limits::max_sockets`).
+    pub wording: Spelling,
 }
 
 /// `time` in RFC 3339, UTC, to the microsecond (a clock set before 1970
@@ -713,7 +756,7 @@ impl AuditRecord {
             }
             Body::Decision(event) => {
                 record.insert("kind".into(), json!("decision"));
-                decision_json(&mut record, event);
+                decision_json(&mut record, event, self.wording);
             }
             Body::UdpSendCounts {
                 host,
@@ -739,7 +782,7 @@ impl AuditRecord {
                 count,
             } => {
                 record.insert("kind".into(), json!("denial-counts"));
-                decision_json(&mut record, first);
+                decision_json(&mut record, first, self.wording);
                 record.insert("second".into(), json!(rfc3339(*second)));
                 record.insert("count".into(), json!(count));
             }
@@ -751,35 +794,13 @@ impl AuditRecord {
                 record.insert("kind".into(), json!("reload"));
                 record.insert("previous".into(), guest_json(previous.as_ref()));
             }
-            Body::ShareFull { limit, setting } => cap_json(
-                &mut record,
-                "request-share-full",
-                *limit,
-                format!(
-                    "audit trail full for this request: its records reached their share of \
-                     {limit} bytes, and no more of its network operations are allowed (raise \
-                     it with {setting})"
-                ),
-            ),
-            Body::ClientRateFull { rate, setting } => cap_json(
-                &mut record,
-                "client-rate-full",
-                *rate,
-                format!(
-                    "audit trail full for this client: its requests' records came faster than \
-                     {rate} bytes a second, and no more of its network operations are allowed \
-                     for now (raise it with {setting})"
-                ),
-            ),
-            Body::Full { limit, setting } => cap_json(
-                &mut record,
-                "trail-full",
-                *limit,
-                format!(
-                    "audit trail full: it reached its size cap of {limit} bytes, and no network \
-                     operation is allowed past it (raise it with {setting})"
-                ),
-            ),
+            Body::ShareFull { limit } => {
+                cap_json(&mut record, FullKind::Share, *limit, self.wording);
+            }
+            Body::ClientRateFull { rate } => {
+                cap_json(&mut record, FullKind::ClientRate, *rate, self.wording);
+            }
+            Body::Full { limit } => cap_json(&mut record, FullKind::Trail, *limit, self.wording),
         }
         Value::Object(record)
     }
@@ -833,7 +854,7 @@ fn socket_address(addr: SocketAddr) -> String {
 }
 
 /// A decision's fields, into `record`; one piece, as [`AuditRecord::to_json`].
-fn decision_json(record: &mut Map<String, Value>, event: &Event) {
+fn decision_json(record: &mut Map<String, Value>, event: &Event, wording: Spelling) {
     record.insert("operation".into(), json!(event.operation.as_str()));
     if let Some(link) = &event.http {
         record.insert("request".into(), request_json(&link.request));
@@ -903,7 +924,8 @@ fn decision_json(record: &mut Map<String, Value>, event: &Event) {
                 Reason::Limit { setting, reached } => {
                     // A fixed cap has no setting: the record says what was
                     // reached instead.
-                    let setting = setting.map_or_else(|| reached.clone(), |s| s.to_string());
+                    let setting =
+                        setting.map_or_else(|| reached.clone(), |s| s.named(wording).to_owned());
                     (Value::Null, json!({ "kind": "limit", "setting": setting }))
                 }
                 Reason::Invalid => (Value::Null, json!({ "kind": "invalid" })),

@@ -15,13 +15,14 @@ use super::Destination;
 use super::client_rate::ClientRate;
 use super::denials::DenialCounts;
 use super::record::{
-    AuditRecord, Body, Context, Event, GuestIdentity, HttpExchange, SettingRecord,
+    AuditRecord, Body, Context, Event, FullKind, GuestIdentity, HttpExchange, SettingRecord,
+    full_text,
 };
 use super::tally::DecisionCounts;
 use super::udp::UdpCounts;
 use crate::trusted::Trusted;
 use moat_policy::policy::Host;
-use moat_policy::setting::{Setting, Spelled, Spelling};
+use moat_policy::setting::{Spelling, Worded};
 
 /// Most records waiting for the sink; the writer holds at most as many
 /// more, the batch it is writing. A record is a few hundred bytes, so 1024
@@ -170,7 +171,6 @@ impl<W: Write + Send + 'static> AuditSink for JsonLines<W> {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AuditError {
     /// The destination cannot be opened.
-    #[error("cannot open the audit trail {destination}: {reason}")]
     Open {
         /// `--audit`'s value.
         destination: String,
@@ -179,49 +179,61 @@ pub enum AuditError {
     },
     /// The sink failed; nothing more is recorded, so nothing more is
     /// allowed.
-    #[error("the audit trail cannot be written ({0}): no network operation is allowed without it")]
     Failed(String),
-    /// One request's records reached its share of the trail (`moat
-    /// serve`'s `--max-audit-per-request`): that request's audited
-    /// operations are refused, the server's others go on.
-    #[error(
-        "audit trail full for this request: its records reached their share of {limit} bytes, \
-         and no more of its network operations are allowed (raise it with {setting})"
-    )]
+    /// One request's records reached its share of the trail
+    /// ([`Setting::MaxAuditPerRequest`](moat_policy::setting::Setting::MaxAuditPerRequest), `moat serve`'s
+    /// `--max-audit-per-request`): that request's audited operations are
+    /// refused, the server's others go on.
     ShareFull {
         /// The share, in bytes.
         limit: u64,
-        /// The setting that raises it, as the run writes it.
-        setting: Spelled,
     },
     /// One client address's requests wrote records faster than their rate
-    /// (`moat serve`'s `--max-audit-rate-per-client`): that client's
-    /// audited operations are refused until its rate allows more, the
-    /// server's others go on.
-    #[error(
-        "audit trail full for this client: its requests' records came faster than {rate} bytes \
-         a second, and no more of its network operations are allowed for now (raise it with \
-         {setting})"
-    )]
+    /// ([`Setting::MaxAuditRatePerClient`](moat_policy::setting::Setting::MaxAuditRatePerClient), `moat serve`'s
+    /// `--max-audit-rate-per-client`): that client's audited operations
+    /// are refused until its rate allows more, the server's others go on.
     ClientRate {
         /// The rate, in bytes a second.
         rate: u64,
-        /// The setting that raises it, as the run writes it.
-        setting: Spelled,
     },
-    /// The trail reached its size cap; nothing more is recorded, so
-    /// nothing more is allowed.
-    #[error(
-        "audit trail full: it reached its size cap of {limit} bytes, and no network operation is \
-         allowed past it (raise it with {setting})"
-    )]
+    /// The trail reached its size cap ([`Setting::MaxAuditSize`](moat_policy::setting::Setting::MaxAuditSize)); nothing
+    /// more is recorded, so nothing more is allowed.
     Full {
         /// The cap, in bytes.
         limit: u64,
-        /// The setting that raises it, as the run writes it.
-        setting: Spelled,
     },
 }
+
+impl Worded for AuditError {
+    fn write_worded(
+        &self,
+        spelling: Spelling,
+        f: &mut std::fmt::Formatter<'_>,
+    ) -> std::fmt::Result {
+        match self {
+            AuditError::Open {
+                destination,
+                reason,
+            } => write!(f, "cannot open the audit trail {destination}: {reason}"),
+            AuditError::Failed(why) => write!(
+                f,
+                "the audit trail cannot be written ({why}): no network operation is allowed \
+                 without it"
+            ),
+            AuditError::ShareFull { limit } => {
+                f.write_str(&full_text(FullKind::Share, *limit, spelling))
+            }
+            AuditError::ClientRate { rate } => {
+                f.write_str(&full_text(FullKind::ClientRate, *rate, spelling))
+            }
+            AuditError::Full { limit } => {
+                f.write_str(&full_text(FullKind::Trail, *limit, spelling))
+            }
+        }
+    }
+}
+
+moat_policy::display_in_embedding_words!(AuditError);
 
 tokio::task_local! {
     /// The share of the trail of the request whose task makes a record
@@ -237,22 +249,16 @@ tokio::task_local! {
 pub(crate) struct TrailShare {
     limit: u64,
     used: std::sync::atomic::AtomicU64,
-    setting: Spelled,
     /// Whether the trail was told the share is spent (once).
     told: AtomicBool,
     client: Option<Arc<ClientRate>>,
 }
 
 impl TrailShare {
-    pub(crate) fn new(
-        limit: u64,
-        setting: Spelled,
-        client: Option<Arc<ClientRate>>,
-    ) -> Arc<TrailShare> {
+    pub(crate) fn new(limit: u64, client: Option<Arc<ClientRate>>) -> Arc<TrailShare> {
         Arc::new(TrailShare {
             limit,
             used: std::sync::atomic::AtomicU64::new(0),
-            setting,
             told: AtomicBool::new(false),
             client,
         })
@@ -265,18 +271,16 @@ impl TrailShare {
         let before = self.used.fetch_add(size, Ordering::AcqRel);
         if before.saturating_add(size) > self.limit {
             self.used.fetch_sub(size, Ordering::AcqRel);
-            let full = AuditError::ShareFull {
-                limit: self.limit,
-                setting: self.setting,
-            };
+            let full = AuditError::ShareFull { limit: self.limit };
             return Err((full, !self.told.swap(true, Ordering::AcqRel)));
         }
         if let Some(client) = &self.client
             && !client.take(size)
         {
             self.used.fetch_sub(size, Ordering::AcqRel);
-            let (rate, setting) = client.bound();
-            let full = AuditError::ClientRate { rate, setting };
+            let full = AuditError::ClientRate {
+                rate: client.rate(),
+            };
             return Err((full, client.first_refusal()));
         }
         Ok(())
@@ -350,13 +354,19 @@ struct Shared {
     /// The size cap: the default until a run's network is made with this
     /// trail ([`Audit::cap`]), then the run's `max-audit-size`.
     max_bytes: AtomicU64,
-    /// The setting that raises the cap, as the run spells it.
-    cap_setting: Mutex<Spelled>,
+    /// The words its records name settings in: the embedding API's until
+    /// a run's network is made with this trail ([`Audit::cap`]), then that
+    /// run's front's.
+    wording: Mutex<Spelling>,
 }
 
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, Queue> {
         self.queue.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn wording(&self) -> Spelling {
+        *self.wording.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The trail's refusal, once it failed or filled.
@@ -417,6 +427,7 @@ impl Shared {
                 time,
                 context,
                 body,
+                wording: self.wording(),
             });
         }
         drop(queue);
@@ -433,6 +444,7 @@ impl Shared {
             time: SystemTime::now(),
             context,
             body,
+            wording: self.wording(),
         };
         // The request this record is made for pays it from its share, at
         // the length of its line (its context and every escape counted);
@@ -441,13 +453,9 @@ impl Shared {
         if let Ok(Err((full, first))) = SHARE.try_with(|share| share.charge(line_len(&record))) {
             if first {
                 self.append(vec![match &full {
-                    AuditError::ClientRate { rate, setting } => Body::ClientRateFull {
-                        rate: *rate,
-                        setting: *setting,
-                    },
+                    AuditError::ClientRate { rate } => Body::ClientRateFull { rate: *rate },
                     _ => Body::ShareFull {
                         limit: SHARE.with(|share| share.limit),
-                        setting: SHARE.with(|share| share.setting),
                     },
                 }]);
             }
@@ -460,15 +468,11 @@ impl Shared {
         let due = queue.sink_bytes + (queue.in_batch + queue.bytes + size) as u64;
         let limit = self.max_bytes.load(Ordering::Relaxed);
         if due > limit {
-            let setting = *self
-                .cap_setting
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            let full = AuditError::Full { limit, setting };
+            let full = AuditError::Full { limit };
             tracing::debug!(target: "moat::audit", limit, "the audit trail is full; the run's network is refused");
             queue.full = Some(full.clone());
             drop(queue);
-            let mut closing = vec![Body::Full { limit, setting }];
+            let mut closing = vec![Body::Full { limit }];
             closing.extend(self.pending_counts());
             self.append(closing);
             return Err(full);
@@ -693,7 +697,7 @@ impl Audit {
             denials: Mutex::new(DenialCounts::default()),
             counted: AtomicBool::new(false),
             max_bytes: AtomicU64::new(DEFAULT_MAX_AUDIT_SIZE),
-            cap_setting: Mutex::new(Setting::MaxAuditSize.spelled(Spelling::Embedding)),
+            wording: Mutex::new(Spelling::Embedding),
         });
         let for_writer = Arc::clone(&shared);
         let writer = std::thread::Builder::new()
@@ -739,8 +743,8 @@ impl Audit {
         Ok(audit)
     }
 
-    /// Caps the trail at `max_bytes`, its refusal naming the setting as
-    /// `spelling` writes it: what the run whose network records here sets
+    /// Caps the trail at `max_bytes`, its records naming settings in
+    /// `spelling`'s words: what the run whose network records here sets
     /// (`Net::build` calls it, so that `Limits::max_audit_size` has the
     /// same effect as `--max-audit-size`).
     pub(crate) fn cap(&self, max_bytes: u64, spelling: Spelling) {
@@ -748,9 +752,9 @@ impl Audit {
             trail.shared.max_bytes.store(max_bytes, Ordering::Relaxed);
             *trail
                 .shared
-                .cap_setting
+                .wording
                 .lock()
-                .unwrap_or_else(PoisonError::into_inner) = Setting::MaxAuditSize.spelled(spelling);
+                .unwrap_or_else(PoisonError::into_inner) = spelling;
         }
     }
 
@@ -1207,16 +1211,11 @@ mod tests {
             assert!(recorded < 10_000, "never full");
         };
         assert!(
-            matches!(
-                refused,
-                AuditError::Full {
-                    limit: 16384,
-                    setting: Spelled {
-                        setting: Setting::MaxAuditSize,
-                        spelling: Spelling::Flags
-                    }
-                }
-            ),
+            matches!(refused, AuditError::Full { limit: 16384 })
+                && refused
+                    .worded(Spelling::Flags)
+                    .to_string()
+                    .contains("raise it with --max-audit-size"),
             "{refused}"
         );
         assert!(audit.record(|| denial(1)).is_err(), "refused from then on");

@@ -8,42 +8,43 @@ use super::generated::moat::net::types::{
 };
 use crate::net::{NetError, host_port};
 use moat_policy::policy::Capability;
+use moat_policy::setting::{Spelling, Worded};
 
-impl From<NetError> for ErrorCode {
-    /// Each case with the core's text; where the call named an address,
-    /// [`call_error`] adds it.
-    fn from(err: NetError) -> ErrorCode {
-        let text = err.to_string();
-        match err {
-            NetError::Denied(denied) => ErrorCode::Denied(Denial {
-                capability: match denied.capability {
-                    Capability::Connect => WitCapability::Connect,
-                    Capability::Listen => WitCapability::Listen,
-                },
-                host: denied.host.to_string(),
-                port: denied.port,
-                message: text,
-            }),
-            NetError::InvalidArgument(why) => ErrorCode::InvalidArgument(why),
-            NetError::InvalidState(why) => ErrorCode::InvalidState(why),
-            NetError::NameNotResolved(why) => ErrorCode::NameNotResolved(why),
-            NetError::ConnectionRefused => ErrorCode::ConnectionRefused(text),
-            NetError::ConnectionReset => ErrorCode::ConnectionReset(text),
-            NetError::TimedOut(timed_out) => ErrorCode::TimedOut(timed_out.to_string()),
-            NetError::AddressInUse => ErrorCode::AddressInUse(text),
-            NetError::AddressNotAvailable => ErrorCode::AddressNotAvailable(text),
-            NetError::Unreachable => ErrorCode::Unreachable(text),
-            NetError::Closed => ErrorCode::Closed(text),
-            NetError::CertificateUntrusted(why) => ErrorCode::CertificateUntrusted(why),
-            NetError::CertificateNameMismatch(why) => ErrorCode::CertificateNameMismatch(why),
-            NetError::CertificateExpired(why) => ErrorCode::CertificateExpired(why),
-            NetError::TlsHandshake(why) => ErrorCode::TlsHandshake(why),
-            NetError::LimitReached(limit) => ErrorCode::LimitReached(limit.to_string()),
-            NetError::AuditFailed(why) => ErrorCode::LimitReached(why),
-            NetError::AccessDenied(_) => ErrorCode::AccessDenied(text),
-            NetError::DatagramTooLarge => ErrorCode::DatagramTooLarge(text),
-            NetError::Other(why) => ErrorCode::Other(why),
+/// Each case with the core's text, naming settings in `spelling`'s words
+/// (the run's); where the call named an address, [`call_error`] adds it.
+pub(super) fn error_code(err: NetError, spelling: Spelling) -> ErrorCode {
+    let text = err.worded(spelling).to_string();
+    match err {
+        NetError::Denied(denied) => ErrorCode::Denied(Denial {
+            capability: match denied.capability {
+                Capability::Connect => WitCapability::Connect,
+                Capability::Listen => WitCapability::Listen,
+            },
+            host: denied.host.to_string(),
+            port: denied.port,
+            message: text,
+        }),
+        NetError::InvalidArgument(why) => ErrorCode::InvalidArgument(why),
+        NetError::InvalidState(why) => ErrorCode::InvalidState(why),
+        NetError::NameNotResolved(why) => ErrorCode::NameNotResolved(why),
+        NetError::ConnectionRefused => ErrorCode::ConnectionRefused(text),
+        NetError::ConnectionReset => ErrorCode::ConnectionReset(text),
+        NetError::TimedOut(_) => ErrorCode::TimedOut(text),
+        NetError::AddressInUse => ErrorCode::AddressInUse(text),
+        NetError::AddressNotAvailable => ErrorCode::AddressNotAvailable(text),
+        NetError::Unreachable => ErrorCode::Unreachable(text),
+        NetError::Closed => ErrorCode::Closed(text),
+        NetError::CertificateUntrusted(why) => ErrorCode::CertificateUntrusted(why),
+        NetError::CertificateNameMismatch(why) => ErrorCode::CertificateNameMismatch(why),
+        NetError::CertificateExpired(why) => ErrorCode::CertificateExpired(why),
+        NetError::TlsHandshake(why) => ErrorCode::TlsHandshake(why),
+        NetError::LimitReached(limit) => {
+            ErrorCode::LimitReached(limit.worded(spelling).to_string())
         }
+        NetError::AuditFailed(why) => ErrorCode::LimitReached(why.worded(spelling).to_string()),
+        NetError::AccessDenied(_) => ErrorCode::AccessDenied(text),
+        NetError::DatagramTooLarge => ErrorCode::DatagramTooLarge(text),
+        NetError::Other(why) => ErrorCode::Other(why),
     }
 }
 
@@ -54,9 +55,15 @@ impl From<NetError> for ErrorCode {
 /// reported) is prefixed with the call and the address, as in
 /// `connect to 127.0.0.1:9: connection refused`. Texts that already name
 /// what failed (a lookup, a timeout, a certificate) are left as they are.
-pub(super) fn call_error(err: NetError, call: &str, written_host: &str, port: u16) -> ErrorCode {
+pub(super) fn call_error(
+    err: NetError,
+    spelling: Spelling,
+    call: &str,
+    written_host: &str,
+    port: u16,
+) -> ErrorCode {
     let at = || format!("{call} {}", host_port(written_host, port));
-    match ErrorCode::from(err) {
+    match error_code(err, spelling) {
         ErrorCode::Denied(denial) => ErrorCode::Denied(Denial {
             host: written_host.to_owned(),
             ..denial

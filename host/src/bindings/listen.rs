@@ -2,12 +2,12 @@
 
 use wasmtime::component::{Accessor, Resource};
 
-use super::convert::call_error;
+use super::convert::{call_error, error_code};
 use super::generated::moat::net::listen::{
     Accepted, Host, HostListener, HostListenerWithStore, HostWithStore, ListenOptions,
 };
 use super::generated::moat::net::types::{ErrorCode, SocketAddress};
-use super::{MoatNet, NetCtxView};
+use super::{MoatNet, NetCtxView, words};
 use crate::net::{self, TcpListener};
 
 /// The core's listen options from the WIT record.
@@ -35,7 +35,7 @@ impl<T: Send> HostWithStore<T> for MoatNet {
             Ok(listener) => Ok(Ok(
                 store.with(|mut access| access.get().table.push(listener))?
             )),
-            Err(err) => Ok(Err(call_error(err, "listen on", &host, port))),
+            Err(err) => Ok(Err(call_error(err, net.words(), "listen on", &host, port))),
         }
     }
 }
@@ -49,7 +49,7 @@ impl<T: Send> HostListenerWithStore<T> for MoatNet {
             store.with(|mut access| access.get().table.get(&listener).map(TcpListener::queue))?;
         let _waiting = match queue.enter_waiting() {
             Ok(permit) => permit,
-            Err(e) => return Ok(Err(e.into())),
+            Err(e) => return Ok(Err(error_code(e, words(store)))),
         };
         // No await between taking the connection and pushing it: a guest
         // cancelling this accept either gets the socket or leaves it queued.
@@ -88,7 +88,10 @@ impl HostListener for NetCtxView<'_> {
         listener: Resource<TcpListener>,
     ) -> wasmtime::Result<Result<SocketAddress, ErrorCode>> {
         let listener = self.table.get(&listener)?;
-        Ok(listener.local_addr().map(Into::into).map_err(Into::into))
+        Ok(listener
+            .local_addr()
+            .map(Into::into)
+            .map_err(|e| self.code(e)))
     }
 
     fn drop(&mut self, listener: Resource<TcpListener>) -> wasmtime::Result<()> {

@@ -74,6 +74,18 @@ impl HasData for MoatNet {
     type Data<'a> = NetCtxView<'a>;
 }
 
+/// The words the guest's errors name settings in: its run's.
+fn words<T>(store: &wasmtime::component::Accessor<T, MoatNet>) -> moat_policy::setting::Spelling {
+    store.with(|mut access| access.get().net.words())
+}
+
+impl NetCtxView<'_> {
+    /// `err` as the guest gets it, in its run's words.
+    fn code(&self, err: crate::net::NetError) -> generated::moat::net::types::ErrorCode {
+        convert::error_code(err, self.net.words())
+    }
+}
+
 /// Adds every `moat:net` interface to `linker`, at every version served
 /// (the current one and 0.2.0).
 ///

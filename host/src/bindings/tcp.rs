@@ -2,13 +2,13 @@
 
 use wasmtime::component::{Access, Accessor, Resource, StreamReader};
 
-use super::convert::{call_error, duration};
+use super::convert::{call_error, duration, error_code};
 use super::generated::moat::net::tcp::{
     ConnectOptions, Host, HostTcpSocket, HostTcpSocketWithStore, HostWithStore, Keepalive,
 };
 use super::generated::moat::net::types::{ErrorCode, SocketAddress};
 use super::streams::{ReceiveProducer, SendConsumer};
-use super::{MoatNet, NetCtxView};
+use super::{MoatNet, NetCtxView, words};
 use crate::net::{self, TcpConn};
 
 fn keepalive(k: Keepalive) -> net::Keepalive {
@@ -42,7 +42,7 @@ impl<T: Send> HostWithStore<T> for MoatNet {
         let net = store.with(|mut access| access.get().net.clone());
         match net.connect(&host, port, &connect_options(options)).await {
             Ok(conn) => Ok(Ok(store.with(|mut access| access.get().table.push(conn))?)),
-            Err(err) => Ok(Err(call_error(err, "connect to", &host, port))),
+            Err(err) => Ok(Err(call_error(err, net.words(), "connect to", &host, port))),
         }
     }
 }
@@ -57,7 +57,7 @@ impl<T: Send> HostTcpSocketWithStore<T> for MoatNet {
         let checked_out = store.get().table.get(&socket)?.reader();
         match checked_out {
             Ok((reader, _)) => Ok(Ok(StreamReader::new(&mut store, ReceiveProducer(reader))?)),
-            Err(err) => Ok(Err(err.into())),
+            Err(err) => Ok(Err(store.get().code(err))),
         }
     }
 
@@ -76,7 +76,7 @@ impl<T: Send> HostTcpSocketWithStore<T> for MoatNet {
                 // Every stream handed to the host is piped or closed, or
                 // the guest's writer would wait forever.
                 data.close(&mut store)?;
-                Ok(Err(err.into()))
+                Ok(Err(store.get().code(err)))
             }
         }
     }
@@ -87,7 +87,8 @@ impl<T: Send> HostTcpSocketWithStore<T> for MoatNet {
     ) -> wasmtime::Result<Result<(), ErrorCode>> {
         let shutdown =
             store.with(|mut access| access.get().table.get(&socket).map(TcpConn::shutdown))?;
-        Ok(shutdown.await.map_err(ErrorCode::from))
+        let words = words(store);
+        Ok(shutdown.await.map_err(|e| error_code(e, words)))
     }
 }
 
@@ -97,31 +98,32 @@ impl HostTcpSocket for NetCtxView<'_> {
         socket: Resource<TcpConn>,
     ) -> wasmtime::Result<Result<SocketAddress, ErrorCode>> {
         let conn = self.table.get(&socket)?;
-        Ok(conn.local_addr().map(Into::into).map_err(Into::into))
+        let local = conn.local_addr();
+        Ok(local.map(Into::into).map_err(|e| self.code(e)))
     }
 
     fn receive_outcome(
         &mut self,
         socket: Resource<TcpConn>,
     ) -> wasmtime::Result<Option<Result<(), ErrorCode>>> {
-        let conn = self.table.get(&socket)?;
-        Ok(conn.receive_outcome().map(|end| end.map_err(Into::into)))
+        let outcome = self.table.get(&socket)?.receive_outcome();
+        Ok(outcome.map(|end| end.map_err(|e| self.code(e))))
     }
 
     fn send_outcome(
         &mut self,
         socket: Resource<TcpConn>,
     ) -> wasmtime::Result<Option<Result<(), ErrorCode>>> {
-        let conn = self.table.get(&socket)?;
-        Ok(conn.send_outcome().map(|end| end.map_err(Into::into)))
+        let outcome = self.table.get(&socket)?.send_outcome();
+        Ok(outcome.map(|end| end.map_err(|e| self.code(e))))
     }
 
     fn remote_address(
         &mut self,
         socket: Resource<TcpConn>,
     ) -> wasmtime::Result<Result<SocketAddress, ErrorCode>> {
-        let conn = self.table.get(&socket)?;
-        Ok(conn.peer_addr().map(Into::into).map_err(Into::into))
+        let peer = self.table.get(&socket)?.peer_addr();
+        Ok(peer.map(Into::into).map_err(|e| self.code(e)))
     }
 
     fn set_nodelay(
@@ -130,7 +132,7 @@ impl HostTcpSocket for NetCtxView<'_> {
         enabled: bool,
     ) -> wasmtime::Result<Result<(), ErrorCode>> {
         let conn = self.table.get(&socket)?;
-        Ok(conn.set_nodelay(enabled).map_err(Into::into))
+        Ok(conn.set_nodelay(enabled).map_err(|e| self.code(e)))
     }
 
     fn set_keepalive(
@@ -141,7 +143,7 @@ impl HostTcpSocket for NetCtxView<'_> {
         let conn = self.table.get(&socket)?;
         Ok(conn
             .set_keepalive(config.map(keepalive))
-            .map_err(Into::into))
+            .map_err(|e| self.code(e)))
     }
 
     fn drop(&mut self, socket: Resource<TcpConn>) -> wasmtime::Result<()> {

@@ -2,14 +2,14 @@
 
 use wasmtime::component::{Accessor, Resource};
 
-use super::convert::{call_error, duration};
+use super::convert::{call_error, duration, error_code};
 use super::generated::moat::net::listen::ListenOptions;
 use super::generated::moat::net::tcp::ConnectOptions;
 use super::generated::moat::net::tls::{
     ClientOptions, Host, HostWithStore, Identity, ServerOptions,
 };
 use super::generated::moat::net::types::ErrorCode;
-use super::{MoatNet, NetCtxView, listen::listen_options, tcp::connect_options};
+use super::{MoatNet, NetCtxView, listen::listen_options, tcp::connect_options, words};
 use crate::net::{self, NetError, TcpConn, TcpListener};
 
 fn identity(id: Identity) -> net::TlsIdentity {
@@ -67,7 +67,13 @@ impl<T: Send> HostWithStore<T> for MoatNet {
             .await
         {
             Ok(conn) => Ok(Ok(store.with(|mut access| access.get().table.push(conn))?)),
-            Err(err) => Ok(Err(call_error(err, "TLS connect to", &host, port))),
+            Err(err) => Ok(Err(call_error(
+                err,
+                net.words(),
+                "TLS connect to",
+                &host,
+                port,
+            ))),
         }
     }
 
@@ -86,7 +92,13 @@ impl<T: Send> HostWithStore<T> for MoatNet {
             Ok(listener) => Ok(Ok(
                 store.with(|mut access| access.get().table.push(listener))?
             )),
-            Err(err) => Ok(Err(call_error(err, "TLS listen on", &host, port))),
+            Err(err) => Ok(Err(call_error(
+                err,
+                net.words(),
+                "TLS listen on",
+                &host,
+                port,
+            ))),
         }
     }
 
@@ -133,11 +145,13 @@ async fn finish<T: Send>(
 ) -> wasmtime::Result<Result<(), ErrorCode>> {
     let upgrade = match begun {
         Ok(upgrade) => upgrade,
-        Err(err) => return Ok(Err(err.into())),
+        Err(err) => return Ok(Err(error_code(err, words(store)))),
     };
     let outcome = upgrade.run().await;
     store.with(|mut access| {
-        let conn = access.get().table.get_mut(&socket)?;
-        Ok(conn.upgraded(outcome).map_err(ErrorCode::from))
+        let view = access.get();
+        let words = view.net.words();
+        let conn = view.table.get_mut(&socket)?;
+        Ok(conn.upgraded(outcome).map_err(|e| error_code(e, words)))
     })
 }

@@ -2,13 +2,13 @@
 
 use wasmtime::component::{Accessor, Resource};
 
-use super::convert::call_error;
+use super::convert::{call_error, error_code};
 use super::generated::moat::net::types::{ErrorCode, IpAddress, SocketAddress};
 use super::generated::moat::net::udp::{
     BindOptions, Datagram, Host, HostUdpSocket, HostUdpSocketWithStore, HostWithStore,
     MulticastInterface, OutgoingDatagram,
 };
-use super::{MoatNet, NetCtxView};
+use super::{MoatNet, NetCtxView, words};
 use crate::net::{self, UdpSocket};
 
 fn datagram(d: net::Datagram) -> Datagram {
@@ -55,7 +55,7 @@ impl<T: Send> HostWithStore<T> for MoatNet {
         };
         match net.bind_udp(&host, port, &options).await {
             Ok(socket) => Ok(Ok(store.with(|mut access| access.get().table.push(socket))?)),
-            Err(err) => Ok(Err(call_error(err, "bind to", &host, port))),
+            Err(err) => Ok(Err(call_error(err, net.words(), "bind to", &host, port))),
         }
     }
 }
@@ -69,10 +69,11 @@ impl<T: Send> HostUdpSocketWithStore<T> for MoatNet {
         port: u16,
     ) -> wasmtime::Result<Result<(), ErrorCode>> {
         let socket = handle(store, &socket)?;
+        let words = words(store);
         Ok(socket
             .send(&data, &host, port)
             .await
-            .map_err(|e| call_error(e, "send to", &host, port)))
+            .map_err(|e| call_error(e, words, "send to", &host, port)))
     }
 
     async fn send_to(
@@ -82,10 +83,11 @@ impl<T: Send> HostUdpSocketWithStore<T> for MoatNet {
         remote: SocketAddress,
     ) -> wasmtime::Result<Result<(), ErrorCode>> {
         let socket = handle(store, &socket)?;
+        let words = words(store);
         Ok(socket
             .send_to_addr(&data, remote.into())
             .await
-            .map_err(Into::into))
+            .map_err(|e| error_code(e, words)))
     }
 
     async fn send_many(
@@ -94,6 +96,7 @@ impl<T: Send> HostUdpSocketWithStore<T> for MoatNet {
         datagrams: Vec<OutgoingDatagram>,
     ) -> wasmtime::Result<Result<(u32, Option<ErrorCode>), ErrorCode>> {
         let socket = handle(store, &socket)?;
+        let words = words(store);
         let batch: Vec<_> = datagrams
             .into_iter()
             .map(|d| (d.data, d.host, d.port))
@@ -101,9 +104,9 @@ impl<T: Send> HostUdpSocketWithStore<T> for MoatNet {
         Ok(match socket.send_many(&batch).await {
             Ok((sent, failed)) => Ok((
                 u32::try_from(sent).unwrap_or(u32::MAX),
-                failed.map(ErrorCode::from),
+                failed.map(|e| error_code(e, words)),
             )),
-            Err(err) => Err(err.into()),
+            Err(err) => Err(error_code(err, words)),
         })
     }
 
@@ -112,7 +115,12 @@ impl<T: Send> HostUdpSocketWithStore<T> for MoatNet {
         socket: Resource<UdpSocket>,
     ) -> wasmtime::Result<Result<Datagram, ErrorCode>> {
         let socket = handle(store, &socket)?;
-        Ok(socket.receive().await.map(datagram).map_err(Into::into))
+        let words = words(store);
+        Ok(socket
+            .receive()
+            .await
+            .map(datagram)
+            .map_err(|e| error_code(e, words)))
     }
 
     async fn receive_many(
@@ -122,11 +130,12 @@ impl<T: Send> HostUdpSocketWithStore<T> for MoatNet {
     ) -> wasmtime::Result<Result<Vec<Datagram>, ErrorCode>> {
         let socket = handle(store, &socket)?;
         let max = usize::try_from(max).unwrap_or(usize::MAX);
+        let words = words(store);
         Ok(socket
             .receive_many(max)
             .await
             .map(|all| all.into_iter().map(datagram).collect())
-            .map_err(Into::into))
+            .map_err(|e| error_code(e, words)))
     }
 }
 
@@ -140,7 +149,7 @@ impl HostUdpSocket for NetCtxView<'_> {
         let socket = self.table.get(&socket)?;
         Ok(socket
             .join_multicast(group.into(), interface(on))
-            .map_err(Into::into))
+            .map_err(|e| self.code(e)))
     }
 
     fn leave_multicast(
@@ -152,7 +161,7 @@ impl HostUdpSocket for NetCtxView<'_> {
         let socket = self.table.get(&socket)?;
         Ok(socket
             .leave_multicast(group.into(), interface(on))
-            .map_err(Into::into))
+            .map_err(|e| self.code(e)))
     }
 
     fn local_address(
@@ -160,7 +169,10 @@ impl HostUdpSocket for NetCtxView<'_> {
         socket: Resource<UdpSocket>,
     ) -> wasmtime::Result<Result<SocketAddress, ErrorCode>> {
         let socket = self.table.get(&socket)?;
-        Ok(socket.local_addr().map(Into::into).map_err(Into::into))
+        Ok(socket
+            .local_addr()
+            .map(Into::into)
+            .map_err(|e| self.code(e)))
     }
 
     fn close(&mut self, socket: Resource<UdpSocket>) -> wasmtime::Result<()> {

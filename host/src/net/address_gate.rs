@@ -41,9 +41,9 @@ use super::error::{LimitReached, NetError, TimedOut};
 use super::limits::{DEFAULT_ANSWER_LIFETIME, MAX_NOTICES, MAX_WASI_UDP_RECEIVES, SocketSlot};
 use super::own_listeners::OwnListener;
 use super::run::{Admitted, Run, capability_of, unspecified_destination};
-use crate::audit::{Event, Operation, Outcome, Reason};
+use crate::audit::{AuditError, Event, Operation, Outcome, Reason};
 use moat_policy::policy::{Capability, Denied, Host, LookupDenied, Provenance};
-use moat_policy::setting::Setting;
+use moat_policy::setting::{Setting, Spelling, Worded};
 
 /// What a program does with an address, as the gate judges it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,7 +89,27 @@ pub enum LookupError {
     LimitReached(#[source] Box<LimitReached>),
     /// The audit trail could not take the record of the lookup.
     #[error("the audit trail failed: {0}")]
-    AuditFailed(String),
+    AuditFailed(Box<AuditError>),
+}
+
+impl Worded for LookupError {
+    /// The cases that name a setting or a grant in `spelling`'s words;
+    /// every other case as its `Display`.
+    fn write_worded(
+        &self,
+        spelling: Spelling,
+        f: &mut std::fmt::Formatter<'_>,
+    ) -> std::fmt::Result {
+        match self {
+            LookupError::Denied(denied) => denied.write_worded(spelling, f),
+            LookupError::TimedOut(timed_out) => timed_out.write_worded(spelling, f),
+            LookupError::LimitReached(limit) => limit.write_worded(spelling, f),
+            LookupError::AuditFailed(e) => {
+                write!(f, "the audit trail failed: {}", e.worded(spelling))
+            }
+            other => std::fmt::Display::fmt(other, f),
+        }
+    }
 }
 
 impl From<NetError> for LookupError {
@@ -210,7 +230,8 @@ impl AddressGate {
             }
         }
         tracing::debug!(target: "moat::net", %denied, ?use_, "denied");
-        self.notices.tell(denied.to_string());
+        self.notices
+            .tell(denied.worded(self.run.words()).to_string());
         let host = denied.host.clone();
         let port = denied.port;
         Err(self
@@ -330,7 +351,8 @@ impl AddressGate {
         };
         if let Err(denied) = self.run.policy.check_lookup(&host) {
             tracing::debug!(target: "moat::net", %denied, "lookup denied");
-            self.notices.tell(denied.to_string());
+            self.notices
+                .tell(denied.worded(self.run.words()).to_string());
             // Refused whether or not the trail takes the record.
             let _ = self.record_lookup(&host, Err(&denied));
             return Err(LookupError::Denied(denied));
@@ -347,14 +369,14 @@ impl AddressGate {
                         None,
                         Outcome::Allowed { rule: None },
                     );
-                    event.error = Some(e.to_string());
+                    event.error = Some(e.worded(self.run.words()).to_string());
                     event
                 });
                 return Err(e.into());
             }
         };
         self.record_lookup(&host, Ok(&answer.addresses))
-            .map_err(|e| LookupError::AuditFailed(e.to_string()))?;
+            .map_err(|e| LookupError::AuditFailed(Box::new(e)))?;
         let lifetime = answer.lifetime.unwrap_or(DEFAULT_ANSWER_LIFETIME);
         let pinned = self.run.policy.denies_by_name(&host);
         tracing::debug!(target: "moat::net", name = %host, addresses = ?answer.addresses, ?lifetime, pinned, "resolved and recorded");
@@ -365,7 +387,7 @@ impl AddressGate {
             .record(&host, &answer.addresses, lifetime, pinned)
             .map_err(|RecordFull| {
                 let max = self.run.limits.max_recorded_addresses;
-                let setting = Setting::MaxHostMemory.spelled(self.run.policy.spelling());
+                let setting = Setting::MaxHostMemory;
                 tracing::debug!(target: "moat::net", name = %host, max, "record full: lookup refused");
                 LookupError::LimitReached(Box::new(LimitReached {
                     reached: format!(
@@ -395,14 +417,14 @@ impl AddressGate {
                     Outcome::Denied {
                         reason: match denied.deny_entry(&self.run.policy) {
                             None => Reason::NoGrant {
-                                needs: denied.needs().unwrap_or_default(),
+                                needs: denied.needs(self.run.words()).unwrap_or_default(),
                             },
                             Some(entry) => Reason::DenyEntry {
                                 rule: entry.provenance(),
                                 address: None,
                             },
                         },
-                        message: denied.to_string(),
+                        message: denied.worded(self.run.words()).to_string(),
                     },
                     Vec::new(),
                 ),
@@ -421,6 +443,11 @@ impl AddressGate {
     /// A place in the run's socket count, shared with moat:net sockets.
     pub(crate) fn socket_slot(&self) -> Result<SocketSlot, NetError> {
         self.run.slots.try_take()
+    }
+
+    /// The words the run's refusals are shown in.
+    pub(crate) fn words(&self) -> Spelling {
+        self.run.words()
     }
 
     /// Whether the run's socket count has a place free now.
@@ -518,7 +545,7 @@ mod tests {
         assert!(connect(443).is_ok());
         match connect(80) {
             Err(NetError::Denied(denied)) => assert_eq!(
-                denied.to_string(),
+                denied.worded(Spelling::Flags).to_string(),
                 "connect to api.test:80 denied: needs --allow-net=api.test:80"
             ),
             other => panic!("{other:?}"),
@@ -540,7 +567,7 @@ mod tests {
         let only_8080 = gate_for(only_8080);
         match only_8080.judge(local(37141), AddressUse::Listen) {
             Err(NetError::Denied(denied)) => assert_eq!(
-                denied.to_string(),
+                denied.worded(Spelling::Flags).to_string(),
                 "listen on 127.0.0.1:0 denied: needs --allow-listen=127.0.0.1:0"
             ),
             other => panic!("{other:?}"),
@@ -589,7 +616,7 @@ mod tests {
             record(&gate, "tracker.lan.test", ip);
             match gate.judge(to(8080), AddressUse::Connect) {
                 Err(NetError::Denied(denied)) => assert_eq!(
-                    denied.to_string(),
+                    denied.worded(Spelling::Flags).to_string(),
                     "connect to tracker.lan.test:8080 denied by --deny-net=tracker.lan.test:8080 \
                      (it resolved to 10.0.0.7)"
                 ),

@@ -13,7 +13,7 @@ use crate::net::{
     BindOptions, ConnectOptions, Lookup, Net, NetConfig, NetError, PendingWrites, Resolver,
 };
 use moat_policy::policy::Source;
-use moat_policy::settings::{Origin, Setting, Settings};
+use moat_policy::settings::{Origin, Setting, Settings, Spelling, Worded as _};
 
 /// A sink that keeps what it is given.
 #[derive(Clone, Default)]
@@ -142,7 +142,7 @@ async fn a_connect_is_recorded_with_its_rule_and_the_address_used() {
         denied.outcome,
         Outcome::Denied {
             reason: Reason::NoGrant { needs },
-            message: refused.to_string(),
+            message: refused.worded(Spelling::Flags).to_string(),
         }
     );
 }
@@ -167,7 +167,7 @@ async fn a_name_whose_every_address_is_denied_names_them_all() {
         .err()
         .expect("refused");
     assert_eq!(
-        refused.to_string(),
+        refused.worded(Spelling::Flags).to_string(),
         "connect to rebind.test:80 denied by --deny-net=private (it resolved to 10.0.0.5; \
          its other addresses 169.254.169.254, 192.168.1.9 are denied too)"
     );
@@ -338,7 +338,7 @@ async fn a_trail_that_cannot_be_written_stops_the_runs_network() {
         .err()
         .expect("refused");
     assert!(
-        matches!(&refused, NetError::AuditFailed(why) if why.contains("no space left on device")),
+        matches!(&refused, NetError::AuditFailed(why) if why.to_string().contains("no space left on device")),
         "{refused}"
     );
     let socket = net.bind_udp("127.0.0.1", 0, &BindOptions::default()).await;

@@ -23,16 +23,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::error::NetError;
-use moat_policy::setting::{Setting, Spelled, Spelling};
+use moat_policy::setting::Setting;
 
 /// One run's account of host memory.
 #[derive(Debug)]
 pub(crate) struct Budget {
     used: AtomicUsize,
     max: usize,
-    /// The setting a refusal names (`--max-host-memory`,
-    /// `MOAT_MAX_HOST_MEMORY`).
-    setting: Spelled,
 }
 
 /// Bytes paid from a [`Budget`], given back when dropped.
@@ -44,17 +41,11 @@ pub(crate) struct Charge {
 
 impl Budget {
     /// A budget of `max` bytes (`None`: unbounded, counted all the same).
+    /// A refusal names [`Setting::MaxHostMemory`].
     pub(crate) fn new(max: Option<usize>) -> Arc<Budget> {
-        Budget::spelled(max, Spelling::Flags)
-    }
-
-    /// As [`Budget::new`], a refusal naming the setting as `spelling`
-    /// writes it.
-    pub(crate) fn spelled(max: Option<usize>, spelling: Spelling) -> Arc<Budget> {
         Arc::new(Budget {
             used: AtomicUsize::new(0),
             max: max.unwrap_or(usize::MAX),
-            setting: Setting::MaxHostMemory.spelled(spelling),
         })
     }
 
@@ -91,7 +82,7 @@ impl Budget {
                  already",
                 self.max
             ),
-            self.setting,
+            Setting::MaxHostMemory,
         ))
     }
 }
@@ -145,13 +136,15 @@ mod tests {
 
     #[test]
     fn a_budget_refuses_what_would_pass_it_and_takes_back_what_is_dropped() {
-        let budget = Budget::spelled(Some(100), Spelling::Environment);
+        use moat_policy::setting::{Spelling, Worded};
+        let budget = Budget::new(Some(100));
         let a = budget.charge(60, "a test").unwrap();
         let err = budget.charge(41, "a lookup answer").unwrap_err();
         assert!(
             err.limit_setting() == Some(Setting::MaxHostMemory)
                 && err.to_string().contains("a lookup answer")
                 && err
+                    .worded(Spelling::Environment)
                     .to_string()
                     .contains("raise it with MOAT_MAX_HOST_MEMORY"),
             "{err}"

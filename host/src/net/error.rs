@@ -4,8 +4,11 @@ use std::io;
 
 use rustix::io::Errno;
 
+use crate::audit::AuditError;
 use moat_policy::policy::{Denied, HostError};
-use moat_policy::setting::Spelled;
+use std::fmt;
+
+use moat_policy::setting::{Setting, Spelling, Worded};
 
 /// Everything a socket operation can fail with. Each case maps to one case
 /// of the WIT variant `moat:net/types.error-code`, so a guest can match on
@@ -72,7 +75,7 @@ pub enum NetError {
     /// The audit trail could not take the record of the call, so the call
     /// was not made: nothing is done that the trail does not hold.
     #[error("the audit trail failed: {0}")]
-    AuditFailed(String),
+    AuditFailed(Box<AuditError>),
     /// The operating system refused the call (EACCES, EPERM: a privileged
     /// port, broadcast without SO_BROADCAST, a firewall rule); moat's
     /// policy allowed it.
@@ -89,32 +92,68 @@ pub enum NetError {
 
 /// A bound of the run that refused a call.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{reached}{}", match .setting { Some(s) => format!("; raise it with {s}"), None => String::new() })]
 pub struct LimitReached {
     /// What was reached, in words: "the run holds 1024 sockets and
     /// listeners".
     pub reached: String,
-    /// The setting that raises it, as the run writes it; `None` for a
-    /// fixed cap of moat's that no setting raises.
-    pub setting: Option<Spelled>,
+    /// The setting that raises it; `None` for a fixed cap of moat's that
+    /// no setting raises.
+    pub setting: Option<Setting>,
 }
 
 /// A call that took longer than it was given.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{what}{}", match .setting { Some(s) => format!(" ({s})"), None => String::new() })]
 pub struct TimedOut {
     /// What took too long and which timeout ended it, in words: "lookup of
     /// example.com took longer than 15s, the run's lookup timeout".
     pub what: String,
-    /// The run's setting that sets or caps that timeout, as the run writes
-    /// it; `None` for the call's own timeout or the operating system's.
-    pub setting: Option<Spelled>,
+    /// The run's setting that sets or caps that timeout; `None` for the
+    /// call's own timeout or the operating system's.
+    pub setting: Option<Setting>,
 }
+
+impl Worded for LimitReached {
+    /// `the run holds 1024 sockets and listeners; raise it with --max-sockets`.
+    fn write_worded(&self, spelling: Spelling, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.reached)?;
+        match self.setting {
+            Some(setting) => write!(f, "; raise it with {}", setting.named(spelling)),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Worded for TimedOut {
+    /// `lookup of example.com took longer than 15s (--lookup-timeout)`.
+    fn write_worded(&self, spelling: Spelling, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.what)?;
+        match self.setting {
+            Some(setting) => write!(f, " ({})", setting.named(spelling)),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Worded for NetError {
+    /// The cases that name a setting or a grant in `spelling`'s words;
+    /// every other case as its `Display`.
+    fn write_worded(&self, spelling: Spelling, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NetError::Denied(denied) => denied.write_worded(spelling, f),
+            NetError::TimedOut(timed_out) => timed_out.write_worded(spelling, f),
+            NetError::LimitReached(limit) => write!(f, "limit reached: {}", limit.worded(spelling)),
+            NetError::AuditFailed(e) => write!(f, "the audit trail failed: {}", e.worded(spelling)),
+            other => fmt::Display::fmt(other, f),
+        }
+    }
+}
+
+moat_policy::display_in_embedding_words!(LimitReached, TimedOut);
 
 impl NetError {
     /// A call that took longer than `what` says, under the run's
     /// `setting` (`None`: the call's own timeout).
-    pub(crate) fn timed_out(what: impl Into<String>, setting: Option<Spelled>) -> NetError {
+    pub(crate) fn timed_out(what: impl Into<String>, setting: Option<Setting>) -> NetError {
         NetError::TimedOut(Box::new(TimedOut {
             what: what.into(),
             setting,
@@ -123,7 +162,7 @@ impl NetError {
 
     /// A refusal by the bound `setting`, having reached what `reached`
     /// says.
-    pub(crate) fn limit(reached: impl Into<String>, setting: Spelled) -> NetError {
+    pub(crate) fn limit(reached: impl Into<String>, setting: Setting) -> NetError {
         NetError::LimitReached(Box::new(LimitReached {
             reached: reached.into(),
             setting: Some(setting),
@@ -140,10 +179,10 @@ impl NetError {
 
     /// The setting whose bound refused the call or whose timeout ended
     /// it, if the run's setting did.
-    pub fn limit_setting(&self) -> Option<moat_policy::setting::Setting> {
+    pub fn limit_setting(&self) -> Option<Setting> {
         match self {
-            NetError::LimitReached(limit) => limit.setting.map(|s| s.setting),
-            NetError::TimedOut(timed_out) => timed_out.setting.map(|s| s.setting),
+            NetError::LimitReached(limit) => limit.setting,
+            NetError::TimedOut(timed_out) => timed_out.setting,
             _ => None,
         }
     }
@@ -161,6 +200,12 @@ pub(crate) fn host_port(host: &str, port: u16) -> String {
 impl From<Denied> for NetError {
     fn from(denied: Denied) -> NetError {
         NetError::Denied(Box::new(denied))
+    }
+}
+
+impl From<AuditError> for NetError {
+    fn from(err: AuditError) -> NetError {
+        NetError::AuditFailed(Box::new(err))
     }
 }
 

@@ -19,7 +19,7 @@ use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::error::NetError;
-use moat_policy::setting::{Setting, Spelled, Spelling};
+use moat_policy::setting::Setting;
 
 // The bounds a setting sets, and their defaults, are moat-policy's: plain
 // data beside the settings table (public as `moat_host::limits`).
@@ -161,8 +161,6 @@ pub(crate) const POOL_KEEP: usize = 4;
 pub(crate) struct SocketSlots {
     slots: Option<Arc<Semaphore>>,
     max: u32,
-    /// The setting a refusal names (`--max-sockets`, `MOAT_MAX_SOCKETS`).
-    setting: Spelled,
 }
 
 /// One socket's place in its run's count (and in its listener's), given
@@ -188,13 +186,11 @@ impl SocketSlot {
 }
 
 impl SocketSlots {
-    /// Slots for `max` sockets; a refusal names the setting as `spelling`
-    /// writes it.
-    pub(crate) fn new(max: Option<u32>, spelling: Spelling) -> SocketSlots {
+    /// Slots for `max` sockets; a refusal names [`Setting::MaxSockets`].
+    pub(crate) fn new(max: Option<u32>) -> SocketSlots {
         SocketSlots {
             slots: max.map(|n| Arc::new(Semaphore::new(n as usize))),
             max: max.unwrap_or(u32::MAX),
-            setting: Setting::MaxSockets.spelled(spelling),
         }
     }
 
@@ -215,7 +211,7 @@ impl SocketSlots {
                         "the run holds {} sockets and listeners (closed sockets still sending count too)",
                         self.max
                     ),
-                    self.setting,
+                    Setting::MaxSockets,
                 ))
             }
         }
@@ -264,18 +260,15 @@ type PeerCounts = Arc<Mutex<HashMap<IpAddr, u32>>>;
 pub(crate) struct WaitingCalls {
     turns: Arc<Semaphore>,
     max: u32,
-    /// The setting a refusal names.
-    setting: Spelled,
 }
 
 impl WaitingCalls {
-    /// Places for `max` waiting calls; a refusal names the setting as
-    /// `spelling` writes it.
-    pub(crate) fn new(max: u32, spelling: Spelling) -> WaitingCalls {
+    /// Places for `max` waiting calls; a refusal names
+    /// [`Setting::MaxWaitingCalls`].
+    pub(crate) fn new(max: u32) -> WaitingCalls {
         WaitingCalls {
             turns: Arc::new(Semaphore::new(max.max(1) as usize)),
             max,
-            setting: Setting::MaxWaitingCalls.spelled(spelling),
         }
     }
 
@@ -288,7 +281,7 @@ impl WaitingCalls {
                     "the run has {} receives, accepts and lookups waiting already",
                     self.max
                 ),
-                self.setting,
+                Setting::MaxWaitingCalls,
             )
         })
     }
@@ -362,7 +355,7 @@ mod tests {
 
     #[test]
     fn slots_are_given_back_when_dropped() {
-        let slots = SocketSlots::new(Some(2), Spelling::Flags);
+        let slots = SocketSlots::new(Some(2));
         let a = slots.try_take().unwrap();
         let _b = slots.try_take().unwrap();
         assert!(matches!(slots.try_take(), Err(NetError::LimitReached(_))));

@@ -69,7 +69,7 @@ use tokio_rustls::TlsAcceptor;
 
 use crate::audit::{self, Audit, Operation};
 use moat_policy::policy::Policy;
-use moat_policy::setting::{Setting, Spelled};
+use moat_policy::setting::Setting;
 use run::Run;
 use tasks::Tasks;
 
@@ -142,15 +142,21 @@ impl Net {
         self.run.budget.used()
     }
 
-    /// The setting that caps every TLS handshake of the run, as the run
-    /// writes it.
-    fn handshake_cap(&self) -> Spelled {
-        Setting::TlsHandshakeTimeout.spelled(self.run.policy.spelling())
+    /// The setting that caps every TLS handshake of the run.
+    fn handshake_cap(&self) -> Setting {
+        Setting::TlsHandshakeTimeout
     }
 
     /// The policy every call is checked against.
     pub fn policy(&self) -> &Policy {
         &self.run.policy
+    }
+
+    /// The words the run's refusals are shown in (its policy's
+    /// [`Spelling`](moat_policy::setting::Spelling)): the edges that show
+    /// one (the guest's error, a notice, a record, a reply) render it so.
+    pub(crate) fn words(&self) -> moat_policy::setting::Spelling {
+        self.run.words()
     }
 
     /// The run's host-memory budget.
@@ -407,7 +413,7 @@ impl Net {
                 event.address = peer;
                 event
             })
-            .map_err(|e| NetError::AuditFailed(e.to_string()))
+            .map_err(NetError::from)
     }
 
     /// Binds a UDP socket to `host`:`port` (port 0: any free port).

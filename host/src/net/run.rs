@@ -38,6 +38,7 @@ use crate::audit::{Audit, Event, HttpLink, Operation, Outcome, Reason, Refusal};
 use moat_policy::policy::{
     Capability, Denied, DenyReason, Host, OwnListenerOnPort, Policy, Provenance, Source,
 };
+use moat_policy::setting::{Spelling, Worded as _};
 
 /// The capability an operation needs.
 pub(crate) fn capability_of(operation: Operation) -> Capability {
@@ -88,12 +89,13 @@ impl Resolved {
     }
 }
 
-/// Why `error` refused a call, for the audit trail.
-fn reason_of(error: &NetError) -> Reason {
+/// Why `error` refused a call, for the audit trail, a grant it needs in
+/// `spelling`'s words.
+fn reason_of(error: &NetError, spelling: Spelling) -> Reason {
     match error {
         NetError::Denied(denied) => match &denied.reason {
             DenyReason::NotGranted => Reason::NoGrant {
-                needs: denied.needs().unwrap_or_default(),
+                needs: denied.needs(spelling).unwrap_or_default(),
             },
             DenyReason::DeniedBy {
                 entry,
@@ -140,18 +142,16 @@ pub(crate) struct Run {
 impl Run {
     pub(crate) fn new(policy: Policy, limits: Limits, resolver: Option<Arc<dyn Resolver>>) -> Run {
         let resolver = resolver.unwrap_or_else(|| Arc::new(SystemResolver::new()));
-        let spelling = policy.spelling();
-        let budget = Budget::spelled(limits.max_host_memory, spelling);
+        let budget = Budget::new(limits.max_host_memory);
         Run {
             lookups: Lookups::new(
                 resolver,
                 limits.max_lookups,
                 limits.lookup_timeout,
-                spelling,
                 Arc::clone(&budget),
             ),
-            slots: SocketSlots::new(limits.max_sockets, spelling),
-            waiting: WaitingCalls::new(limits.max_waiting_calls, spelling),
+            slots: SocketSlots::new(limits.max_sockets),
+            waiting: WaitingCalls::new(limits.max_waiting_calls),
             names: Mutex::new(ResolvedNames::new(limits.max_recorded_addresses, &budget)),
             budget,
             policy,
@@ -159,6 +159,12 @@ impl Run {
             audit: Audit::off(),
             own_listeners: Arc::default(),
         }
+    }
+
+    /// The words the run's refusals are shown in: its front's (the
+    /// policy's [`Spelling`]).
+    pub(crate) fn words(&self) -> Spelling {
+        self.policy.spelling()
     }
 
     /// Records a refusal of `operation` on `host`:`port`, and returns it.
@@ -228,8 +234,8 @@ impl Run {
                 host,
                 port,
                 Outcome::Denied {
-                    reason: reason_of(&error),
-                    message: error.to_string(),
+                    reason: reason_of(&error, self.words()),
+                    message: error.worded(self.words()).to_string(),
                 },
             );
             if let Some(resolved) = resolved {
@@ -259,7 +265,7 @@ impl Run {
         used: Option<SocketAddr>,
     ) -> Result<(), NetError> {
         self.went_ahead(admitted, resolved, used, None)
-            .map_err(|e| NetError::AuditFailed(e.to_string()))
+            .map_err(NetError::from)
     }
 
     /// Records that the admitted call failed at the network (its name has
@@ -298,7 +304,7 @@ impl Run {
             event.address = used;
             event.own_listener = admitted.own_listener;
             event.http.clone_from(&admitted.http);
-            event.error = error.map(NetError::to_string);
+            event.error = error.map(|e| e.worded(self.words()).to_string());
             event
         };
         match admitted.operation {

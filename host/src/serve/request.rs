@@ -28,6 +28,7 @@ use crate::kit::{self, MoatCtx};
 use crate::net::{Abandoned, Net, Notices, Unfinished};
 use crate::options::RunOptions;
 use crate::run_state::RunState;
+use moat_policy::setting::{Spelling, Worded};
 
 /// How often the server's ticker interrupts running handlers so that each
 /// checks its request's deadline: 10 ms, so a handler in a loop is stopped
@@ -79,8 +80,6 @@ impl Shared {
             crate::audit::ClientRates::new(
                 limits.max_audit_rate_per_client,
                 limits.max_audit_per_request,
-                moat_policy::setting::Setting::MaxAuditRatePerClient
-                    .spelled(net.policy().spelling()),
             )
         });
         Shared {
@@ -176,7 +175,7 @@ impl Shared {
         };
         answered.await.unwrap_or_else(|refused| {
             self.refused(&refused);
-            refused.response(self.run.net.policy.spelling())
+            refused.response(self.net.words())
         })
     }
 
@@ -266,11 +265,7 @@ impl Shared {
             },
         );
         kit::prepare(&mut store);
-        let mut callback = deadline_callback(
-            Instant::now() + limit,
-            limit,
-            self.run.net.policy.spelling(),
-        );
+        let mut callback = deadline_callback(Instant::now() + limit, limit);
         store.epoch_deadline_callback(move |_| callback());
         Ok(store)
     }
@@ -288,14 +283,13 @@ impl Shared {
         watch: &Arc<Watch>,
     ) -> Result<Response<HyperOutgoingBody>, Refused> {
         let limits = self.net.limits();
-        let spelling = self.run.net.policy.spelling();
+        let spelling = self.net.words();
         // The request's share of the trail: its handler's records, and its
         // outgoing requests' and sockets' (the context's hooks take it now),
         // are paid from it, and from its client's rate.
         let trail_share = self.run.audit_trail().is_on().then(|| {
             crate::audit::TrailShare::new(
                 limits.max_audit_per_request,
-                moat_policy::setting::Setting::MaxAuditPerRequest.spelled(spelling),
                 self.trail_rates
                     .as_ref()
                     .map(|rates| rates.of(crate::net::limits::peer_of(peer))),
@@ -323,7 +317,7 @@ impl Shared {
         let limit = admitted.limit;
         let handler = tokio::spawn(crate::audit::in_share(trail_share, async move {
             let ended = tokio::select! {
-                ended = bounded(limit, spelling, prepared.call(&mut store)) => ended,
+                ended = bounded(limit, prepared.call(&mut store)) => ended,
                 () = watch.stopped() => Err(wasmtime::Error::new(Stopped)),
             };
             if ended.is_err() {
@@ -353,7 +347,7 @@ impl Shared {
                         // details (the guest's backtrace) go to the debug
                         // log, never to the client or the terminal.
                         tracing::debug!(target: "moat::http", error = format!("{e:#}"), "the handler failed");
-                        describe(&e)
+                        describe(&e, spelling)
                     }
                     Err(e) => format!("the handler's task failed: {e}"),
                 },
@@ -407,24 +401,21 @@ struct Stopped;
 /// `call`, stopped at the request's time limit.
 async fn bounded(
     limit: Duration,
-    spelling: moat_policy::setting::Spelling,
     call: impl Future<Output = wasmtime::Result<()>>,
 ) -> wasmtime::Result<()> {
     match tokio::time::timeout(limit, call).await {
         Ok(ended) => ended,
-        Err(_) => Err(wasmtime::Error::new(TimeLimitReached {
-            limit,
-            setting: moat_policy::setting::Setting::Timeout.spelled(spelling),
-        })),
+        Err(_) => Err(wasmtime::Error::new(TimeLimitReached { limit })),
     }
 }
 
-/// What a client is told of a handler that ended without answering.
-fn describe(e: &wasmtime::Error) -> String {
+/// What a client is told of a handler that ended without answering,
+/// naming a limit in `spelling`'s words.
+fn describe(e: &wasmtime::Error, spelling: Spelling) -> String {
     if let Some(reached) = e.downcast_ref::<MemoryLimitReached>() {
-        format!("the handler was stopped: {reached}")
+        format!("the handler was stopped: {}", reached.worded(spelling))
     } else if let Some(reached) = e.downcast_ref::<TimeLimitReached>() {
-        format!("the handler was stopped: {reached}")
+        format!("the handler was stopped: {}", reached.worded(spelling))
     } else {
         "the handler trapped".to_owned()
     }

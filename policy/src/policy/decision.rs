@@ -7,7 +7,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 
 use super::{Capability, DenyEntry, Host, Policy, Provenance, Source};
-use crate::setting::Spelling;
+use crate::setting::{Spelling, Worded};
 
 /// An invalid allow or deny list.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -47,8 +47,6 @@ pub struct Denied {
     pub port: u16,
     /// Why.
     pub reason: DenyReason,
-    /// How the message names the settings.
-    pub spelling: Spelling,
     /// The other addresses the name resolved to, each refused too (by a
     /// deny entry): a denial of a name names every address it refused.
     pub also_resolved_to: Box<[IpAddr]>,
@@ -91,17 +89,16 @@ pub enum DenyReason {
     },
 }
 
-impl fmt::Display for Denied {
+impl Worded for Denied {
     /// `connect to example.com:443 denied: needs --allow-net=example.com:443`,
     /// or `connect to rebind.example:80 denied by --deny-net=private (it
     /// resolved to 127.0.0.1)`.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    fn write_worded(&self, spelling: Spelling, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let Denied {
             capability,
             host,
             port,
             reason,
-            spelling,
             also_resolved_to,
             own_listener,
         } = self;
@@ -131,7 +128,7 @@ impl fmt::Display for Denied {
                 "{verb} {host}:{port} denied: needs {}",
                 capability
                     .grant()
-                    .written(*spelling, &format!("{host}:{port}"))
+                    .written(spelling, &format!("{host}:{port}"))
             ),
             DenyReason::DeniedBy {
                 entry,
@@ -139,7 +136,7 @@ impl fmt::Display for Denied {
                 carried,
                 ..
             } => {
-                let by = capability.deny().written(*spelling, entry);
+                let by = capability.deny().written(spelling, entry);
                 write!(f, "{verb} {host}:{port} denied by {by}")?;
                 match (address, carried) {
                     (None, None) => return Ok(()),
@@ -167,6 +164,8 @@ impl fmt::Display for Denied {
     }
 }
 
+crate::display_in_embedding_words!(Denied, LookupDenied);
+
 impl std::error::Error for Denied {}
 
 impl Denied {
@@ -176,14 +175,15 @@ impl Denied {
         matches!(self.reason, DenyReason::DeniedBy { .. })
     }
 
-    /// The setting that would allow the call (`--allow-net=example.com:443`),
-    /// when no grant allowed it; `None` when a deny entry refused it.
-    pub fn needs(&self) -> Option<String> {
+    /// The setting that would allow the call, as `spelling` writes it
+    /// (`--allow-net=example.com:443`), when no grant allowed it; `None`
+    /// when a deny entry refused it.
+    pub fn needs(&self, spelling: Spelling) -> Option<String> {
         match self.reason {
             DenyReason::NotGranted => Some(
                 self.capability
                     .grant()
-                    .written(self.spelling, &format!("{}:{}", self.host, self.port)),
+                    .written(spelling, &format!("{}:{}", self.host, self.port)),
             ),
             DenyReason::DeniedBy { .. } => None,
         }
@@ -199,28 +199,31 @@ pub struct LookupDenied {
     pub name: Host,
     /// Why.
     pub reason: DenyReason,
-    /// How the message names the settings.
-    pub spelling: Spelling,
+    /// The capability whose deny list refused the name (with
+    /// [`DenyReason::DeniedBy`]); [`Capability::Connect`] when no grant
+    /// names it.
+    pub capability: Capability,
 }
 
-impl fmt::Display for LookupDenied {
+impl Worded for LookupDenied {
     /// `lookup of db.example denied: no --allow-net or --allow-listen entry
     /// names it (--allow-net=db.example would)`, or `lookup of evil.example
     /// denied by --deny-net=evil.example`.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    fn write_worded(&self, spelling: Spelling, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let name = &self.name;
-        let net = Capability::Connect.grant_setting(self.spelling);
-        let listen = Capability::Listen.grant_setting(self.spelling);
+        let net = Capability::Connect.grant_setting(spelling);
+        let listen = Capability::Listen.grant_setting(spelling);
         match &self.reason {
             DenyReason::NotGranted => write!(
                 f,
                 "lookup of {name} denied: no {net} or {listen} entry names it ({} would)",
                 Capability::Connect
                     .grant()
-                    .written(self.spelling, &name.to_string())
+                    .written(spelling, &name.to_string())
             ),
             DenyReason::DeniedBy { entry, .. } => {
-                write!(f, "lookup of {name} denied by {entry}")
+                let by = self.capability.deny().written(spelling, entry);
+                write!(f, "lookup of {name} denied by {by}")
             }
         }
     }
@@ -229,14 +232,15 @@ impl fmt::Display for LookupDenied {
 impl std::error::Error for LookupDenied {}
 
 impl LookupDenied {
-    /// The setting that would allow the lookup (`--allow-net=db.example`),
-    /// when no grant named the name; `None` when a deny entry refused it.
-    pub fn needs(&self) -> Option<String> {
+    /// The setting that would allow the lookup, as `spelling` writes it
+    /// (`--allow-net=db.example`), when no grant named the name; `None`
+    /// when a deny entry refused it.
+    pub fn needs(&self, spelling: Spelling) -> Option<String> {
         match self.reason {
             DenyReason::NotGranted => Some(
                 Capability::Connect
                     .grant()
-                    .written(self.spelling, &self.name.to_string()),
+                    .written(spelling, &self.name.to_string()),
             ),
             DenyReason::DeniedBy { .. } => None,
         }

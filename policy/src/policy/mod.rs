@@ -22,6 +22,7 @@
 //!
 //! ```
 //! use moat_policy::policy::{Capability, Host, Policy};
+//! use moat_policy::setting::{Spelling, Worded};
 //!
 //! let policy = Policy::new()
 //!     .allow_connect("example.com:443,*.internal.example,10.0.0.0/8")?
@@ -33,11 +34,16 @@
 //! let denied = policy
 //!     .check(Capability::Connect, &Host::parse("example.com")?, 80)
 //!     .unwrap_err();
-//! // A policy made in code names the call that would allow it; the CLI's
-//! // (`Settings`, or `.spelled(Spelling::Flags)`) names the flag.
+//! // The denial carries what it needs, not words: as text it names the
+//! // call that would allow it, and shown in the command line's words the
+//! // flag.
 //! assert_eq!(
 //!     denied.to_string(),
 //!     r#"connect to example.com:80 denied: needs Policy::allow_connect("example.com:80")"#
+//! );
+//! assert_eq!(
+//!     denied.worded(Spelling::Flags).to_string(),
+//!     "connect to example.com:80 denied: needs --allow-net=example.com:80"
 //! );
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -88,16 +94,18 @@ impl Policy {
         }
     }
 
-    /// Names settings in denials as `spelling` writes them (default:
-    /// the embedding API's names, [`Spelling::Embedding`]; the settings
-    /// table's [`Settings`](crate::settings::Settings) spells them as
-    /// flags).
+    /// The words of the front that wrote this policy (default: the
+    /// embedding API's, [`Spelling::Embedding`]; the settings table's
+    /// [`Settings`](crate::settings::Settings) are flags). The checks never
+    /// read it: their refusals carry settings, not words, and the edges
+    /// that show one (the guest's error, a notice, a record) render it in
+    /// these words ([`Worded`](crate::setting::Worded)).
     pub fn spelled(mut self, spelling: Spelling) -> Policy {
         self.spelling = spelling;
         self
     }
 
-    /// How denials name settings.
+    /// The words the run's refusals are shown in.
     pub fn spelling(&self) -> Spelling {
         self.spelling
     }
@@ -214,7 +222,6 @@ impl Policy {
             host: host.clone(),
             port,
             reason,
-            spelling: self.spelling,
             also_resolved_to: Box::default(),
             own_listener: None,
         };
@@ -246,6 +253,7 @@ impl Policy {
             return Ok(());
         }
         let mut refusal = DenyReason::NotGranted;
+        let mut by = Capability::Connect;
         for capability in [Capability::Connect, Capability::Listen] {
             let named = match self.grant(capability) {
                 Grant::Nothing => false,
@@ -263,8 +271,9 @@ impl Policy {
             {
                 None => return Ok(()),
                 Some(entry) => {
+                    by = capability;
                     refusal = DenyReason::DeniedBy {
-                        entry: capability.deny().written(self.spelling, entry.as_written()),
+                        entry: entry.as_written().to_owned(),
                         source: Arc::clone(entry.source_shared()),
                         address: None,
                         carried: None,
@@ -275,7 +284,7 @@ impl Policy {
         Err(LookupDenied {
             name: name.clone(),
             reason: refusal,
-            spelling: self.spelling,
+            capability: by,
         })
     }
 
@@ -305,7 +314,6 @@ impl Policy {
                     address: Some(address),
                     carried: None,
                 },
-                spelling: self.spelling,
                 also_resolved_to: Box::default(),
                 own_listener: None,
             }),
@@ -347,7 +355,6 @@ impl Policy {
                     address: (Host::ip(address) != *host).then_some(address),
                     carried: entry.carried_match(&Host::ip(address), port),
                 },
-                spelling: self.spelling,
                 also_resolved_to: Box::default(),
                 own_listener: None,
             }),
@@ -363,6 +370,7 @@ mod spelling_tests;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::setting::Worded as _;
 
     fn host(s: &str) -> Host {
         Host::parse(s).unwrap()
@@ -409,13 +417,14 @@ mod tests {
         assert_eq!(refused.reason, DenyReason::NotGranted);
         assert!(
             refused
+                .worded(Spelling::Flags)
                 .to_string()
                 .ends_with("(--allow-net=other.test would)"),
             "{refused}"
         );
         let refused = policy.check_lookup(&host("bad.corp.test")).unwrap_err();
         assert_eq!(
-            refused.to_string(),
+            refused.worded(Spelling::Flags).to_string(),
             "lookup of bad.corp.test denied by --deny-net=bad.corp.test"
         );
         assert!(
@@ -475,7 +484,7 @@ mod tests {
         let p = Policy::new().spelled(Spelling::Flags);
         let d = p.check(Capability::Listen, &host("::1"), 8080).unwrap_err();
         assert_eq!(
-            d.to_string(),
+            d.worded(Spelling::Flags).to_string(),
             "listen on [::1]:8080 denied: needs --allow-listen=[::1]:8080"
         );
         // The hint itself is a valid entry that allows the call.
@@ -497,19 +506,19 @@ mod tests {
             .check(Capability::Listen, &host("0.0.0.0"), 80)
             .unwrap_err();
         assert_eq!(
-            d.to_string(),
+            d.worded(Spelling::Environment).to_string(),
             "listen on 0.0.0.0:80 denied: needs MOAT_ALLOW_LISTEN=0.0.0.0:80"
         );
         let d = p
             .check(Capability::Connect, &host("10.0.0.1"), 80)
             .unwrap_err();
         assert_eq!(
-            d.to_string(),
+            d.worded(Spelling::Environment).to_string(),
             "connect to 10.0.0.1:80 denied by MOAT_DENY_NET=private"
         );
         let d = p.check_lookup(&host("db.example")).unwrap_err();
         assert_eq!(
-            d.to_string(),
+            d.worded(Spelling::Environment).to_string(),
             "lookup of db.example denied: no MOAT_ALLOW_NET or MOAT_ALLOW_LISTEN entry names it (MOAT_ALLOW_NET=db.example would)"
         );
     }
@@ -549,7 +558,7 @@ mod tests {
             .check(Capability::Connect, &host("::ffff:169.254.169.254"), 80)
             .unwrap_err();
         assert_eq!(
-            d.to_string(),
+            d.worded(Spelling::Flags).to_string(),
             "connect to 169.254.169.254:80 denied by --deny-net=private"
         );
         assert!(p.check(Capability::Connect, &host("8.8.8.8"), 53).is_ok());
@@ -574,7 +583,7 @@ mod tests {
             .check_resolved(Capability::Connect, &name, 80, "127.0.0.1".parse().unwrap())
             .unwrap_err();
         assert_eq!(
-            d.to_string(),
+            d.worded(Spelling::Flags).to_string(),
             "connect to rebind.example:80 denied by --deny-net=private (it resolved to 127.0.0.1)"
         );
         let d = p
@@ -585,7 +594,12 @@ mod tests {
                 "169.254.169.254".parse().unwrap(),
             )
             .unwrap_err();
-        assert!(d.to_string().contains("--deny-net=metadata"), "{d}");
+        assert!(
+            d.worded(Spelling::Flags)
+                .to_string()
+                .contains("--deny-net=metadata"),
+            "{d}"
+        );
         assert!(
             p.check_resolved(
                 Capability::Connect,
@@ -616,7 +630,7 @@ mod tests {
             .check(Capability::Connect, &host("64:ff9b::a00:5"), 80)
             .unwrap_err();
         assert_eq!(
-            d.to_string(),
+            d.worded(Spelling::Flags).to_string(),
             "connect to [64:ff9b::a00:5]:80 denied by --deny-net=private (it carries 10.0.0.5)"
         );
         let d = p
@@ -628,7 +642,7 @@ mod tests {
             )
             .unwrap_err();
         assert_eq!(
-            d.to_string(),
+            d.worded(Spelling::Flags).to_string(),
             "connect to dns64.example:443 denied by --deny-net=private (it resolved to \
              [64:ff9b::a9fe:a9fe], which carries 169.254.169.254)"
         );
@@ -637,7 +651,7 @@ mod tests {
             .check(Capability::Connect, &host("fd00:ec2::254"), 80)
             .unwrap_err();
         assert_eq!(
-            d.to_string(),
+            d.worded(Spelling::Flags).to_string(),
             "connect to [fd00:ec2::254]:80 denied by --deny-net=private"
         );
     }
@@ -653,7 +667,7 @@ mod tests {
             .check_recorded(Capability::Connect, &host("tracker.example"), 8080, ip)
             .unwrap_err();
         assert_eq!(
-            d.to_string(),
+            d.worded(Spelling::Flags).to_string(),
             "connect to tracker.example:8080 denied by --deny-net=tracker.example:8080 \
              (it resolved to 203.0.113.7)"
         );

@@ -25,7 +25,7 @@ use std::path::PathBuf;
 
 use crate::limits::{Bound, Limits};
 use crate::policy::{Capability, DenyList, Grant, Policy, PolicyError, Rule, Source};
-pub use crate::setting::{Kind, Setting, Spelling};
+pub use crate::setting::{InWords, Kind, Setting, Spelling, Worded};
 pub use destination::Destination;
 pub use policy_file::{KEYS, PolicyFile, PolicyFileError, Statement};
 pub use values::{Value, parse_duration, parse_size};

@@ -40,6 +40,7 @@ use crate::net::{
 };
 use crate::net::{Declared, MIN_HTTP_HEADER_SIZE, request_longer_than_declared};
 use held::Held;
+use moat_policy::setting::{Spelling, Worded};
 
 /// The most a guest may write to a wasi:http 0.2 outgoing body in one
 /// write (what its stream's `check-write` says), and the size of each
@@ -99,7 +100,8 @@ impl HttpState {
             Ok(()) => true,
             Err(refused) => {
                 tracing::debug!(target: "moat::http", %refused, "wasi:http: host memory budget reached");
-                self.hooks.notices.tell(refused.to_string());
+                let words = self.hooks.client.words();
+                self.hooks.notices.tell(refused.worded(words).to_string());
                 false
             }
         }
@@ -117,7 +119,8 @@ impl HttpState {
             Ok(charge) => Some(charge),
             Err(refused) => {
                 tracing::debug!(target: "moat::http", %refused, "wasi:http: host memory budget reached");
-                self.hooks.notices.tell(refused.to_string());
+                let words = self.hooks.client.words();
+                self.hooks.notices.tell(refused.worded(words).to_string());
                 None
             }
         }
@@ -151,7 +154,8 @@ impl HttpState {
         match self.hooks.client.check_authority(authority) {
             Ok(()) => false,
             Err(refusal) => {
-                self.hooks.notices.tell(refusal.to_string());
+                let words = self.hooks.client.words();
+                self.hooks.notices.tell(refusal.worded(words).to_string());
                 true
             }
         }
@@ -206,6 +210,7 @@ impl WasiHttpHooks for MoatHooks {
     ) -> Box<dyn Future<Output = Result<(http::Response<WasiBody>, IoFuture), WasiHttpError>> + Send>
     {
         let client = self.client.clone();
+        let words = client.words();
         let notices = self.notices.clone();
         let options = HttpRequestOptions {
             connect_timeout: options.and_then(|o| o.connect_timeout),
@@ -236,8 +241,9 @@ impl WasiHttpHooks for MoatHooks {
         Box::new(crate::audit::in_share(share, async move {
             match client.send(request, options).await {
                 Ok(response) => {
-                    let response = response
-                        .map(|body| -> WasiBody { UnsyncBoxBody::new(body.map_err(error_code)) });
+                    let response = response.map(|body| -> WasiBody {
+                        UnsyncBoxBody::new(body.map_err(move |e| error_code(e, words)))
+                    });
                     // The connection is driven by the run's own task, not
                     // by this future.
                     let io: IoFuture = Box::new(async { Ok(()) });
@@ -245,9 +251,9 @@ impl WasiHttpHooks for MoatHooks {
                 }
                 Err(refused) => {
                     if tells_the_user(&refused) {
-                        notices.tell(refused.to_string());
+                        notices.tell(refused.worded(words).to_string());
                     }
-                    Err(error_code(refused))
+                    Err(error_code(refused, words))
                 }
             }
         }))
@@ -269,8 +275,9 @@ fn tells_the_user(e: &CoreError) -> bool {
     )
 }
 
-/// The wasi:http `error-code` of a core error.
-fn error_code(e: CoreError) -> WasiHttpError {
+/// The wasi:http `error-code` of a core error, its texts naming settings
+/// in `words`.
+fn error_code(e: CoreError, words: Spelling) -> WasiHttpError {
     match e {
         CoreError::NoAuthority(_) | CoreError::Denied(_) | CoreError::Scheme(_) => {
             WasiHttpError::HttpRequestDenied
@@ -285,7 +292,7 @@ fn error_code(e: CoreError) -> WasiHttpError {
         // the words of the setting that would let it go on.
         CoreError::AuditFailed(why) => {
             tracing::debug!(target: "moat::http", %why, "audit trail failed");
-            WasiHttpError::InternalError(Some(why))
+            WasiHttpError::InternalError(Some(why.worded(words).to_string()))
         }
         CoreError::Lookup(e) => match e {
             NetError::TimedOut(_) => WasiHttpError::DnsTimeout,
@@ -294,7 +301,7 @@ fn error_code(e: CoreError) -> WasiHttpError {
                 info_code: None,
             },
             other => WasiHttpError::DnsError {
-                rcode: Some(other.to_string()),
+                rcode: Some(other.worded(words).to_string()),
                 info_code: None,
             },
         },
@@ -303,7 +310,7 @@ fn error_code(e: CoreError) -> WasiHttpError {
             NetError::Unreachable => WasiHttpError::DestinationUnavailable,
             NetError::TimedOut(_) => WasiHttpError::ConnectionTimeout,
             NetError::ConnectionReset => WasiHttpError::ConnectionTerminated,
-            other => WasiHttpError::InternalError(Some(other.to_string())),
+            other => WasiHttpError::InternalError(Some(other.worded(words).to_string())),
         },
         CoreError::Tls(e) => match e {
             NetError::CertificateUntrusted(_)

@@ -24,6 +24,7 @@ use wasmtime_wasi::sockets::{WasiSockets, WasiSocketsView};
 
 use super::WasiNetView;
 use crate::net::limits::SocketSlot;
+use moat_policy::setting::Worded as _;
 
 const P2_TCP: &str = "wasi:sockets/tcp@0.2.12";
 const P2_TCP_CREATE: &str = "wasi:sockets/tcp-create-socket@0.2.12";
@@ -48,11 +49,9 @@ fn drop_socket<T: WasiNetView, S: 'static>(
 /// A place in the run's socket count for a socket about to be created, or
 /// why there is none.
 fn take_slot<T: WasiNetView>(state: &mut T) -> Result<SocketSlot, String> {
-    state
-        .wasi_net()
-        .gate()
-        .socket_slot()
-        .map_err(|e| e.to_string())
+    let gate = state.wasi_net().gate();
+    gate.socket_slot()
+        .map_err(|e| e.worded(gate.words()).to_string())
 }
 
 /// Files `slot` under the socket `created`, if it was.
@@ -221,11 +220,14 @@ pub(super) fn add_p3_to_linker<T: WasiNetView + 'static>(
         "[method]udp-socket.receive",
         |accessor: &Accessor<T>, (socket,): (Resource<P3Udp>,)| {
             Box::pin(async move {
-                let turn =
-                    accessor.with(|mut access| access.get().wasi_net().gate().udp_receive_turn());
+                let turn = accessor.with(|mut access| {
+                    let gate = access.get().wasi_net().gate();
+                    gate.udp_receive_turn()
+                        .map_err(|why| why.worded(gate.words()).to_string())
+                });
                 let _turn = match turn {
                     Ok(turn) => turn,
-                    Err(why) => return Ok((Err(p3::ErrorCode::Other(Some(why.to_string()))),)),
+                    Err(why) => return Ok((Err(p3::ErrorCode::Other(Some(why))),)),
                 };
                 let wasi = accessor.with_getter::<WasiSockets>(<T as WasiSocketsView>::sockets);
                 let received: P3Result<(Vec<u8>, p3::IpSocketAddress)> =

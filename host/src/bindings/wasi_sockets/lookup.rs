@@ -16,6 +16,7 @@ use wasmtime_wasi::p3::bindings::sockets::types::IpAddress as P3IpAddress;
 use super::WasiNetView;
 use crate::net::budget::Charge;
 use crate::net::{AddressGate, Addresses, LookupError};
+use moat_policy::setting::{Spelling, Worded as _};
 
 /// The 0.2 interface moat defines (older 0.2 imports resolve to it).
 const P2_INTERFACE: &str = "wasi:sockets/ip-name-lookup@0.2.12";
@@ -99,14 +100,16 @@ fn p2_code(err: &LookupError) -> ErrorCode {
     }
 }
 
-fn p3_code(err: LookupError) -> P3ErrorCode {
+fn p3_code(err: LookupError, words: Spelling) -> P3ErrorCode {
     match err {
         LookupError::Denied(_) => P3ErrorCode::AccessDenied,
         LookupError::InvalidName(_) => P3ErrorCode::InvalidArgument,
         LookupError::NotResolved(_) => P3ErrorCode::NameUnresolvable,
         LookupError::TimedOut(_) => P3ErrorCode::TemporaryResolverFailure,
-        LookupError::LimitReached(limit) => P3ErrorCode::Other(Some(limit.to_string())),
-        LookupError::AuditFailed(why) => P3ErrorCode::Other(Some(why)),
+        LookupError::LimitReached(limit) => {
+            P3ErrorCode::Other(Some(limit.worded(words).to_string()))
+        }
+        LookupError::AuditFailed(why) => P3ErrorCode::Other(Some(why.worded(words).to_string())),
     }
 }
 
@@ -195,7 +198,7 @@ pub(super) fn add_p3_to_linker<T: WasiNetView + 'static>(
                             .map(P3IpAddress::from)
                             .collect::<Vec<_>>()
                     })
-                    .map_err(p3_code),))
+                    .map_err(|e| p3_code(e, gate.words())),))
             })
         },
     )?;

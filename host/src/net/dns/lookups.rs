@@ -13,7 +13,7 @@ use crate::net::budget::Budget;
 use crate::net::error::NetError;
 use crate::net::limits::MAX_ANSWER_ADDRESSES;
 use moat_policy::policy::Host;
-use moat_policy::setting::{Setting, Spelled, Spelling};
+use moat_policy::setting::Setting;
 
 /// A run's lookups: its resolver, how many may run at once, how long each
 /// may take, and the answers kept for their lifetime.
@@ -21,9 +21,8 @@ use moat_policy::setting::{Setting, Spelled, Spelling};
 pub(crate) struct Lookups {
     resolver: Arc<dyn Resolver>,
     turns: Arc<Semaphore>,
+    /// [`Setting::LookupTimeout`]'s value.
     timeout: Duration,
-    /// The setting `timeout` comes from, as the run writes it.
-    setting: Spelled,
     answers: Arc<Answers>,
     budget: Arc<Budget>,
 }
@@ -33,14 +32,12 @@ impl Lookups {
         resolver: Arc<dyn Resolver>,
         max: u32,
         timeout: Duration,
-        spelling: Spelling,
         budget: Arc<Budget>,
     ) -> Lookups {
         Lookups {
             resolver,
             turns: Arc::new(Semaphore::new(max.max(1) as usize)),
             timeout,
-            setting: Setting::LookupTimeout.spelled(spelling),
             answers: Arc::default(),
             budget,
         }
@@ -100,7 +97,7 @@ impl Lookups {
                         "lookup of {name} took longer than {:?}, the run's lookup timeout",
                         self.timeout
                     ),
-                    Some(self.setting),
+                    Some(Setting::LookupTimeout),
                 ));
             }
         };

@@ -20,14 +20,14 @@ use super::exchange::Exchange;
 use super::{BoxError, HttpError};
 use crate::audit::HttpEnd;
 use crate::net::budget::Charge;
-use moat_policy::setting::Spelled;
+use moat_policy::setting::Setting;
 
 /// The body of a response to an outgoing request.
 pub struct ResponseBody {
     incoming: Incoming,
     between_bytes: Duration,
     /// The run's cap on `between_bytes`, for the error.
-    setting: Spelled,
+    setting: Setting,
     timer: Pin<Box<Sleep>>,
     /// The request's place under the run's bound on requests in flight,
     /// and (over HTTP/2) its stream's send buffer paid from the run's host
@@ -42,7 +42,7 @@ impl ResponseBody {
     pub(super) fn new(
         incoming: Incoming,
         between_bytes: Duration,
-        setting: Spelled,
+        setting: Setting,
         permit: OwnedSemaphorePermit,
         stream: Option<Charge>,
         exchange: Exchange,
@@ -89,7 +89,7 @@ impl Body for ResponseBody {
             Poll::Ready(Some(Err(e))) => {
                 this.permit = None;
                 let failed = HttpError::Protocol(e);
-                this.exchange.end(HttpEnd::Failed, Some(failed.to_string()));
+                this.exchange.end(HttpEnd::Failed, Some(&failed));
                 Poll::Ready(Some(Err(failed)))
             }
             Poll::Ready(None) => {
@@ -104,7 +104,7 @@ impl Body for ResponseBody {
                         after: this.between_bytes,
                         setting: this.setting,
                     };
-                    this.exchange.end(HttpEnd::Failed, Some(failed.to_string()));
+                    this.exchange.end(HttpEnd::Failed, Some(&failed));
                     Poll::Ready(Some(Err(failed)))
                 }
                 Poll::Pending => Poll::Pending,

@@ -1,12 +1,14 @@
 //! What a guest may ask of one request, and why a request fails:
 //! [`HttpRequestOptions`], [`HttpError`].
 
+use std::fmt;
 use std::time::Duration;
 
 use super::Target;
+use crate::audit::AuditError;
 use crate::net::error::{LimitReached, NetError};
 use moat_policy::policy::Denied;
-use moat_policy::setting::Spelled;
+use moat_policy::setting::{Setting, Spelling, Worded};
 
 /// Bounds on time a guest may ask for on one request; each is capped by
 /// the run's ([`Limits`](crate::net::Limits)).
@@ -21,18 +23,14 @@ pub struct HttpRequestOptions {
 }
 
 /// Why an outgoing request failed. Each maps to one wasi:http
-/// `error-code`, and says which setting or grant would change it.
+/// `error-code`, and says which setting or grant would change it (in the
+/// words the edge that shows it renders, [`Worded`]).
 #[derive(Debug, thiserror::Error)]
 pub enum HttpError {
     /// The request's URI has no authority, or an empty one.
-    #[error(
-        "HTTP request denied: it names no host (its URI has {0} authority); \
-         moat judges the URI's authority, never the Host header"
-    )]
     NoAuthority(&'static str),
     /// The authority is not a host moat can judge (`127.1`, a bad IPv6
     /// literal, a port out of range).
-    #[error("HTTP request to {authority} denied: {reason}")]
     BadAuthority {
         /// The authority as written.
         authority: String,
@@ -40,25 +38,18 @@ pub enum HttpError {
         reason: String,
     },
     /// A scheme other than `http` and `https`.
-    #[error("HTTP request with scheme {0} denied: moat sends http and https only")]
     Scheme(String),
     /// The host as written is not granted, or a deny entry names it.
-    #[error("HTTP request: {0}")]
     Denied(Box<Denied>),
     /// Every address the name resolved to is refused by a deny entry.
-    #[error("HTTP request: {0}")]
     AddressDenied(Box<Denied>),
     /// A bound of the run: requests in flight, sockets, host memory.
-    #[error("HTTP request refused: {0}")]
     LimitReached(#[source] Box<LimitReached>),
     /// The audit trail could not take the record of the request.
-    #[error("HTTP request refused: the audit trail failed: {0}")]
-    AuditFailed(String),
+    AuditFailed(Box<AuditError>),
     /// The name could not be resolved.
-    #[error("HTTP request: name not resolved: {0}")]
     Lookup(#[source] NetError),
     /// Connecting failed (refused, unreachable, reset, timed out).
-    #[error("HTTP request: connect to {host} failed: {source}")]
     Connect {
         /// The host and port as written.
         host: String,
@@ -67,47 +58,103 @@ pub enum HttpError {
         source: NetError,
     },
     /// The TLS handshake failed or the certificate was not accepted.
-    #[error("HTTP request: TLS: {0}")]
     Tls(#[source] NetError),
     /// Connecting took longer than the connect timeout.
-    #[error("HTTP request: connecting took longer than {after:?} (the run's cap is {setting})")]
     ConnectTimeout {
         /// The time allowed.
         after: Duration,
-        /// The run's cap on it, as the run writes it.
-        setting: Spelled,
+        /// The run's cap on it.
+        setting: Setting,
     },
     /// The response's head took longer than the first-byte timeout.
-    #[error("HTTP request: no response within {after:?} (the run's cap is {setting})")]
     FirstByteTimeout {
         /// The time allowed.
         after: Duration,
-        /// The run's cap on it, as the run writes it.
-        setting: Spelled,
+        /// The run's cap on it.
+        setting: Setting,
     },
     /// The body paused longer than the between-bytes timeout.
-    #[error("HTTP response body: nothing for {after:?} (the run's cap is {setting})")]
     BetweenBytesTimeout {
         /// The time allowed.
         after: Duration,
-        /// The run's cap on it, as the run writes it.
-        setting: Spelled,
+        /// The run's cap on it.
+        setting: Setting,
     },
     /// The response's head is larger than the run allows.
-    #[error("HTTP response head is larger than {limit} bytes; raise it with {setting}")]
     HeaderTooLarge {
         /// The largest head allowed, in bytes.
         limit: usize,
-        /// The setting that raises it, as the run writes it.
-        setting: Spelled,
+        /// The setting that raises it.
+        setting: Setting,
     },
     /// The peer broke HTTP, or closed the connection early.
-    #[error("HTTP: {0}")]
     Protocol(#[source] hyper::Error),
     /// The request's own body failed (the guest's side).
-    #[error("HTTP request body: {0}")]
     RequestBody(String),
 }
+
+impl Worded for HttpError {
+    fn write_worded(&self, spelling: Spelling, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HttpError::NoAuthority(what) => write!(
+                f,
+                "HTTP request denied: it names no host (its URI has {what} authority); \
+                 moat judges the URI's authority, never the Host header"
+            ),
+            HttpError::BadAuthority { authority, reason } => {
+                write!(f, "HTTP request to {authority} denied: {reason}")
+            }
+            HttpError::Scheme(scheme) => write!(
+                f,
+                "HTTP request with scheme {scheme} denied: moat sends http and https only"
+            ),
+            HttpError::Denied(denied) | HttpError::AddressDenied(denied) => {
+                write!(f, "HTTP request: {}", denied.worded(spelling))
+            }
+            HttpError::LimitReached(limit) => {
+                write!(f, "HTTP request refused: {}", limit.worded(spelling))
+            }
+            HttpError::AuditFailed(why) => write!(
+                f,
+                "HTTP request refused: the audit trail failed: {}",
+                why.worded(spelling)
+            ),
+            HttpError::Lookup(e) => {
+                write!(f, "HTTP request: name not resolved: {}", e.worded(spelling))
+            }
+            HttpError::Connect { host, source } => write!(
+                f,
+                "HTTP request: connect to {host} failed: {}",
+                source.worded(spelling)
+            ),
+            HttpError::Tls(e) => write!(f, "HTTP request: TLS: {}", e.worded(spelling)),
+            HttpError::ConnectTimeout { after, setting } => write!(
+                f,
+                "HTTP request: connecting took longer than {after:?} (the run's cap is {})",
+                setting.named(spelling)
+            ),
+            HttpError::FirstByteTimeout { after, setting } => write!(
+                f,
+                "HTTP request: no response within {after:?} (the run's cap is {})",
+                setting.named(spelling)
+            ),
+            HttpError::BetweenBytesTimeout { after, setting } => write!(
+                f,
+                "HTTP response body: nothing for {after:?} (the run's cap is {})",
+                setting.named(spelling)
+            ),
+            HttpError::HeaderTooLarge { limit, setting } => write!(
+                f,
+                "HTTP response head is larger than {limit} bytes; raise it with {}",
+                setting.named(spelling)
+            ),
+            HttpError::Protocol(e) => write!(f, "HTTP: {e}"),
+            HttpError::RequestBody(why) => write!(f, "HTTP request body: {why}"),
+        }
+    }
+}
+
+moat_policy::display_in_embedding_words!(HttpError);
 
 impl HttpError {
     /// A failed connect: a refused address, a lookup, a bound, or the

@@ -14,11 +14,12 @@ use http::request::Parts;
 use http_body::Frame;
 use http_body_util::BodyExt as _;
 
-use super::RequestBody;
+use super::{HttpError, RequestBody};
 use crate::audit::{HttpConnection, HttpEnd, HttpExchange, HttpRequest, TrailShare};
 use crate::net::budget::Charge;
 use crate::net::run::Run;
 use moat_policy::policy::Host;
+use moat_policy::setting::Worded as _;
 
 /// A request's facts as written (each text cut as records keep it),
 /// numbered `id` within the run.
@@ -146,13 +147,13 @@ impl Exchange {
     }
 
     /// The request ended so, with `error` for [`HttpEnd::Failed`]: its
-    /// record is written.
-    pub(super) fn end(&mut self, end: HttpEnd, error: Option<String>) {
+    /// record is written, the error in the run's words.
+    pub(super) fn end(&mut self, end: HttpEnd, error: Option<&HttpError>) {
         let Some(mut record) = self.record.take() else {
             return;
         };
         record.end = end;
-        record.error = error;
+        record.error = error.map(|e| e.worded(self.run.words()).to_string());
         record.sent = self.sent.as_ref().map_or(0, |s| s.load(Ordering::Relaxed));
         // The request is over: a trail that cannot take the record
         // changes nothing for it (and refuses the run's next call).

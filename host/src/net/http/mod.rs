@@ -70,7 +70,7 @@ use super::tcp::{self, ConnectOptions};
 use super::tls::{self, TlsClientOptions, TlsContext};
 use crate::audit::{HttpEnd, HttpLink, Operation};
 use moat_policy::policy::Host;
-use moat_policy::setting::Setting;
+use moat_policy::setting::{Setting, Worded as _};
 
 pub(crate) use body::ChargedBody;
 pub use body::{Abandoned, ResponseBody, Unfinished, request_cut_short};
@@ -296,6 +296,11 @@ impl HttpClient {
         &self.inner.run.budget
     }
 
+    /// The words the run's refusals are shown in.
+    pub(crate) fn words(&self) -> moat_policy::setting::Spelling {
+        self.inner.run.words()
+    }
+
     /// Closes the kept-alive connections and stops every task of this
     /// client: the run is over.
     pub(crate) fn close(&self) {
@@ -357,7 +362,7 @@ impl HttpClient {
         let delivered = match self.deliver(request, &target, &times, &mut exchange).await {
             Ok(delivered) => delivered,
             Err(e) => {
-                exchange.end(HttpEnd::Failed, Some(e.to_string()));
+                exchange.end(HttpEnd::Failed, Some(&e));
                 return Err(e);
             }
         };
@@ -385,12 +390,11 @@ impl HttpClient {
             status = response.status().as_u16(),
             "response"
         );
-        let spelling = self.inner.run.policy.spelling();
         Ok(response.map(|incoming| {
             ResponseBody::new(
                 incoming,
                 times.between_bytes,
-                Setting::HttpBetweenBytesTimeout.spelled(spelling),
+                Setting::HttpBetweenBytesTimeout,
                 permit,
                 stream,
                 exchange,
@@ -443,7 +447,6 @@ impl HttpClient {
         times: &Times,
         exchange: &mut Exchange,
     ) -> Result<Delivered, HttpError> {
-        let spelling = self.inner.run.policy.spelling();
         let uri = request.uri().clone();
         let host_header = request.headers().get(http::header::HOST).cloned();
         let mut again = Replay::of(&request);
@@ -462,7 +465,7 @@ impl HttpClient {
                         self.drain(request.into_body());
                         return Err(HttpError::ConnectTimeout {
                             after: times.connect,
-                            setting: Setting::HttpConnectTimeout.spelled(spelling),
+                            setting: Setting::HttpConnectTimeout,
                         });
                     }
                 },
@@ -490,7 +493,7 @@ impl HttpClient {
                 Err(_) => {
                     return Err(HttpError::FirstByteTimeout {
                         after: times.first_byte,
-                        setting: Setting::HttpFirstByteTimeout.spelled(spelling),
+                        setting: Setting::HttpFirstByteTimeout,
                     });
                 }
                 Ok(Ok(response)) => {
@@ -593,9 +596,12 @@ impl HttpClient {
         error: HttpError,
     ) -> HttpError {
         tracing::debug!(target: "moat::http", authority = written, %error, "refused");
-        self.inner
-            .run
-            .refused_unjudged(Operation::HttpRequest, written, http, &error.to_string());
+        self.inner.run.refused_unjudged(
+            Operation::HttpRequest,
+            written,
+            http,
+            &error.worded(self.inner.run.words()).to_string(),
+        );
         error
     }
 
@@ -643,7 +649,7 @@ impl HttpClient {
             .try_acquire_owned()
             .map_err(|_| {
                 let max = run.limits.max_http_requests;
-                let setting = Setting::MaxHttpRequests.spelled(run.policy.spelling());
+                let setting = Setting::MaxHttpRequests;
                 tracing::debug!(target: "moat::http", max, "requests-in-flight limit reached");
                 let refused = NetError::limit(
                     format!("the run has {max} HTTP requests in flight already"),
@@ -763,7 +769,7 @@ impl HttpClient {
             .map_err(HttpError::Tls)?;
         let name = tls::server_name(&target.host).map_err(HttpError::Tls)?;
         let limit = DEFAULT_TLS_HANDSHAKE_TIMEOUT.min(run.limits.tls_handshake_timeout);
-        let cap = Setting::TlsHandshakeTimeout.spelled(run.policy.spelling());
+        let cap = Setting::TlsHandshakeTimeout;
         tls::handshake_client(stream, Vec::new(), name, config, limit, cap)
             .await
             .map_err(HttpError::Tls)
@@ -841,7 +847,7 @@ impl HttpClient {
             let run = &self.inner.run;
             HttpError::HeaderTooLarge {
                 limit: run.limits.max_http_header_size.max(MIN_HTTP_HEADER_SIZE),
-                setting: Setting::MaxHttpHeaderSize.spelled(run.policy.spelling()),
+                setting: Setting::MaxHttpHeaderSize,
             }
         } else if e.is_user() {
             HttpError::RequestBody(e.to_string())

@@ -198,13 +198,14 @@ fn requests_in_flight_are_counted_until_their_permit_is_dropped() {
     let refused = c.admit(&uri, Some(&link())).err().unwrap();
     assert!(
         refused
+            .worded(Spelling::Flags)
             .to_string()
             .contains("raise it with --max-http-requests"),
         "{refused}"
     );
     assert!(
         matches!(&refused, HttpError::LimitReached(limit)
-            if limit.setting.map(|s| s.setting) == Some(Setting::MaxHttpRequests)),
+            if limit.setting == Some(Setting::MaxHttpRequests)),
         "the refusal carries its setting, typed: {refused:?}"
     );
     drop(a);
@@ -310,7 +311,7 @@ async fn only_the_socket_cap_closes_idle_connections_for_a_new_one() {
         .expect_err("the lookup's answer is past the budget");
     assert!(
         matches!(&refused, HttpError::LimitReached(limit)
-            if limit.setting.map(|s| s.setting) == Some(Setting::MaxHostMemory)),
+            if limit.setting == Some(Setting::MaxHostMemory)),
         "{refused}"
     );
     // The kept-alive connection is still there for the next request.

@@ -1,6 +1,6 @@
 //! Tests of the socket core against real tokio peers on loopback.
 
-use moat_policy::setting::Spelling;
+use moat_policy::setting::{Spelling, Worded as _};
 use std::future::poll_fn;
 use std::task::Poll;
 
@@ -323,7 +323,7 @@ async fn denied_calls_fail_before_any_socket() {
         .err()
         .unwrap();
     assert_eq!(
-        err.to_string(),
+        err.worded(Spelling::Flags).to_string(),
         "connect to 127.0.0.1:9 denied: needs --allow-net=127.0.0.1:9"
     );
     let err = net

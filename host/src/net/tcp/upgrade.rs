@@ -32,7 +32,7 @@ use crate::net::io::Io;
 use crate::net::limits::{MAX_ALREADY_READ, SocketSlot};
 use crate::net::tasks::Tasks;
 use crate::net::tls::{ServerTls, handshake_client, handshake_server};
-use moat_policy::setting::Spelled;
+use moat_policy::setting::Setting;
 
 /// A connection on its way to TLS: its reader and writer have ended (no
 /// FIN), and the bytes the writer handed over are being written out. Await
@@ -56,7 +56,7 @@ pub(crate) enum Side {
         config: Arc<ClientConfig>,
         limit: Duration,
         /// The run's setting that caps `limit`.
-        cap: Spelled,
+        cap: Setting,
     },
     Server(ServerTls),
 }

@@ -12,7 +12,7 @@ use super::{TlsTrust, add_roots, handshake_error, provider, versions_error};
 use crate::net::error::NetError;
 use crate::net::io::{Prefixed, TlsStream};
 use moat_policy::policy::Host;
-use moat_policy::setting::Spelled;
+use moat_policy::setting::Setting;
 
 /// A client configuration over `trust` plus the guest's `roots`, with
 /// `identity` as its client certificate.
@@ -64,7 +64,7 @@ pub(crate) async fn handshake_client(
     name: ServerName<'static>,
     config: Arc<ClientConfig>,
     limit: Duration,
-    cap: Spelled,
+    cap: Setting,
 ) -> Result<TlsStream, NetError> {
     let connector = TlsConnector::from(config);
     match tokio::time::timeout(

@@ -14,7 +14,7 @@ use super::{TlsServerOptions, add_roots, handshake_error, provider, versions_err
 use crate::net::error::NetError;
 use crate::net::io::{Prefixed, TlsStream};
 use crate::net::limits::DEFAULT_TLS_HANDSHAKE_TIMEOUT;
-use moat_policy::setting::Spelled;
+use moat_policy::setting::Setting;
 
 /// A server configuration, parsed and checked once (at listen, or at an
 /// upgrade): a certificate or key that cannot be used fails there, not at
@@ -23,8 +23,8 @@ use moat_policy::setting::Spelled;
 pub(crate) struct ServerTls {
     acceptor: TlsAcceptor,
     limit: Duration,
-    /// The run's setting that caps `limit`, as the run writes it.
-    cap_setting: Spelled,
+    /// The run's setting that caps `limit`.
+    cap_setting: Setting,
 }
 
 impl ServerTls {
@@ -34,7 +34,7 @@ impl ServerTls {
         config: Arc<rustls::ServerConfig>,
         options: &TlsServerOptions,
         cap: Duration,
-        cap_setting: Spelled,
+        cap_setting: Setting,
     ) -> ServerTls {
         ServerTls {
             acceptor: TlsAcceptor::from(config),

@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::net::budget::Budget;
-use moat_policy::setting::Setting;
+use moat_policy::setting::{Setting, Spelling, Worded as _};
 
 #[test]
 fn certificate_errors_map_to_what_a_guest_can_act_on() {
@@ -147,7 +147,10 @@ fn configurations_past_the_budget_are_refused_and_unused_ones_make_room() {
         .unwrap_err();
     assert!(
         refused.limit_setting() == Some(Setting::MaxHostMemory)
-            && refused.to_string().contains("--max-host-memory"),
+            && refused
+                .worded(Spelling::Flags)
+                .to_string()
+                .contains("--max-host-memory"),
         "{refused}"
     );
     // Once no socket holds the first, the second takes its place.

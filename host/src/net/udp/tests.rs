@@ -1,6 +1,6 @@
 //! Tests of UDP against plain tokio peers on loopback.
 
-use moat_policy::setting::Spelling;
+use moat_policy::setting::{Spelling, Worded as _};
 use std::time::Duration;
 
 use tokio::net::UdpSocket as Peer;
@@ -178,7 +178,7 @@ async fn a_denied_destination_gets_nothing() {
     let socket = bound(&net, "127.0.0.1").await;
     let err = socket.send(b"x", "127.0.0.1", port).await.unwrap_err();
     assert_eq!(
-        err.to_string(),
+        err.worded(Spelling::Flags).to_string(),
         format!("connect to 127.0.0.1:{port} denied: needs --allow-net=127.0.0.1:{port}")
     );
     // One denied destination in a batch: nothing of the batch is sent.
@@ -223,7 +223,7 @@ async fn bind_needs_the_listen_grant_even_for_an_ephemeral_port() {
         .err()
         .unwrap();
     assert_eq!(
-        err.to_string(),
+        err.worded(Spelling::Flags).to_string(),
         "listen on 127.0.0.1:0 denied: needs --allow-listen=127.0.0.1:0"
     );
 }
