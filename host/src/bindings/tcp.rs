@@ -87,8 +87,7 @@ impl<T: Send> HostTcpSocketWithStore<T> for MoatNet {
     ) -> wasmtime::Result<Result<(), ErrorCode>> {
         let shutdown =
             store.with(|mut access| access.get().table.get(&socket).map(TcpConn::shutdown))?;
-        let words = words(store);
-        Ok(shutdown.await.map_err(|e| error_code(e, words)))
+        Ok(shutdown.await.map_err(|e| error_code(e, words(store))))
     }
 }
 

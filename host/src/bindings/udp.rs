@@ -69,11 +69,10 @@ impl<T: Send> HostUdpSocketWithStore<T> for MoatNet {
         port: u16,
     ) -> wasmtime::Result<Result<(), ErrorCode>> {
         let socket = handle(store, &socket)?;
-        let words = words(store);
         Ok(socket
             .send(&data, &host, port)
             .await
-            .map_err(|e| call_error(e, words, "send to", &host, port)))
+            .map_err(|e| call_error(e, words(store), "send to", &host, port)))
     }
 
     async fn send_to(
@@ -83,11 +82,10 @@ impl<T: Send> HostUdpSocketWithStore<T> for MoatNet {
         remote: SocketAddress,
     ) -> wasmtime::Result<Result<(), ErrorCode>> {
         let socket = handle(store, &socket)?;
-        let words = words(store);
         Ok(socket
             .send_to_addr(&data, remote.into())
             .await
-            .map_err(|e| error_code(e, words)))
+            .map_err(|e| error_code(e, words(store))))
     }
 
     async fn send_many(
@@ -96,7 +94,6 @@ impl<T: Send> HostUdpSocketWithStore<T> for MoatNet {
         datagrams: Vec<OutgoingDatagram>,
     ) -> wasmtime::Result<Result<(u32, Option<ErrorCode>), ErrorCode>> {
         let socket = handle(store, &socket)?;
-        let words = words(store);
         let batch: Vec<_> = datagrams
             .into_iter()
             .map(|d| (d.data, d.host, d.port))
@@ -104,9 +101,9 @@ impl<T: Send> HostUdpSocketWithStore<T> for MoatNet {
         Ok(match socket.send_many(&batch).await {
             Ok((sent, failed)) => Ok((
                 u32::try_from(sent).unwrap_or(u32::MAX),
-                failed.map(|e| error_code(e, words)),
+                failed.map(|e| error_code(e, words(store))),
             )),
-            Err(err) => Err(error_code(err, words)),
+            Err(err) => Err(error_code(err, words(store))),
         })
     }
 
@@ -115,12 +112,11 @@ impl<T: Send> HostUdpSocketWithStore<T> for MoatNet {
         socket: Resource<UdpSocket>,
     ) -> wasmtime::Result<Result<Datagram, ErrorCode>> {
         let socket = handle(store, &socket)?;
-        let words = words(store);
         Ok(socket
             .receive()
             .await
             .map(datagram)
-            .map_err(|e| error_code(e, words)))
+            .map_err(|e| error_code(e, words(store))))
     }
 
     async fn receive_many(
@@ -130,12 +126,11 @@ impl<T: Send> HostUdpSocketWithStore<T> for MoatNet {
     ) -> wasmtime::Result<Result<Vec<Datagram>, ErrorCode>> {
         let socket = handle(store, &socket)?;
         let max = usize::try_from(max).unwrap_or(usize::MAX);
-        let words = words(store);
         Ok(socket
             .receive_many(max)
             .await
             .map(|all| all.into_iter().map(datagram).collect())
-            .map_err(|e| error_code(e, words)))
+            .map_err(|e| error_code(e, words(store))))
     }
 }
 
