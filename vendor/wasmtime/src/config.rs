@@ -4661,6 +4661,13 @@ impl PoolingAllocationConfig {
     /// future. This option is only supported on Linux and requires a kernel
     /// version of 6.7 or higher.
     ///
+    /// Where the kernel also offers userfaultfd's asynchronous write
+    /// protection (`UFFD_FEATURE_WP_ASYNC`, also 6.7) and lets this process
+    /// create a userfaultfd, each reset write-protects the pages it reset, and
+    /// the next scan finds only the pages written since: a reset then costs
+    /// what the instance wrote, not what the slot's instances ever wrote.
+    /// [`Self::is_pagemap_write_tracking_available`] says whether it is.
+    ///
     /// [ioctl]: https://www.man7.org/linux/man-pages/man2/PAGEMAP_SCAN.2const.html
     pub fn pagemap_scan(&mut self, enable: Enabled) -> &mut Self {
         self.pagemap_scan = enable;

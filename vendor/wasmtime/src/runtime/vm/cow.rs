@@ -5,7 +5,9 @@ use super::sys::DecommitBehavior;
 use crate::Engine;
 use crate::prelude::*;
 use crate::runtime::vm::mpk::ProtectionKey;
-use crate::runtime::vm::sys::vm::{self, MemoryImageSource, PageMap, reset_with_pagemap};
+use crate::runtime::vm::sys::vm::{
+    self, MemoryImageSource, PageMap, WriteHistory, reset_with_pagemap,
+};
 use crate::runtime::vm::{
     HostAlignedByteCount, MmapOffset, ModuleMemoryImageSource, host_page_size,
 };
@@ -346,6 +348,14 @@ pub struct MemoryImageSlot {
     /// `mmap` resets the affected pages back to the default key 0 which is
     /// accessible from every stripe.
     pkey: Option<ProtectionKey>,
+
+    /// Bytes the last `clear_and_remain_ready` copied back or zeroed in
+    /// place (the rest it left alone or decommitted).
+    bytes_reset: usize,
+
+    /// When this slot's pages were last write-protected, for write tracking
+    /// (`PoolingAllocationConfig::pagemap_scan`).
+    history: WriteHistory,
 }
 
 impl fmt::Debug for MemoryImageSlot {
@@ -381,7 +391,15 @@ impl MemoryImageSlot {
             image: None,
             dirty: false,
             pkey,
+            bytes_reset: 0,
+            history: WriteHistory::default(),
         }
+    }
+
+    /// Bytes the last [`Self::clear_and_remain_ready`] copied back or zeroed
+    /// in place.
+    pub(crate) fn bytes_reset(&self) -> usize {
+        self.bytes_reset
     }
 
     pub(crate) fn set_heap_limit(&mut self, size_bytes: usize) -> Result<()> {
@@ -508,6 +526,8 @@ impl MemoryImageSlot {
                 }
             }
             self.image = maybe_image.cloned();
+            // The mappings replaced are no longer write-protected.
+            self.history = WriteHistory::default();
         }
 
         // Flag ourselves as `dirty` which means that the next operation on this
@@ -572,6 +592,7 @@ impl MemoryImageSlot {
                 // Additionally the previous image, if any, is dropped here
                 // since it's no longer applicable to this mapping.
                 self.reset_with_anon_memory()?;
+                self.bytes_reset = 0;
                 Ok(0)
             }
             DecommitBehavior::RestoreOriginalMapping => {
@@ -594,8 +615,9 @@ impl MemoryImageSlot {
             DecommitBehavior::RestoreOriginalMapping
         );
 
-        unsafe {
-            return match &self.image {
+        let mut bytes_reset = 0;
+        let bytes_resident = unsafe {
+            match &self.image {
                 // If there's a backing image then manually resetting a region
                 // is a bit trickier than without an image, so delegate to the
                 // helper function below.
@@ -604,7 +626,11 @@ impl MemoryImageSlot {
                     self.base.as_mut_ptr(),
                     self.accessible,
                     keep_resident,
-                    |region| manually_reset_region(self.base.as_mut_ptr().addr(), image, region),
+                    Some(&mut self.history),
+                    |region| {
+                        bytes_reset += region.len();
+                        manually_reset_region(self.base.as_mut_ptr().addr(), image, region)
+                    },
                     decommit,
                 ),
 
@@ -615,11 +641,17 @@ impl MemoryImageSlot {
                     self.base.as_mut_ptr(),
                     self.accessible,
                     keep_resident,
-                    |region| region.fill(0),
+                    Some(&mut self.history),
+                    |region| {
+                        bytes_reset += region.len();
+                        region.fill(0)
+                    },
                     decommit,
                 ),
-            };
-        }
+            }
+        };
+        self.bytes_reset = bytes_reset;
+        return bytes_resident;
 
         /// Manually resets `region` back to its original contents as specified
         /// in `image`.
@@ -767,6 +799,7 @@ impl MemoryImageSlot {
 
         self.image = None;
         self.accessible = HostAlignedByteCount::ZERO;
+        self.history = WriteHistory::default();
 
         Ok(())
     }

@@ -4,10 +4,19 @@ use core::slice;
 #[derive(Debug)]
 pub enum PageMap {}
 
+/// What a slot remembers between resets for write tracking: nothing here.
+#[derive(Debug, Default)]
+pub struct WriteHistory;
+
 impl PageMap {
     #[allow(dead_code, reason = "not used on linux64")]
     pub fn new() -> Option<PageMap> {
         None
+    }
+
+    #[allow(dead_code, reason = "not used on linux64")]
+    pub fn tracks_writes(&self) -> bool {
+        match *self {}
     }
 }
 
@@ -23,6 +32,7 @@ pub unsafe fn reset_with_pagemap(
     mut ptr: *mut u8,
     mut len: HostAlignedByteCount,
     mut keep_resident: HostAlignedByteCount,
+    _history: Option<&mut WriteHistory>,
     mut reset_manually: impl FnMut(&mut [u8]),
     mut decommit: impl FnMut(*mut u8, usize),
 ) -> usize {

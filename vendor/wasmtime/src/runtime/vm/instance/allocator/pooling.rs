@@ -154,6 +154,17 @@ impl PoolingAllocationConfig {
     pub fn is_pagemap_scan_available() -> bool {
         PageMap::new().is_some()
     }
+
+    /// Tests whether [`Self::pagemap_scan`], where available, finds only the
+    /// pages written since a slot was last reset.
+    ///
+    /// That needs userfaultfd's asynchronous write protection (Linux 6.7 and
+    /// later, and `userfaultfd(2)` allowed to this process). Without it a
+    /// scan finds every page written since the slot was mapped, so after its
+    /// first reset a slot resets every page its instances ever wrote.
+    pub fn is_pagemap_write_tracking_available() -> bool {
+        PageMap::new().is_some_and(|pagemap| pagemap.tracks_writes())
+    }
 }
 
 /// An error returned when the pooling allocator cannot allocate a table,
@@ -227,6 +238,9 @@ pub struct PoolingInstanceAllocator {
     live_stacks: AtomicUsize,
 
     pagemap: Option<PageMap>,
+    /// Bytes of linear memory reset in place (copied back from an image or
+    /// zeroed) when their instances ended, since the allocator was made.
+    pub(super) memory_bytes_reset: AtomicU64,
     config: PoolingAllocationConfig,
 }
 
@@ -309,6 +323,7 @@ impl PoolingInstanceAllocator {
                 })?),
                 Enabled::No => None,
             },
+            memory_bytes_reset: AtomicU64::new(0),
             config: config.clone(),
         })
     }
@@ -701,6 +716,8 @@ unsafe impl InstanceAllocator for PoolingInstanceAllocator {
 
         match bytes_resident {
             Ok(bytes_resident) => {
+                self.memory_bytes_reset
+                    .fetch_add(image.bytes_reset() as u64, Ordering::Relaxed);
                 // SAFETY: this image is not in use and its memory regions were enqueued
                 // with `push_raw` above.
                 unsafe {

@@ -7,7 +7,7 @@ use core::ptr::{self, NonNull};
 #[cfg(feature = "std")]
 use std::{fs::File, sync::Arc};
 
-pub use crate::runtime::vm::pagemap_disabled::{PageMap, reset_with_pagemap};
+pub use crate::runtime::vm::pagemap_disabled::{PageMap, WriteHistory, reset_with_pagemap};
 
 pub unsafe fn expose_existing_mapping(ptr: *mut u8, len: usize) -> Result<()> {
     unsafe {

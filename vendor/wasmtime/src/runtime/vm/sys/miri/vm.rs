@@ -3,7 +3,7 @@ use std::fs::File;
 use std::io;
 use std::sync::Arc;
 
-pub use crate::runtime::vm::pagemap_disabled::{PageMap, reset_with_pagemap};
+pub use crate::runtime::vm::pagemap_disabled::{PageMap, WriteHistory, reset_with_pagemap};
 
 pub unsafe fn expose_existing_mapping(ptr: *mut u8, len: usize) -> io::Result<()> {
     unsafe {

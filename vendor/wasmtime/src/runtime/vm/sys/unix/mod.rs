@@ -18,6 +18,8 @@ pub mod signals;
 
 #[cfg(all(target_os = "linux", target_pointer_width = "64", feature = "std"))]
 mod pagemap;
+#[cfg(all(target_os = "linux", target_pointer_width = "64", feature = "std"))]
+mod write_tracking;
 #[cfg(not(all(target_os = "linux", target_pointer_width = "64", feature = "std")))]
 use crate::vm::pagemap_disabled as pagemap;
 

@@ -6,6 +6,8 @@
 use crate::prelude::*;
 
 use self::ioctl::{Categories, PageMapScanBuilder};
+pub use super::write_tracking::WriteHistory;
+use super::write_tracking::{WriteTracker, scan_resident, scan_written};
 use crate::runtime::vm::{HostAlignedByteCount, host_page_size};
 use rustix::ioctl::ioctl;
 use std::fs::File;
@@ -95,7 +97,13 @@ static PROCESS_PAGEMAP: std::sync::LazyLock<Option<File>> = std::sync::LazyLock:
 });
 
 #[derive(Debug)]
-pub struct PageMap(&'static File);
+pub struct PageMap {
+    file: &'static File,
+    /// Present where the kernel offers userfaultfd's asynchronous write
+    /// protection: scans then report only the pages written since the last
+    /// reset (see the `write_tracking` module).
+    writes: Option<WriteTracker>,
+}
 
 impl PageMap {
     #[cfg(feature = "pooling-allocator")]
@@ -115,7 +123,17 @@ impl PageMap {
         unsafe {
             ioctl(&file, pm_scan).ok()?;
         }
-        Some(PageMap(file))
+        Some(PageMap {
+            file,
+            writes: WriteTracker::new(),
+        })
+    }
+
+    /// Whether scans report only the pages written since the last reset
+    /// (rather than every page written since it was mapped).
+    #[cfg(feature = "pooling-allocator")]
+    pub fn tracks_writes(&self) -> bool {
+        self.writes.is_some()
     }
 }
 
@@ -244,6 +262,7 @@ pub unsafe fn reset_with_pagemap(
     ptr: *mut u8,
     len: HostAlignedByteCount,
     mut keep_resident: HostAlignedByteCount,
+    history: Option<&mut WriteHistory>,
     mut reset_manually: impl FnMut(&mut [u8]),
     mut decommit: impl FnMut(*mut u8, usize),
 ) -> usize {
@@ -277,6 +296,7 @@ pub unsafe fn reset_with_pagemap(
                 ptr,
                 len,
                 keep_resident,
+                None,
                 reset_manually,
                 decommit,
             );
@@ -298,37 +318,36 @@ pub unsafe fn reset_with_pagemap(
     // memory is decommitted.
     let mut budget = keep_resident.byte_count() / host_page_size;
     let mut bytes_resident = 0;
+    // Write tracking applies to memories whose caller keeps a history.
+    let tracking = pagemap.writes.is_some() && history.is_some();
+    let mut bytes_written = 0;
 
     while budget > 0 {
         let remaining_len = end - cursor.addr();
-        let scan_arg = PageMapScanBuilder::new(ptr::slice_from_raw_parts(cursor, remaining_len))
-            .max_pages(budget)
-            // We specifically want pages that are NOT backed by the zero page
-            // or backed by files. Such pages mean that they haven't changed
-            // from their original contents, so they're inverted.
-            .category_inverted(Categories::PFNZERO | Categories::FILE)
-            // Search for pages that are written as those are the dirty pages —
-            // whether they are present or have been swapped out: a dirty page
-            // in swap is not PRESENT but still holds the previous instance's
-            // data, and requiring PRESENT would leave it in place for the
-            // next instance (observed under memory pressure as heap
-            // corruption in the guest). Additionally search for the zero
-            // page/file page as those are inverted above meaning we're
-            // searching for pages that specifically don't have those flags.
-            .category_mask(Categories::WRITTEN | Categories::PFNZERO | Categories::FILE)
-            // ... but only pages that actually exist, either in memory or in
-            // swap.
-            .category_anyof_mask(Categories::PRESENT | Categories::SWAPPED)
-            // Don't return any categories back. This helps group regions
-            // together since the reported set of categories is always empty
-            // and we otherwise aren't looking for anything in particular.
-            .return_mask(Categories::empty())
-            .build(&mut storage);
+        // Pages that are written (the dirty pages), whether present or
+        // swapped out (a dirty page in swap is not PRESENT but still holds
+        // the previous instance's data, and requiring PRESENT would leave it
+        // in place for the next instance, observed under memory pressure as
+        // heap corruption in the guest), and NOT backed by the zero page or a
+        // file (such pages have not changed from their original contents).
+        //
+        // With write tracking, a page written by an earlier instance and
+        // reset since is not written now but still resident: the scan then
+        // reports every resident page, each region saying whether it was
+        // written, so that the budget bounds what stays resident and only
+        // written regions are reset.
+        let region = ptr::slice_from_raw_parts(cursor, remaining_len);
+        let scan_arg = match tracking {
+            true => scan_resident(region),
+            false => scan_written(region),
+        }
+        .max_pages(budget)
+        .build(&mut storage);
 
         // SAFETY: this should be a safe ioctl as we control the fd we're
         // operating on plus all of `scan_arg`, but this relies on `Ioctl`
         // below being the correct implementation and such.
-        let result = match unsafe { ioctl(&pagemap.0, scan_arg) } {
+        let result = match unsafe { ioctl(pagemap.file, scan_arg) } {
             Ok(result) => result,
 
             // If the ioctl fails for whatever reason, we at least tried, so
@@ -340,6 +359,13 @@ pub unsafe fn reset_with_pagemap(
             // function, applied to the unscanned tail.
             Err(err) => unsafe {
                 log::warn!("failed pagemap scan {err}");
+                rearm(
+                    pagemap,
+                    history,
+                    ptr,
+                    cursor.addr() - ptr.addr(),
+                    bytes_written,
+                );
                 let tail_len =
                     HostAlignedByteCount::new(remaining_len).expect("cursor stays page aligned");
                 let tail_keep =
@@ -350,6 +376,7 @@ pub unsafe fn reset_with_pagemap(
                         cursor.cast_mut(),
                         tail_len,
                         tail_keep,
+                        None,
                         reset_manually,
                         decommit,
                     );
@@ -360,10 +387,15 @@ pub unsafe fn reset_with_pagemap(
         // their total size is within `max_pages`, so the budget cannot go
         // negative here.
         for region in result.regions() {
-            // SAFETY: we're relying on Linux to pass in valid region ranges
-            // within the `ptr/len` we specified to the original syscall.
-            unsafe {
-                reset_manually(&mut *region.region().cast_mut());
+            let written = !tracking || region.categories().contains(Categories::WRITTEN);
+            if written {
+                // SAFETY: we're relying on Linux to pass in valid region
+                // ranges within the `ptr/len` we specified to the original
+                // syscall.
+                unsafe {
+                    reset_manually(&mut *region.region().cast_mut());
+                }
+                bytes_written += region.len();
             }
             bytes_resident += region.len();
             budget -= region.len() / host_page_size;
@@ -373,6 +405,7 @@ pub unsafe fn reset_with_pagemap(
         cursor = result.walk_end();
         if cursor.addr() >= end {
             // The whole memory was scanned: nothing left to decommit.
+            rearm(pagemap, history, ptr, len.byte_count(), bytes_written);
             return bytes_resident;
         }
         if !regions_full {
@@ -386,11 +419,37 @@ pub unsafe fn reset_with_pagemap(
 
     // Everything from the cursor to the end of memory was not reset in
     // place: decommit it so the next instance sees pristine contents.
+    rearm(
+        pagemap,
+        history,
+        ptr,
+        cursor.addr() - ptr.addr(),
+        bytes_written,
+    );
     decommit(cursor.cast_mut(), end - cursor.addr());
     bytes_resident
 }
 
-mod ioctl {
+/// With write tracking, protects the pages of `start..start + len` that were
+/// just reset (`written` bytes of them), if `history` says it is time, so
+/// that the next scan reports only pages written after this reset. Must run
+/// after the reset (which writes those pages), and only over the part of
+/// memory that was scanned and reset in place.
+fn rearm(
+    pagemap: &PageMap,
+    history: Option<&mut WriteHistory>,
+    start: *mut u8,
+    len: usize,
+    written: usize,
+) {
+    if let (Some(writes), Some(history)) = (&pagemap.writes, history)
+        && history.protect_now(written)
+    {
+        writes.protect_written(pagemap.file, start, len);
+    }
+}
+
+pub(super) mod ioctl {
     use rustix::ioctl::*;
     use std::ffi::c_void;
     use std::fmt;
@@ -436,6 +495,19 @@ mod ioctl {
         }
     }
 
+    bitflags::bitflags! {
+        /// Flags of a [`PageMapScan`] (`pm_scan_arg.flags`).
+        #[derive(Copy, Clone, PartialEq, Eq)]
+        #[repr(transparent)]
+        pub struct ScanFlags: u64 {
+            /// Write-protect the pages that match (`PM_SCAN_WP_MATCHING`).
+            const WP_MATCHING = 1 << 0;
+            /// Fail with `EPERM` if a mapping in the range is not registered
+            /// for asynchronous write protection (`PM_SCAN_CHECK_WPASYNC`).
+            const CHECK_WPASYNC = 1 << 1;
+        }
+    }
+
     /// Builder-style structure for building up a [`PageMapScan`] `ioctl` call.
     pub struct PageMapScanBuilder {
         pm_scan_arg: pm_scan_arg,
@@ -460,6 +532,12 @@ mod ioctl {
                     return_mask: Categories::empty(),
                 },
             }
+        }
+
+        /// Configures what the scan does besides reporting regions.
+        pub fn flags(&mut self, flags: ScanFlags) -> &mut PageMapScanBuilder {
+            self.pm_scan_arg.flags = flags.bits();
+            self
         }
 
         /// Configures the maximum number of returned pages in the output regions.
@@ -619,10 +697,6 @@ mod ioctl {
         /// Note that this will only contain categories specified in
         /// [`PageMapScanBuilder::return_mask`].
         #[inline]
-        #[cfg_attr(
-            not(test),
-            expect(dead_code, reason = "bindings for the future if we need them")
-        )]
         pub fn categories(&self) -> Categories {
             self.0.categories
         }
@@ -1081,6 +1155,7 @@ mod tests {
                 mmap.ptr.cast(),
                 HostAlignedByteCount::new(mmap.len).unwrap(),
                 HostAlignedByteCount::new(keep_resident_pages * page).unwrap(),
+                None,
                 reset_manually,
                 decommit,
             )

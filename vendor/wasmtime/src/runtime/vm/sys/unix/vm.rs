@@ -6,7 +6,7 @@ use std::io;
 #[cfg(feature = "std")]
 use std::sync::Arc;
 
-pub use super::pagemap::{PageMap, reset_with_pagemap};
+pub use super::pagemap::{PageMap, WriteHistory, reset_with_pagemap};
 
 pub unsafe fn expose_existing_mapping(ptr: *mut u8, len: usize) -> io::Result<()> {
     unsafe {

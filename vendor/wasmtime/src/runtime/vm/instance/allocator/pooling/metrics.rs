@@ -63,6 +63,20 @@ impl PoolingAllocatorMetrics {
         self.allocator().memories.unused_warm_slots()
     }
 
+    /// Returns the number of bytes of linear memory reset in place (copied
+    /// back from the memory's initial image, or zeroed) when the instances
+    /// using them ended, since this allocator was created.
+    ///
+    /// With [`crate::PoolingAllocationConfig::pagemap_scan`] and write
+    /// tracking (see
+    /// [`crate::PoolingAllocationConfig::is_pagemap_write_tracking_available`])
+    /// these are the pages the instances wrote; otherwise the lowest
+    /// [`crate::PoolingAllocationConfig::linear_memory_keep_resident`] bytes
+    /// of each memory, or the pages ever written in it.
+    pub fn memory_bytes_reset(&self) -> u64 {
+        self.allocator().memory_bytes_reset.load(Ordering::Relaxed)
+    }
+
     /// Returns the number of bytes in this pooling allocator which are not part
     /// of any in-used linear memory slot but were previously used and are kept
     /// resident via the `*_keep_resident` configuration options.

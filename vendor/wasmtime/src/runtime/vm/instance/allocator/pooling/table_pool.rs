@@ -242,6 +242,9 @@ impl TablePool {
                 base,
                 table_byte_size_page_aligned,
                 self.keep_resident,
+                // Tables are small and cleared with a `memset`: protecting
+                // their pages again would cost more than it saves.
+                None,
                 |slice| slice.fill(0),
                 decommit,
             )
