@@ -12,6 +12,7 @@ use std::future::Future;
 use std::path::PathBuf;
 
 use crate::error::MoatError;
+use crate::memory_reset::MemoryReset;
 use crate::moat::{Guest, Moat};
 use crate::net::TlsIdentity;
 use crate::options::{InstancePool, MoatConfig, RunOptions};
@@ -145,6 +146,12 @@ pub trait Launcher {
         }
     }
 
+    /// The server's instances are reset by `reset` when each ends: the
+    /// default prints `moat: instances: ...` on stderr, saying how.
+    fn instances(&self, reset: MemoryReset) {
+        eprintln!("moat: instances: {}", reset.explained());
+    }
+
     /// The server answers Prometheus scrapes on `bound`: the default
     /// prints `moat: metrics at http://ADDR/metrics` on stderr (`moat:
     /// metrics at unix:PATH` for a Unix socket).
@@ -223,6 +230,9 @@ impl Launch {
                 // Taken over before the line a supervisor may wait for.
                 let stop = stop_signal();
                 let reloads = Reloads::listen(self.source.name(), watch);
+                if let Some(reset) = server.memory_reset() {
+                    launcher.instances(reset);
+                }
                 for bound in server.metrics_bound() {
                     launcher.metrics(&bound);
                 }

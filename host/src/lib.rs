@@ -113,6 +113,7 @@ mod error;
 pub mod kit;
 pub mod launch;
 pub mod limits;
+mod memory_reset;
 mod moat;
 pub mod net;
 mod options;
@@ -126,6 +127,7 @@ pub mod trusted;
 
 pub use cache::{CacheDir, CacheRefused, MAX_CACHE_BYTES, NODE_CACHE_DIR, last_eviction};
 pub use error::{MoatError, REFUSED_EXIT, START_FAILED_EXIT, TIMEOUT_EXIT, TRAP_EXIT};
+pub use memory_reset::MemoryReset;
 pub use moat::{CacheUse, Guest, Moat};
 pub use moat_policy::policy;
 pub use options::{Captured, Exit, Input, InstancePool, MoatConfig, Output, RunOptions};

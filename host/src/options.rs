@@ -11,6 +11,7 @@ use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 
 use crate::audit::Audit;
 use crate::cache::{CacheDir, MAX_CACHE_BYTES};
+use crate::memory_reset::MemoryReset;
 pub(crate) use crate::net::limits::DEFAULT_LINGER;
 use crate::net::{Limits, NetConfig, Notices, Resolver, TlsTrust};
 use crate::preopen::Preopen;
@@ -82,26 +83,31 @@ impl InstancePool {
     /// anyway.
     pub(crate) const TABLE_KEEP_RESIDENT: usize = 64 << 10;
 
-    /// Bytes at the bottom of each linear memory slot put back to the
-    /// component's initial contents in place (copied from its memory
-    /// image, the rest zeroed) when an instance ends, rather than handed
-    /// back with `madvise` and faulted in again, page by page, by the next
-    /// instance; above them, memory is still handed back. 16 MiB: a
-    /// JavaScript handler (componentize-js) starts with a few MiB of heap
-    /// and a Python one (componentize-py) with tens, and each writes much
-    /// of it on every request, so the faults and `madvise` were three
-    /// quarters of a JavaScript request's CPU (BENCHMARKS.md, "Handlers
-    /// from every language"); restoring in place took JavaScript from
-    /// about 2,260 to 3,230 requests a second a core and Python from 390
-    /// to 660 (32 MiB: 715; 64 MiB: 600, the copy then outweighing the
-    /// faults). The price is paid whether the guest touched the bytes or
-    /// not: a handler with a large memory that writes little of it pays
-    /// up to a 16 MiB copy a request (about a millisecond) where faults
-    /// would have cost less. Finding only the written pages
-    /// (`PAGEMAP_SCAN`) cost more than it saved on every handler measured
-    /// (Rust: 17,700 requests a second without it, 15,100 with it). At
-    /// most 16 MiB per slot stays resident after its instance ends, within
-    /// what the pool's instances could hold at once anyway.
+    /// Most bytes of a linear memory slot put back to the component's
+    /// initial contents in place (copied from its memory image, the rest
+    /// zeroed) when an instance ends, rather than handed back with
+    /// `madvise` and faulted in again, page by page, by the next instance.
+    ///
+    /// How the bytes are chosen is [`MemoryReset`]: with
+    /// [`MemoryReset::WrittenPages`], the slot's resident pages are walked
+    /// from the bottom, the written ones restored, until this many bytes of
+    /// them; the rest of memory is handed back. With
+    /// [`MemoryReset::LowestBytes`], the lowest this many bytes, written
+    /// or not, and the rest handed back. Either way a slot keeps at most
+    /// this much of its own memory resident between instances.
+    ///
+    /// 16 MiB: a JavaScript handler (componentize-js) starts with a few
+    /// MiB of heap and a Python one (componentize-py) with tens, and each
+    /// writes much of it on every request, so the faults and `madvise`
+    /// were three quarters of a JavaScript request's CPU (BENCHMARKS.md,
+    /// "Handlers from every language"). Copying the lowest bytes took
+    /// JavaScript from about 2,260 to 3,230 requests a second a core and
+    /// Python from 390 to 660 (32 MiB: 715; 64 MiB: 600, the copy then
+    /// outweighing the faults). Restoring only written pages, the copy is
+    /// what the request wrote, and the bound is on what stays resident: a
+    /// handler whose requests write different pages each time keeps at
+    /// most 16 MiB of them, within what the pool's instances could hold
+    /// at once anyway.
     pub(crate) const MEMORY_KEEP_RESIDENT: usize = 16 << 20;
 
     /// The pool for a host running `options`' guests
@@ -127,6 +133,12 @@ impl InstancePool {
             .max_memory_size(usize::try_from(self.max_memory).unwrap_or(usize::MAX))
             .table_keep_resident(Self::TABLE_KEEP_RESIDENT)
             .linear_memory_keep_resident(Self::MEMORY_KEEP_RESIDENT);
+        // The page-map scan without write tracking finds every page ever
+        // written, and lost to copying the lowest bytes on every handler
+        // measured (BENCHMARKS.md): it is used only with tracking.
+        if MemoryReset::available() == MemoryReset::WrittenPages {
+            pool.pagemap_scan(wasmtime::Enabled::Yes);
+        }
         wasmtime::InstanceAllocationStrategy::Pooling(pool)
     }
 }

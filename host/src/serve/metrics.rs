@@ -187,6 +187,9 @@ pub(crate) struct Now {
     pub(crate) max_connections: usize,
     pub(crate) net: Net,
     pub(crate) decisions: Arc<DecisionCounts>,
+    /// The instance pool's figures; `None` when instances are made on
+    /// demand.
+    pub(crate) pool: Option<wasmtime::PoolingAllocatorMetrics>,
 }
 
 impl std::fmt::Debug for Now {
@@ -249,6 +252,26 @@ impl Collector for Now {
                 Some(&Unit::Bytes),
                 max as u64,
             )?;
+        }
+        if let Some(pool) = &self.pool {
+            let reset = ConstCounter::new(pool.memory_bytes_reset());
+            let metric = encoder.encode_descriptor(
+                "moat_instance_memory_reset",
+                "Bytes of handler memory restored to their initial contents when instances ended",
+                Some(&Unit::Bytes),
+                reset.metric_type(),
+            )?;
+            reset.encode(metric)?;
+            let mode = ConstGauge::new(1i64);
+            let mut family = encoder.encode_descriptor(
+                "moat_instance_memory_reset_mode",
+                "How an ended instance's memory is restored: 1 for the way in use \
+                 (written-pages: only the pages it wrote; lowest-bytes: the lowest 16 MiB)",
+                None,
+                mode.metric_type(),
+            )?;
+            let labels = [("mode", crate::MemoryReset::available().as_str())];
+            mode.encode(family.encode_family(&labels)?)?;
         }
         let kind = ConstCounter::new(0u64).metric_type();
         let mut decisions = encoder.encode_descriptor(

@@ -433,6 +433,16 @@ impl Server<'_> {
         self.listeners.iter().map(|(_, b)| b.clone()).collect()
     }
 
+    /// How each request's instance is reset when it ends; `None` when the
+    /// process could not reserve the instance pool and makes each
+    /// instance's memory afresh.
+    pub fn memory_reset(&self) -> Option<crate::MemoryReset> {
+        self.shared
+            .engine
+            .pooling_allocator_metrics()
+            .map(|_| crate::MemoryReset::available())
+    }
+
     /// Where it answers Prometheus scrapes ([`ServeOptions::metrics`]);
     /// empty without.
     pub fn metrics_bound(&self) -> Vec<Listening> {
@@ -581,6 +591,7 @@ impl request::Shared {
             max_connections: limits.max_http_connections.max(1) as usize,
             net: self.net().clone(),
             decisions: Arc::clone(&metrics.decisions),
+            pool: self.engine.pooling_allocator_metrics(),
         });
         tokio::spawn(metrics::serve_scrapes(scrapes, registry, stopping));
     }

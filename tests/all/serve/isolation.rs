@@ -25,7 +25,7 @@
 use std::path::Path;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Empty};
+use http_body_util::{BodyExt, Full};
 use wasmtime::component::{Component, Linker, ResourceTable};
 use wasmtime::{Engine, Store};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
@@ -101,9 +101,10 @@ impl WasiHttpView for Reuser {
     }
 }
 
-/// `GET path` of each of `paths`, in order, to one instance of
-/// `component`; the bodies of the answers.
-async fn same_instance(component: &Path, paths: &[String]) -> Vec<String> {
+/// Each of `requests`, in order, to one instance of `component`: `GET
+/// path`, or `POST path` with the body when it is not empty; the bodies of
+/// the answers.
+async fn same_instance(component: &Path, requests: &[(String, Vec<u8>)]) -> Vec<String> {
     let engine = Engine::default();
     let name = component.display().to_string();
     let component = Component::from_file(&engine, component).expect("the handler compiles");
@@ -122,9 +123,12 @@ async fn same_instance(component: &Path, paths: &[String]) -> Vec<String> {
     );
     let proxy = pre.instantiate_async(&mut store).await.unwrap();
     let mut bodies = Vec::new();
-    for path in paths {
-        let request = hyper::Request::get(format!("http://isolation{path}"))
-            .body(Empty::<Bytes>::new())
+    for (path, body) in requests {
+        let method = if body.is_empty() { "GET" } else { "POST" };
+        let request = hyper::Request::builder()
+            .method(method)
+            .uri(format!("http://isolation{path}"))
+            .body(Full::new(Bytes::from(body.clone())))
             .unwrap();
         let view = store.data_mut();
         let request = view
@@ -158,8 +162,11 @@ async fn a_probe_finds_the_secret_an_instance_used_twice_still_holds() {
         // never returns): its probe is shown to see a planting made in the
         // same request.
         let paths = match kind {
-            "javascript" => vec!["/both/41".to_owned()],
-            _ => vec!["/plant/41".to_owned(), "/probe/41".to_owned()],
+            "javascript" => vec![("/both/41".to_owned(), Vec::new())],
+            _ => vec![
+                ("/plant/41".to_owned(), Vec::new()),
+                ("/probe/41".to_owned(), Vec::new()),
+            ],
         };
         let answers = same_instance(Path::new(&component), &paths).await;
         let probed = answers.last().expect("an answer");
@@ -311,6 +318,163 @@ async fn a_slot_whose_pages_were_in_swap_is_reset_all_the_same() {
             (200, "clean\n".to_owned()),
             "{kind}: {}",
             serve.stderr()
+        );
+    }
+}
+
+/// Word `i` of the secret of `seed`, as the isolation guest derives it
+/// (splitmix64).
+fn secret_word(seed: u64, i: usize) -> u64 {
+    let mut z = seed.wrapping_add(0x9e37_79b9_7f4a_7c15u64.wrapping_mul(i as u64 + 1));
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// The secret of `seed` repeated over `len` bytes, as the bytes of the
+/// guest's words (wasm is little-endian).
+fn secret_bytes(seed: u64, len: usize) -> Vec<u8> {
+    (0..8)
+        .flat_map(|i| secret_word(seed, i).to_le_bytes())
+        .cycle()
+        .take(len)
+        .collect()
+}
+
+/// An upstream on 127.0.0.1 that answers `GET /SEED` with the secret of
+/// SEED (64 KiB of it): what the guest's `/fetch` reads into memory.
+async fn secret_upstream() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut stream = BufReader::new(stream);
+                let Ok(head) = read_head(&mut stream).await else {
+                    return;
+                };
+                let seed = head
+                    .split_whitespace()
+                    .nth(1)
+                    .and_then(|path| path.trim_start_matches('/').parse().ok())
+                    .unwrap_or(0);
+                let body = secret_bytes(seed, 64 << 10);
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                    body.len()
+                );
+                let stream = stream.get_mut();
+                let _ = stream.write_all(head.as_bytes()).await;
+                let _ = stream.write_all(&body).await;
+            });
+        }
+    });
+    port
+}
+
+/// Each way the Rust guest can put a secret in a page: its name, and the
+/// planting's request (the seed filled in).
+const WAYS: [(&str, &str); 6] = [
+    ("a static, the heap and the stack", "GET /plant/{seed}"),
+    ("a request body the host wrote", "POST /plant-body/{seed}"),
+    ("a response body the host wrote", "GET /fetch/{seed}/{port}"),
+    (
+        "memory grown past its initial size",
+        "GET /plant-grow/{seed}",
+    ),
+    ("memory.copy and memory.fill", "GET /plant-bulk/{seed}"),
+    ("a request that trapped", "GET /plant-trap/{seed}"),
+];
+
+/// Plants a secret each way, a seed of its own for each (`first`,
+/// `first + 1`, ...), and probes for that seed after each: the probes'
+/// answers, by way. `serve` gives one instance at a time; `port` is
+/// [`secret_upstream`]'s.
+async fn probe_after_each_way(serve: &Serve, first: u64, port: u16) -> Vec<(&'static str, String)> {
+    let mut probed = Vec::new();
+    for ((way, request), seed) in WAYS.into_iter().zip(first..) {
+        let (method, path) = request.split_once(' ').expect("METHOD PATH");
+        let path = path
+            .replace("{seed}", &seed.to_string())
+            .replace("{port}", &port.to_string());
+        let planted = match method {
+            "POST" => post(serve.addr, &path, secret_bytes(seed, 64 << 10)).await,
+            _ => get(serve.addr, &path).await,
+        };
+        let trapped = way == "a request that trapped";
+        assert_eq!(
+            planted.status,
+            if trapped { 500 } else { 200 },
+            "{way}: {}\n{}",
+            planted.text(),
+            serve.stderr()
+        );
+        let answer = get(serve.addr, &format!("/probe/{seed}")).await;
+        assert_eq!(answer.status, 200, "{way}: {}", serve.stderr());
+        probed.push((way, answer.text()));
+    }
+    probed
+}
+
+/// Probes every way twice over in one server: the first time a slot is
+/// reset, every page its instance wrote is restored (nothing is known yet
+/// of which pages it wrote); from then on, with write tracking, only the
+/// pages found written since are, so a page the tracking missed would show
+/// in the second round.
+#[tokio::test]
+async fn no_way_of_writing_a_page_leaves_it_for_the_next_request() {
+    let port = secret_upstream().await;
+    let grant = format!("--allow-net=127.0.0.1:{port}");
+    let serve = serve_one_at_a_time(guests::ISOLATION, &[&grant]).await;
+    let fresh = get(serve.addr, "/stack").await.text();
+    for round in 0..2 {
+        for (way, probed) in probe_after_each_way(&serve, 100, port).await {
+            assert_eq!(
+                probed,
+                "clean\n",
+                "round {round}, {way}: {}",
+                serve.stderr()
+            );
+        }
+        // The trap left the stack pointer (a wasm global) moved down into
+        // its frame; a fresh instance has it where it always starts.
+        assert_eq!(
+            get(serve.addr, "/stack").await.text(),
+            fresh,
+            "round {round}"
+        );
+    }
+}
+
+/// Each planting of the Rust guest that a reused instance can be given
+/// (no outgoing request: the reusing host has no client; no trap: a
+/// trapped instance cannot be entered again), then its probe, to one
+/// instance: each probe finds its secret, so each can fail. Those two are
+/// shown by their own requests: `/fetch` answers `fetched` only after
+/// reading the upstream's whole body, and a trap is a 500.
+#[tokio::test]
+async fn each_probe_finds_its_secret_in_an_instance_used_again() {
+    let reusable: Vec<(&str, &str)> = WAYS
+        .into_iter()
+        .filter(|(_, request)| !request.contains("/fetch/") && !request.contains("/plant-trap/"))
+        .collect();
+    let mut requests = Vec::new();
+    for ((_, request), seed) in reusable.iter().zip(300..) {
+        let (method, path) = request.split_once(' ').expect("METHOD PATH");
+        let body = match method {
+            "POST" => secret_bytes(seed, 64 << 10),
+            _ => Vec::new(),
+        };
+        requests.push((path.replace("{seed}", &seed.to_string()), body));
+        requests.push((format!("/probe/{seed}"), Vec::new()));
+    }
+    let answers = same_instance(Path::new(guests::ISOLATION), &requests).await;
+    for ((way, _), answer) in reusable.iter().zip(answers.chunks(2)) {
+        assert!(
+            answer[1].starts_with("found "),
+            "{way}: planted {:?}, probed {:?}",
+            answer[0],
+            answer[1]
         );
     }
 }

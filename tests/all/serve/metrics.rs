@@ -220,6 +220,24 @@ async fn serve_metrics_count_what_clients_and_the_handler_did() {
         (64u64 << 20) as f64
     );
     assert_eq!(scraped.named("moat_decisions_total").len(), 20);
+    // How ended instances are reset: one mode, the one the start-up line
+    // names, and the bytes it restored (every handler call wrote some).
+    let mode = scraped.named("moat_instance_memory_reset_mode");
+    let expected = if server.stderr().contains("only written pages are restored") {
+        "written-pages"
+    } else {
+        "lowest-bytes"
+    };
+    assert_eq!(
+        mode,
+        [(
+            &format!("moat_instance_memory_reset_mode{{mode=\"{expected}\"}}"),
+            1.0
+        )],
+        "{}",
+        server.stderr()
+    );
+    assert!(scraped.get("moat_instance_memory_reset_bytes_total{}") >= 4096.0);
 
     // The same figures in the Prometheus text format.
     let text = scrape(&url, false).await;
