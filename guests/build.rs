@@ -50,6 +50,7 @@ const GUESTS: &[(&str, &str, &str)] = &[
     ("BENCH_SERVER", "bench-server", "bench/guests/bench-server"),
     ("BENCH_STD", "bench-std", "bench/guests/bench-std"),
     ("HELLO", "hello", "bench/guests/hello"),
+    ("BIG_MEMORY", "big-memory", "bench/guests/big-memory"),
 ];
 
 fn main() {

@@ -12,6 +12,7 @@
 #   js-net.wasm      jco, QuickJS backend, node:net client
 #   js-isolation.wasm  componentize-js, wasi:http 0.2 proxy: the isolation tests'
 #   js-hello.wasm    componentize-js, wasi:http 0.2 proxy: the bench's JavaScript row
+#   js-proxy-hello.wasm  the same hello in the whole wasi:http/proxy world
 #
 # Usage: examples/foreign/build.sh OUT_DIR
 #
@@ -135,9 +136,9 @@ js_fetch() {
 js_net() {
     "$jco" componentize "$here/js/net.js" --backend quickjs --bundle -w "$out/wit/js" -n net -o "$tmp" >/dev/null
 }
-# A handler: NAME.js in the `handler` world (a fetch event).
-js_handler() { # NAME
-    "$componentize_js" "$here/js/$1.js" -w "$out/wit/js-handler" -n handler -o "$tmp"
+# A handler: NAME.js in the `handler` world (a fetch event), or in WORLD.
+js_handler() { # NAME [WORLD]
+    "$componentize_js" "$here/js/$1.js" -w "$out/wit/js-handler" -n "${2:-handler}" -o "$tmp"
 }
 
 # The Python components one after another beside the JavaScript ones:
@@ -155,6 +156,7 @@ python_line=$!
     build js-fetch js/fetch.js js/wit/worlds.wit -- js_fetch
     build js-isolation js/isolation.js js/wit/handler.wit -- js_handler isolation
     build js-hello js/hello.js js/wit/handler.wit -- js_handler hello
+    build js-proxy-hello js/hello.js js/wit/handler.wit -- js_handler hello proxy
     build js-net js/net.js js/wit/worlds.wit -- js_net
 ) &
 javascript_line=$!
