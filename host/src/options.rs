@@ -135,9 +135,11 @@ impl InstancePool {
             .linear_memory_keep_resident(Self::MEMORY_KEEP_RESIDENT);
         // The page-map scan without write tracking finds every page ever
         // written, and lost to copying the lowest bytes on every handler
-        // measured (BENCHMARKS.md): it is used only with tracking.
+        // measured (BENCHMARKS.md): it is used only with tracking. `Auto`:
+        // should the scan fail now where it worked a moment ago, the pool
+        // copies the lowest bytes rather than not being made.
         if MemoryReset::available() == MemoryReset::WrittenPages {
-            pool.pagemap_scan(wasmtime::Enabled::Yes);
+            pool.pagemap_scan(wasmtime::Enabled::Auto);
         }
         wasmtime::InstanceAllocationStrategy::Pooling(pool)
     }
