@@ -26,6 +26,8 @@
 
 use std::sync::OnceLock;
 
+use crate::options::InstancePool;
+
 /// How a pooled instance's memory is reset (module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MemoryReset {
@@ -60,15 +62,16 @@ impl MemoryReset {
     }
 
     /// What it means, for the start-up line.
-    pub fn explained(self) -> &'static str {
+    pub fn explained(self) -> String {
         match self {
             MemoryReset::WrittenPages => {
-                "only written pages are restored (userfaultfd write tracking)"
+                "only written pages are restored (userfaultfd write tracking)".to_owned()
             }
-            MemoryReset::LowestBytes => {
-                "the lowest 16 MiB of each instance's memory are restored, written or not \
-                 (this kernel or process offers no userfaultfd write tracking)"
-            }
+            MemoryReset::LowestBytes => format!(
+                "the lowest {} MiB of each instance's memory are restored, written or not \
+                 (this kernel or process offers no userfaultfd write tracking)",
+                InstancePool::MEMORY_KEEP_RESIDENT >> 20
+            ),
         }
     }
 }

@@ -266,7 +266,8 @@ impl Collector for Now {
             let mut family = encoder.encode_descriptor(
                 "moat_instance_memory_reset_mode",
                 "How an ended instance's memory is restored: 1 for the way in use \
-                 (written-pages: only the pages it wrote; lowest-bytes: the lowest 16 MiB)",
+                 (written-pages: only the pages it wrote; lowest-bytes: the lowest bytes, \
+                 written or not)",
                 None,
                 mode.metric_type(),
             )?;
