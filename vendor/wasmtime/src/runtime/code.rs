@@ -8,10 +8,11 @@ use crate::{code_memory::CodeMemory, type_registry::TypeCollection};
 use alloc::boxed::Box;
 use alloc::sync::Arc;
 use core::ops::{Add, Range, Sub};
+use core::ptr::NonNull;
 use wasmtime_core::error::OutOfMemory;
 #[cfg(feature = "component-model")]
 use wasmtime_environ::component::ComponentTypes;
-use wasmtime_environ::{FuncKey, ModuleTypes, StaticModuleIndex};
+use wasmtime_environ::{ModuleTypes, StaticModuleIndex};
 
 macro_rules! define_pc_kind {
     ($ty:ident) => {
@@ -428,11 +429,11 @@ impl<'a> ModuleWithCode<'a> {
         self.module
     }
 
-    /// Returns the slice in the text section of the function that
-    /// `key` points to.
+    /// Returns the address of the code at `offset` in the text section,
+    /// in this store's copy of it (derived from the rest of the section, not
+    /// from its one byte, so that it may be used for the code it starts).
     #[inline]
-    pub fn function(&self, key: FuncKey) -> &[u8] {
-        let range = self.module.compiled_module().function_range(key);
-        &self.store_code.text()[range]
+    pub fn code_at(&self, offset: usize) -> NonNull<u8> {
+        NonNull::from(&self.store_code.text()[offset..]).cast()
     }
 }

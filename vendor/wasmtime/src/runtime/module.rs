@@ -15,12 +15,14 @@ use alloc::sync::Arc;
 use core::fmt;
 use core::ops::Range;
 use core::ptr::NonNull;
+use core::sync::atomic::{AtomicU64, Ordering};
 #[cfg(feature = "std")]
 use std::{fs::File, path::Path};
 use wasmparser::{Parser, ValidPayload, Validator};
 use wasmtime_environ::{
-    CompiledFunctionsTable, CompiledModuleInfo, EntityIndex, FuncKey, HostPtr, ModuleTypes,
-    ObjectKind, StaticModuleIndex, TypeTrace, VMOffsets, VMSharedTypeIndex, WasmChecksum,
+    CompiledFunctionsTable, CompiledModuleInfo, DefinedFuncIndex, EntityIndex, EntityRef, FuncKey,
+    HostPtr, ModuleTypes, ObjectKind, StaticModuleIndex, TypeTrace, VMOffsets, VMSharedTypeIndex,
+    WasmChecksum,
 };
 mod registry;
 
@@ -163,6 +165,11 @@ struct ModuleInner {
     /// improves memory usage for modules that are created but may not ever be
     /// instantiated.
     memory_images: OnceLock<Option<ModuleMemoryImages>>,
+
+    /// Where each defined function's code lies in the text section, filled
+    /// in the first time a `VMFuncRef` is made for it; see
+    /// `Module::func_ref_code`.
+    func_ref_code: OnceLock<Box<[AtomicU64]>>,
 
     /// Flag indicating whether this module can be serialized or not.
     #[cfg(any(feature = "cranelift", feature = "winch"))]
@@ -566,6 +573,7 @@ impl Module {
                 engine: engine.clone(),
                 code,
                 memory_images: OnceLock::new(),
+                func_ref_code: OnceLock::new(),
                 module,
                 #[cfg(any(feature = "cranelift", feature = "winch"))]
                 serializable,
@@ -664,6 +672,50 @@ impl Module {
 
     pub(crate) fn env_module(&self) -> &Arc<wasmtime_environ::Module> {
         self.compiled_module().module()
+    }
+
+    /// The offsets in the text section of the defined function `index`'s
+    /// array-to-Wasm trampoline and of its Wasm body, in that order: what a
+    /// `VMFuncRef` for it points at.
+    ///
+    /// Each is found by looking the function up in the compiled-functions
+    /// table (a search over its namespaces and, for the trampoline, over the
+    /// sparse indices of the functions that escape), once per function for
+    /// the life of this module, and then read from a dense table. An
+    /// instantiation that makes a funcref for each of thousands of table
+    /// elements (an active element segment at an offset known only at
+    /// instantiation, as a dynamically linked component has) then pays an
+    /// index per element instead of the searches.
+    pub(crate) fn func_ref_code(&self, index: DefinedFuncIndex) -> (usize, usize) {
+        let table = self.inner.func_ref_code.get_or_init(|| {
+            (0..self.env_module().num_defined_funcs())
+                .map(|_| AtomicU64::new(0))
+                .collect()
+        });
+        let slot = &table[index.index()];
+        // Zero means "not looked up yet": a funcref's trampoline and body are
+        // two distinct non-empty functions, so they cannot both start at
+        // offset 0. Relaxed is enough: the slot publishes nothing but its own
+        // value, and a race stores the same value twice.
+        let packed = slot.load(Ordering::Relaxed);
+        if packed != 0 {
+            return (
+                usize::try_from(packed >> 32).unwrap(),
+                usize::try_from(packed & u64::from(u32::MAX)).unwrap(),
+            );
+        }
+        let module = self.env_module().module_index;
+        let compiled = self.compiled_module();
+        let array_to_wasm = compiled.func_loc(FuncKey::ArrayToWasmTrampoline(module, index));
+        let wasm = compiled.func_loc(FuncKey::DefinedWasmFunction(module, index));
+        slot.store(
+            u64::from(array_to_wasm.start) << 32 | u64::from(wasm.start),
+            Ordering::Relaxed,
+        );
+        (
+            usize::try_from(array_to_wasm.start).unwrap(),
+            usize::try_from(wasm.start).unwrap(),
+        )
     }
 
     pub(crate) fn types(&self) -> &ModuleTypes {

@@ -866,19 +866,13 @@ impl Instance {
         let func = &module.functions[index];
         let type_index = func.signature.unwrap_engine_type_index();
         let vmctx_offset = self.offsets().func_refs().at(func.func_ref);
-        let array_to_wasm_key = FuncKey::ArrayToWasmTrampoline(module.module_index, def_index);
-        let wasm_key = FuncKey::DefinedWasmFunction(module.module_index, def_index);
-        // SAFETY: the type/offset/keys here are all valid for the defined
+        let code = self
+            .runtime_module()
+            .expect("funcref impossible in fake module")
+            .func_ref_code(def_index);
+        // SAFETY: the type/offset/code here are all valid for the defined
         // function at `def_index`.
-        unsafe {
-            self.initialize_and_return_funcref(
-                registry,
-                type_index,
-                vmctx_offset,
-                array_to_wasm_key,
-                wasm_key,
-            )
-        }
+        unsafe { self.initialize_and_return_funcref(registry, type_index, vmctx_offset, code) }
     }
 
     fn get_start_func_ref(
@@ -893,25 +887,30 @@ impl Instance {
             }
         };
         let vmctx_offset = self.offsets().startup_func_ref();
-        let array_to_wasm_key = FuncKey::ModuleStartup(Abi::Array, module.module_index);
-        let wasm_key = FuncKey::ModuleStartup(Abi::Wasm, module.module_index);
-        // SAFETY: the type/offset/keys here are all valid for the module
+        let compiled = self
+            .runtime_module()
+            .expect("funcref impossible in fake module")
+            .compiled_module();
+        let code = (
+            compiled
+                .function_range(FuncKey::ModuleStartup(Abi::Array, module.module_index))
+                .start,
+            compiled
+                .function_range(FuncKey::ModuleStartup(Abi::Wasm, module.module_index))
+                .start,
+        );
+        // SAFETY: the type/offset/code here are all valid for the module
         // startup function.
-        unsafe {
-            self.initialize_and_return_funcref(
-                registry,
-                type_index,
-                vmctx_offset,
-                array_to_wasm_key,
-                wasm_key,
-            )
-        }
+        unsafe { self.initialize_and_return_funcref(registry, type_index, vmctx_offset, code) }
     }
 
     /// Common implementation of initializing a `VMFuncRef` stored within this
     /// instance's `VMContext`.
     ///
     /// # Safety
+    ///
+    /// `code` is where the function's array-to-Wasm trampoline and its Wasm
+    /// body start, as offsets in its module's text section.
     ///
     /// This function requires that `type_index` accurately describes this
     /// function and `vmctx_offset` is indeed the correct offset for the
@@ -922,8 +921,7 @@ impl Instance {
         registry: &ModuleRegistry,
         type_index: VMSharedTypeIndex,
         vmctx_offset: u32,
-        array_to_wasm_key: FuncKey,
-        wasm_key: FuncKey,
+        (array_to_wasm_start, wasm_start): (usize, usize),
     ) -> Option<NonNull<VMFuncRef>> {
         // For now, we eagerly initialize an funcref struct in-place whenever
         // asked for a reference to it. This is mostly fine, because in practice
@@ -953,18 +951,12 @@ impl Instance {
         )
         .expect("module not in store");
 
-        let array_call =
-            VmPtr::from(NonNull::from(module_with_code.function(array_to_wasm_key)).cast());
+        let array_call = VmPtr::from(module_with_code.code_at(array_to_wasm_start).cast());
 
         let wasm_call = Some(VmPtr::from(
-            NonNull::new(
-                module_with_code
-                    .function(wasm_key)
-                    .as_ptr()
-                    .cast::<VMWasmCallFunction>()
-                    .cast_mut(),
-            )
-            .unwrap(),
+            module_with_code
+                .code_at(wasm_start)
+                .cast::<VMWasmCallFunction>(),
         ));
 
         let vmctx = VMOpaqueContext::from_vmcontext(self.vmctx()).into();
