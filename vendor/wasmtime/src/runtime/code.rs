@@ -402,26 +402,42 @@ impl Drop for StoreCode {
     }
 }
 
-/// A wrapper for a Module together with a StoreCode. Allows fetching
-/// code pointers, ready to call.
+/// A wrapper for a Module together with the text of its StoreCode.
+/// Allows fetching code pointers, ready to call.
 pub struct ModuleWithCode<'a> {
     module: &'a Module,
-    store_code: &'a StoreCode,
+    text: &'a [u8],
 }
 
 impl<'a> ModuleWithCode<'a> {
     /// Find the StoreCode in a given store for a module and wrap it
     /// up with that module, ready to compute code pointers.
+    ///
+    /// A store has a private copy of a module's code only when guest
+    /// debugging is on; otherwise its StoreCode shares the engine's code
+    /// memory, and the engine's text is used without searching the
+    /// registry (this runs once for every funcref made).
     pub fn in_store(
         registry: &'a ModuleRegistry,
         module: &'a Module,
     ) -> Option<ModuleWithCode<'a>> {
-        let store_code = registry.store_code(module.engine_code())?;
-        Some(ModuleWithCode { module, store_code })
+        #[cfg(feature = "debug")]
+        if module.engine().tunables().debug_guest {
+            let store_code = registry.store_code(module.engine_code())?;
+            return Some(Self::from_raw(module, store_code));
+        }
+        debug_assert!(registry.store_code(module.engine_code()).is_some());
+        Some(ModuleWithCode {
+            module,
+            text: module.engine_code().text(),
+        })
     }
 
     pub(crate) fn from_raw(module: &'a Module, store_code: &'a StoreCode) -> ModuleWithCode<'a> {
-        ModuleWithCode { module, store_code }
+        ModuleWithCode {
+            module,
+            text: store_code.text(),
+        }
     }
 
     /// Provide the Module wrapped in this tuple.
@@ -434,6 +450,6 @@ impl<'a> ModuleWithCode<'a> {
     /// from its one byte, so that it may be used for the code it starts).
     #[inline]
     pub fn code_at(&self, offset: usize) -> NonNull<u8> {
-        NonNull::from(&self.store_code.text()[offset..]).cast()
+        NonNull::from(&self.text[offset..]).cast()
     }
 }
