@@ -697,24 +697,18 @@ impl Module {
         // two distinct non-empty functions, so they cannot both start at
         // offset 0. Relaxed is enough: the slot publishes nothing but its own
         // value, and a race stores the same value twice.
-        let packed = slot.load(Ordering::Relaxed);
-        if packed != 0 {
-            return (
-                usize::try_from(packed >> 32).unwrap(),
-                usize::try_from(packed & u64::from(u32::MAX)).unwrap(),
-            );
+        let mut packed = slot.load(Ordering::Relaxed);
+        if packed == 0 {
+            let module = self.env_module().module_index;
+            let compiled = self.compiled_module();
+            let array_to_wasm = compiled.func_loc(FuncKey::ArrayToWasmTrampoline(module, index));
+            let wasm = compiled.func_loc(FuncKey::DefinedWasmFunction(module, index));
+            packed = u64::from(array_to_wasm.start) << 32 | u64::from(wasm.start);
+            slot.store(packed, Ordering::Relaxed);
         }
-        let module = self.env_module().module_index;
-        let compiled = self.compiled_module();
-        let array_to_wasm = compiled.func_loc(FuncKey::ArrayToWasmTrampoline(module, index));
-        let wasm = compiled.func_loc(FuncKey::DefinedWasmFunction(module, index));
-        slot.store(
-            u64::from(array_to_wasm.start) << 32 | u64::from(wasm.start),
-            Ordering::Relaxed,
-        );
         (
-            usize::try_from(array_to_wasm.start).unwrap(),
-            usize::try_from(wasm.start).unwrap(),
+            usize::try_from(packed >> 32).unwrap(),
+            usize::try_from(packed & u64::from(u32::MAX)).unwrap(),
         )
     }
 
