@@ -86,6 +86,35 @@ pub(crate) enum Command {
     /// image, a CI job or the containerd shim's node): `moat run` and
     /// `moat serve` with the same --cache-dir then start at once
     Compile(CompileArgs),
+    /// Grants from an audit trail: `moat grants suggest TRAIL.jsonl`
+    /// drafts the narrowest grants that would have allowed what the trail
+    /// shows denied (or let through by --observe)
+    #[command(subcommand)]
+    Grants(GrantsCommand),
+}
+
+/// `moat grants`.
+#[derive(Debug, clap::Subcommand)]
+pub(crate) enum GrantsCommand {
+    /// Print the grants that would have allowed what TRAIL shows denied
+    /// or would-denied, as flags and as a policy file, each with how many
+    /// refusals it answers: names as written, their ports, nothing wider
+    /// unless --widen
+    Suggest(SuggestArgs),
+}
+
+/// `moat grants suggest`.
+#[derive(Debug, Args)]
+pub(crate) struct SuggestArgs {
+    /// Names that share a parent and a port (two or more) become one
+    /// `*.parent:port` entry
+    #[arg(long)]
+    pub(crate) widen: bool,
+
+    /// The audit trail (JSON Lines, as --audit writes it); - for standard
+    /// input
+    #[arg(value_name = "TRAIL")]
+    pub(crate) trail: PathBuf,
 }
 
 /// `moat compile`.
@@ -251,7 +280,12 @@ fn flag_of(setting: Setting) -> Arg {
             .num_args(0..=1)
             .require_equals(true)
             .default_missing_value("*"),
-        Kind::Deny => arg.action(ArgAction::Append).require_equals(true),
+        Kind::Deny | Kind::Secret => arg.action(ArgAction::Append).require_equals(true),
+        Kind::Switch => arg
+            .action(ArgAction::Set)
+            .num_args(0..=1)
+            .require_equals(true)
+            .default_missing_value("true"),
         Kind::Count | Kind::Size | Kind::Duration | Kind::File => arg.action(ArgAction::Set),
     }
 }

@@ -9,6 +9,7 @@
 #![allow(rustdoc::broken_intra_doc_links)]
 
 mod args;
+mod grants;
 mod progress;
 mod run;
 

@@ -7,7 +7,9 @@ use moat_host::audit::{self, Audit, GuestIdentity};
 use moat_host::launch::{ComponentSource, Entry, Launch, Launcher, Threads};
 use moat_host::net::{TlsIdentity, TlsTrust};
 use moat_host::preopen::Preopen;
-use moat_host::settings::{Defaults, Origin, PolicyFile, Setting, Settings, Spelling, Worded};
+use moat_host::settings::{
+    Defaults, Origin, PolicyFile, SecretSource, Setting, Settings, Spelling, Worded,
+};
 use moat_host::trusted::{self, Kept, Trusted};
 use moat_host::{CacheDir, Moat, MoatConfig, MoatError, RunOptions};
 
@@ -21,6 +23,7 @@ pub(crate) fn main() -> ExitCode {
         args::Command::Run(args) => run(args),
         args::Command::Serve(args) => serve(args),
         args::Command::Compile(args) => compile(&args),
+        args::Command::Grants(args::GrantsCommand::Suggest(args)) => crate::grants::suggest(&args),
     }
 }
 
@@ -319,6 +322,19 @@ fn prepare(args: &RunArgs, defaults: Defaults, also_kept: &[Kept]) -> anyhow::Re
         from_flags.set(&Origin::Flag, *setting, value.as_str())?;
     }
     let settings = from_file.and(from_flags);
+    if settings.policy.observes() {
+        if settings.audit.is_none() {
+            bail!(
+                "--observe: observe mode's record of what it let through is the audit trail; \
+                 give --audit=FILE (or --audit=- for standard error)"
+            );
+        }
+        eprintln!(
+            "moat: OBSERVE MODE: what no grant allows goes through, each recorded as \
+             would-deny on the audit trail (deny entries still hold); this drafts grants \
+             (moat grants suggest), it does not contain the program"
+        );
+    }
     // One guest per process: its descriptors are bounded by its own caps.
     let mut options = moat_host::settings::one_guest_process(&settings, Spelling::Flags)
         .arg(args.component.display().to_string())
@@ -327,6 +343,13 @@ fn prepare(args: &RunArgs, defaults: Defaults, also_kept: &[Kept]) -> anyhow::Re
     // before it is opened (created, if new).
     if let Some(moat_host::settings::Destination::File(path)) = &settings.audit {
         kept.push(Kept::new(path, Trusted::Trail));
+    }
+    // A secret's file is kept from every directory the guest gets, read
+    // or write, as a TLS key is.
+    for binding in &settings.secrets {
+        if let SecretSource::File(path) = &binding.from {
+            kept.push(Kept::new(path, Trusted::SecretFile));
+        }
     }
     for entry in &args.env {
         let (key, value) = match entry.split_once('=') {
@@ -343,7 +366,24 @@ fn prepare(args: &RunArgs, defaults: Defaults, also_kept: &[Kept]) -> anyhow::Re
         if key.is_empty() {
             bail!("--env {entry}: the variable name is empty");
         }
+        if settings.secrets.iter().any(|b| b.name == key) {
+            bail!(
+                "--env {entry}: {key} is a secret's name (--secret); its value is the placeholder"
+            );
+        }
         options = options.env(key, value);
+    }
+    if !settings.secrets.is_empty() {
+        // Values in this process's memory: no core dump of it, and no
+        // other process of the same user reads it through /proc or ptrace.
+        if let Err(e) = moat_host::secrets::keep_out_of_core_dumps() {
+            tracing::warn!("cannot keep the secrets out of core dumps: {e}");
+        }
+    }
+    for binding in &settings.secrets {
+        let secret = moat_host::secrets::read(binding.clone())
+            .with_context(|| format!("--secret {binding}"))?;
+        options = options.secret(secret);
     }
     let cache = match (&args.cache_dir, args.no_cache) {
         (_, true) => CacheDir::Off,
@@ -396,7 +436,7 @@ fn prepare(args: &RunArgs, defaults: Defaults, also_kept: &[Kept]) -> anyhow::Re
             .map(|bytes| GuestIdentity::of(&args.component, bytes));
         let audit = Audit::to_destination(
             destination,
-            audit::Context::new(guest),
+            audit::Context::new(guest).observing(settings.policy.observes()),
             moat_host::settings::audited(&settings, defaults),
         )?;
         options = options.audit(audit);

@@ -119,6 +119,7 @@ pub mod net;
 mod options;
 pub mod preopen;
 mod run_state;
+pub mod secrets;
 pub mod serve;
 pub mod settings;
 pub mod start;

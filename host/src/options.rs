@@ -13,7 +13,7 @@ use crate::audit::Audit;
 use crate::cache::{CacheDir, MAX_CACHE_BYTES};
 use crate::memory_reset::MemoryReset;
 pub(crate) use crate::net::limits::DEFAULT_LINGER;
-use crate::net::{Limits, NetConfig, Notices, Resolver, TlsTrust};
+use crate::net::{Limits, NetConfig, Notices, Resolver, Secret, TlsTrust};
 use crate::preopen::Preopen;
 use crate::trusted::Kept;
 use moat_policy::policy::Policy;
@@ -270,6 +270,22 @@ impl RunOptions {
     /// Sets an environment variable.
     pub fn env(mut self, key: impl Into<String>, value: impl Into<String>) -> RunOptions {
         self.env.push((key.into(), value.into()));
+        self
+    }
+
+    /// Gives the guest `secret`'s placeholder in the environment variable
+    /// its binding names, and lets its HTTP requests carry the value where
+    /// the binding says ([`crate::net::secrets`]); a secret read from a
+    /// file keeps that file from every directory the guest gets.
+    pub fn secret(mut self, secret: Secret) -> RunOptions {
+        let binding = secret.binding();
+        self.env
+            .push((binding.name.clone(), secret.placeholder().to_owned()));
+        if let moat_policy::settings::SecretSource::File(path) = &binding.from {
+            self.kept
+                .push(Kept::new(path, crate::trusted::Trusted::SecretFile));
+        }
+        self.net.secrets = self.net.secrets.with(secret);
         self
     }
 

@@ -45,6 +45,9 @@ pub enum Trusted {
     /// The compiled-code cache directory, with its key: native code a later
     /// run executes, authenticated by a secret.
     Cache,
+    /// A secret's value (`--secret`'s `from=file:`): what the guest is
+    /// given a placeholder of and must never read.
+    SecretFile,
 }
 
 impl Trusted {
@@ -58,6 +61,7 @@ impl Trusted {
             Trusted::TlsKey => "the TLS private key",
             Trusted::CaFile => "the CA file",
             Trusted::Cache => "moat's compiled-code cache",
+            Trusted::SecretFile => "a secret's file",
         }
     }
 
@@ -72,6 +76,7 @@ impl Trusted {
             Trusted::TlsCertificate | Trusted::CaFile => "change whom a later run's TLS trusts",
             Trusted::TlsKey => "read the server's private key",
             Trusted::Cache => "plant native code that a later run executes",
+            Trusted::SecretFile => "read the value it was given a placeholder of",
         }
     }
 
@@ -79,7 +84,7 @@ impl Trusted {
     /// gets may reach it, read-only or not. The others are kept from the
     /// directories a guest may write.
     pub fn is_secret(self) -> bool {
-        matches!(self, Trusted::TlsKey | Trusted::Cache)
+        matches!(self, Trusted::TlsKey | Trusted::Cache | Trusted::SecretFile)
     }
 
     /// The most moat reads of it: a bound against a file that only claims
@@ -96,6 +101,8 @@ impl Trusted {
             // The webpki roots are ~200 KiB of PEM; a chain or a key is a
             // few KiB.
             Trusted::TlsCertificate | Trusted::TlsKey | Trusted::CaFile => 16 << 20,
+            // An API key or a token is at most a few KiB.
+            Trusted::SecretFile => 64 << 10,
             // Appended to, never read: its bound is --max-audit-size.
             Trusted::Trail | Trusted::Cache => u64::MAX,
         }

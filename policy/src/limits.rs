@@ -422,6 +422,8 @@ impl Limits {
             | Setting::AllowListen
             | Setting::DenyNet
             | Setting::DenyListen
+            | Setting::Secret
+            | Setting::Observe
             | Setting::Audit => return None,
             Setting::MaxSockets => count(self.max_sockets),
             Setting::MaxWaitingCalls => Bound::Count(self.max_waiting_calls),
@@ -494,6 +496,8 @@ impl Limits {
             | Setting::AllowListen
             | Setting::DenyNet
             | Setting::DenyListen
+            | Setting::Secret
+            | Setting::Observe
             | Setting::Audit => return Err(refused),
             Setting::MaxSockets => self.max_sockets = count,
             Setting::MaxWaitingCalls => self.max_waiting_calls = need(count, refused)?,
@@ -568,7 +572,7 @@ mod tests {
                 Kind::Count => Bound::Count(7),
                 Kind::Size => Bound::Size(7 << 20),
                 Kind::Duration => Bound::Duration(Duration::from_secs(7)),
-                Kind::Grant | Kind::Deny | Kind::File => {
+                Kind::Grant | Kind::Deny | Kind::File | Kind::Secret | Kind::Switch => {
                     assert!(limits.set(setting, Bound::Count(7)).is_err(), "{setting:?}");
                     assert_eq!(limits.get(setting), None, "{setting:?}");
                     continue;

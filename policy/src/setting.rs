@@ -46,6 +46,10 @@ pub enum Setting {
     DenyNet,
     /// Where the guest may not listen, whatever is granted.
     DenyListen,
+    /// A secret the guest holds a placeholder of, and where it may go.
+    Secret,
+    /// Observe mode: what the grants would refuse goes through, recorded.
+    Observe,
     /// Sockets and listeners open at once.
     MaxSockets,
     /// Receives, accepts and lookups waiting at once.
@@ -179,6 +183,11 @@ pub enum Kind {
     Duration,
     /// A file's path, or `-` for standard error.
     File,
+    /// A secret's binding (`NAME;from=...;to=...;header=...`), one a
+    /// value; they add up.
+    Secret,
+    /// On or off: `true` or `false` (a flag alone is `true`).
+    Switch,
 }
 
 impl Kind {
@@ -190,6 +199,8 @@ impl Kind {
             Kind::Size => "SIZE",
             Kind::Duration => "DURATION",
             Kind::File => "FILE",
+            Kind::Secret => "BINDING",
+            Kind::Switch => "BOOL",
         }
     }
 }
@@ -248,6 +259,28 @@ const ROWS: [Row; Setting::ALL.len()] = [
         kind: Kind::Deny,
         help: "Refuse listening on these, whatever --allow-listen allows. Example: \
                --deny-listen=0.0.0.0,::",
+    },
+    Row {
+        key: "secret",
+        flag: "--secret",
+        variable: "MOAT_SECRET",
+        option: "RunOptions::secret",
+        kind: Kind::Secret,
+        help: "Give the guest a placeholder for a secret that moat puts into one header of \
+               the https requests to one destination, and refuses anywhere else: \
+               NAME;from=env:VAR|file:PATH;to=https://HOST[:PORT][/PREFIX];header=H[;form=F]. \
+               Example: --secret='API_KEY;from=env:API_KEY;to=https://api.example.com/v1/;\
+               header=authorization;form=Bearer {}'",
+    },
+    Row {
+        key: "observe",
+        flag: "--observe",
+        variable: "MOAT_OBSERVE",
+        option: "Policy::observing",
+        kind: Kind::Switch,
+        help: "Observe mode, for drafting grants: what no grant allows goes through and is \
+               recorded as would-deny with the grant that would allow it (deny entries still \
+               hold). Never for enforcing; see moat grants suggest",
     },
     Row {
         key: "max-sockets",
@@ -512,11 +545,13 @@ const ROWS: [Row; Setting::ALL.len()] = [
 
 impl Setting {
     /// Every setting, in the order `moat run --help` lists their flags.
-    pub const ALL: [Setting; 33] = [
+    pub const ALL: [Setting; 35] = [
         Setting::AllowNet,
         Setting::AllowListen,
         Setting::DenyNet,
         Setting::DenyListen,
+        Setting::Secret,
+        Setting::Observe,
         Setting::MaxSockets,
         Setting::MaxWaitingCalls,
         Setting::MaxMemory,

@@ -181,6 +181,19 @@ pub enum DeploymentError {
         /// The value given.
         value: String,
     },
+    /// `MOAT_SECRET` is set: a binding reads a value on the node and
+    /// names where it goes, which a pod spec may not choose until the
+    /// node's own settings say which values its pods may bind.
+    #[error(
+        "MOAT_SECRET: secrets are not offered under the shim: a binding would read a value of the node's and choose where it goes, and the node has no setting yet that says which of its values a pod may bind"
+    )]
+    SecretUnderShim,
+    /// `MOAT_OBSERVE` is on: a pod spec may not turn its grants off
+    /// until the node's own settings say its pods may.
+    #[error(
+        "MOAT_OBSERVE: observe mode is not offered under the shim: it lets through what the grants refuse, and the node has no setting yet that says which of its pods may run so"
+    )]
+    ObserveUnderShim,
     /// The image's policy sets `audit`: where the trail goes is the pod
     /// spec's to say, not the image's.
     #[error(
@@ -460,6 +473,12 @@ impl Deployment {
                     var: var.to_owned(),
                 });
             };
+            if setting == Setting::Secret && !value.trim().is_empty() {
+                return Err(DeploymentError::SecretUnderShim);
+            }
+            if setting == Setting::Observe && !matches!(value.trim(), "" | "false" | "0" | "no") {
+                return Err(DeploymentError::ObserveUnderShim);
+            }
             if setting == Setting::Audit && !matches!(value.trim(), "" | "-") {
                 return Err(DeploymentError::AuditFile {
                     value: value.to_owned(),

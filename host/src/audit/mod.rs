@@ -37,15 +37,18 @@
 mod client_rate;
 mod denials;
 mod record;
+mod suggest;
 mod tally;
 mod trail;
 mod udp;
 
 pub(crate) use client_rate::ClientRates;
 pub use record::{
-    AuditRecord, Body, Context, Event, GuestIdentity, HttpConnection, HttpEnd, HttpExchange,
-    HttpLink, HttpRequest, Operation, Outcome, Reason, Refusal, SCHEMA_VERSION, SettingRecord,
+    AuditRecord, Body, Context, Decided, Event, GuestIdentity, HttpConnection, HttpEnd,
+    HttpExchange, HttpLink, HttpRequest, Operation, Outcome, Reason, Refusal, SCHEMA_VERSION,
+    SettingRecord,
 };
+pub use suggest::{SuggestError, Suggestion};
 pub use tally::DecisionCounts;
 pub use trail::{Audit, AuditError, AuditSink, JsonLines};
 pub(crate) use trail::{TrailShare, current_share, in_share, with_share};

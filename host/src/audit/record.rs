@@ -64,6 +64,8 @@ pub struct Context {
     pub guest: Option<GuestIdentity>,
     /// Under the containerd shim: the container's namespace and id.
     pub container: Option<(String, String)>,
+    /// The run is in observe mode (`--observe`): every record says so.
+    pub observe: bool,
 }
 
 impl Context {
@@ -84,7 +86,15 @@ impl Context {
             run: id.iter().map(|b| format!("{b:02x}")).collect(),
             guest,
             container: None,
+            observe: false,
         }
+    }
+
+    /// This context, of a run in observe mode when `on`: every record
+    /// then carries `"observe": true`.
+    pub fn observing(mut self, on: bool) -> Context {
+        self.observe = on;
+        self
     }
 
     /// This context, for a container of `namespace` with `id`.
@@ -194,6 +204,13 @@ pub enum Reason {
     /// The call could not be judged: the host or address is not one a
     /// call may name (the unspecified address as a destination, ...).
     Invalid,
+    /// A secret's placeholder was where the secret may not go.
+    Secret {
+        /// The secret's name (never its value).
+        secret: String,
+        /// Where the placeholder was.
+        place: String,
+    },
 }
 
 /// What was decided.
@@ -212,6 +229,41 @@ pub enum Outcome {
         /// The message the guest (or its stderr) got.
         message: String,
     },
+    /// Let through in observe mode (`--observe`): no grant allows it, and
+    /// no deny entry refuses it.
+    WouldDeny {
+        /// The setting that would allow it, as the run's granter writes
+        /// it (`--allow-net=example.com:443`).
+        needs: String,
+        /// The refusal the guest would have had.
+        message: String,
+    },
+}
+
+/// An outcome as counted: allowed, denied, or let through in observe
+/// mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decided {
+    /// Allowed.
+    Allowed,
+    /// Refused.
+    Denied,
+    /// Let through in observe mode.
+    WouldDeny,
+}
+
+impl Decided {
+    /// Every outcome, in the order counts keep them.
+    pub const ALL: [Decided; 3] = [Decided::Allowed, Decided::Denied, Decided::WouldDeny];
+
+    /// Its label (`moat_decisions_total`'s `outcome`).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Decided::Allowed => "allowed",
+            Decided::Denied => "denied",
+            Decided::WouldDeny => "would_deny",
+        }
+    }
 }
 
 /// One decision, as the socket core describes it.
@@ -419,13 +471,22 @@ impl Event {
         for text in self.written.iter_mut().chain(self.error.iter_mut()) {
             cut_in_place(text);
         }
-        if let Outcome::Denied { reason, message } = &mut self.outcome {
-            cut_in_place(message);
-            match reason {
-                Reason::NoGrant { needs } => cut_in_place(needs),
-                Reason::Limit { reached, .. } => cut_in_place(reached),
-                Reason::DenyEntry { .. } | Reason::Invalid => {}
+        match &mut self.outcome {
+            Outcome::Denied { reason, message } => {
+                cut_in_place(message);
+                match reason {
+                    Reason::NoGrant { needs } => cut_in_place(needs),
+                    Reason::Limit { reached, .. } => cut_in_place(reached),
+                    // The place may name a header the guest chose.
+                    Reason::Secret { place, .. } => cut_in_place(place),
+                    Reason::DenyEntry { .. } | Reason::Invalid => {}
+                }
             }
+            Outcome::WouldDeny { needs, message } => {
+                cut_in_place(needs);
+                cut_in_place(message);
+            }
+            Outcome::Allowed { .. } => {}
         }
         if let Some(link) = &mut self.http
             && link.request.size() > 4 * MAX_RECORDED_TEXT + 64
@@ -479,6 +540,15 @@ impl Event {
     /// Whether the call was allowed.
     pub fn allowed(&self) -> bool {
         matches!(self.outcome, Outcome::Allowed { .. })
+    }
+
+    /// The outcome as counted.
+    pub fn decided(&self) -> Decided {
+        match self.outcome {
+            Outcome::Allowed { .. } => Decided::Allowed,
+            Outcome::Denied { .. } => Decided::Denied,
+            Outcome::WouldDeny { .. } => Decided::WouldDeny,
+        }
     }
 }
 
@@ -670,6 +740,7 @@ fn event_size(event: &Event) -> usize {
             .sum::<usize>()
         + match &event.outcome {
             Outcome::Denied { message, .. } => 128 + message.len(),
+            Outcome::WouldDeny { needs, message } => 128 + needs.len() + message.len(),
             Outcome::Allowed { .. } => 0,
         }
         + event.error.as_ref().map_or(0, String::len)
@@ -738,6 +809,9 @@ impl AuditRecord {
                 "container".into(),
                 json!({ "namespace": namespace, "id": id }),
             );
+        }
+        if self.context.observe {
+            record.insert("observe".into(), json!(true));
         }
         match &self.body {
             Body::Settings(settings) => {
@@ -908,6 +982,16 @@ fn decision_json(record: &mut Map<String, Value>, event: &Event, wording: Spelli
                 record.insert("own_listener".into(), json!(true));
             }
         }
+        Outcome::WouldDeny { needs, message } => {
+            record.insert("decision".into(), json!("would-deny"));
+            record.insert("rule".into(), Value::Null);
+            record.insert(
+                "reason".into(),
+                json!({ "kind": "no-grant", "needs": needs }),
+            );
+            record.insert("message".into(), json!(message));
+            record.insert("error".into(), json!(event.error));
+        }
         Outcome::Denied { reason, message } => {
             record.insert("decision".into(), json!("denied"));
             let (rule, reason) = match reason {
@@ -929,6 +1013,10 @@ fn decision_json(record: &mut Map<String, Value>, event: &Event, wording: Spelli
                     (Value::Null, json!({ "kind": "limit", "setting": setting }))
                 }
                 Reason::Invalid => (Value::Null, json!({ "kind": "invalid" })),
+                Reason::Secret { secret, place } => (
+                    Value::Null,
+                    json!({ "kind": "secret", "secret": secret, "place": place }),
+                ),
             };
             record.insert("rule".into(), rule);
             record.insert("reason".into(), reason);

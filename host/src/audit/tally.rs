@@ -6,24 +6,26 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::record::Operation;
+use super::record::{Decided, Operation};
 
-/// How many decisions of each operation were allowed and denied.
+/// How many decisions of each operation were allowed, denied and let
+/// through in observe mode.
 #[derive(Debug, Default)]
 pub struct DecisionCounts {
-    /// `[allowed, denied]` for each of [`Operation::ALL`], in its order.
-    counts: [[AtomicU64; 2]; Operation::ALL.len()],
+    /// A count for each of [`Decided::ALL`], for each of
+    /// [`Operation::ALL`], in their orders.
+    counts: [[AtomicU64; Decided::ALL.len()]; Operation::ALL.len()],
 }
 
 impl DecisionCounts {
     /// Counts one decision.
-    pub(crate) fn count(&self, operation: Operation, allowed: bool) {
-        self.counts[operation.index()][usize::from(!allowed)].fetch_add(1, Ordering::Relaxed);
+    pub(crate) fn count(&self, operation: Operation, decided: Decided) {
+        self.counts[operation.index()][decided as usize].fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Decisions of `operation` allowed (`true`) or denied (`false`) so far.
-    pub fn get(&self, operation: Operation, allowed: bool) -> u64 {
-        self.counts[operation.index()][usize::from(!allowed)].load(Ordering::Relaxed)
+    /// Decisions of `operation` decided so far.
+    pub fn get(&self, operation: Operation, decided: Decided) -> u64 {
+        self.counts[operation.index()][decided as usize].load(Ordering::Relaxed)
     }
 }
 
@@ -34,18 +36,19 @@ mod tests {
     #[test]
     fn each_operation_and_outcome_has_its_own_count() {
         let counts = DecisionCounts::default();
-        counts.count(Operation::Connect, true);
-        counts.count(Operation::Connect, true);
-        counts.count(Operation::HttpRequest, false);
-        counts.count(Operation::ServeBind, true);
-        assert_eq!(counts.get(Operation::Connect, true), 2);
-        assert_eq!(counts.get(Operation::Connect, false), 0);
-        assert_eq!(counts.get(Operation::HttpRequest, false), 1);
-        assert_eq!(counts.get(Operation::HttpRequest, true), 0);
-        assert_eq!(counts.get(Operation::ServeBind, true), 1);
+        counts.count(Operation::Connect, Decided::Allowed);
+        counts.count(Operation::Connect, Decided::Allowed);
+        counts.count(Operation::HttpRequest, Decided::Denied);
+        counts.count(Operation::ServeBind, Decided::WouldDeny);
+        assert_eq!(counts.get(Operation::Connect, Decided::Allowed), 2);
+        assert_eq!(counts.get(Operation::Connect, Decided::Denied), 0);
+        assert_eq!(counts.get(Operation::HttpRequest, Decided::Denied), 1);
+        assert_eq!(counts.get(Operation::HttpRequest, Decided::Allowed), 0);
+        assert_eq!(counts.get(Operation::ServeBind, Decided::WouldDeny), 1);
+        assert_eq!(counts.get(Operation::ServeBind, Decided::Allowed), 0);
         let total: u64 = Operation::ALL
             .iter()
-            .flat_map(|&op| [counts.get(op, true), counts.get(op, false)])
+            .flat_map(|&op| Decided::ALL.map(|d| counts.get(op, d)))
             .sum();
         assert_eq!(total, 4);
         for (i, op) in Operation::ALL.iter().enumerate() {

@@ -819,13 +819,13 @@ impl Audit {
         let Some(trail) = &self.trail else {
             if let Some(tally) = &self.tally {
                 let event = event();
-                tally.count(event.operation, event.allowed());
+                tally.count(event.operation, event.decided());
             }
             return Ok(());
         };
         let event = event().cut();
         if let Some(tally) = &self.tally {
-            tally.count(event.operation, event.allowed());
+            tally.count(event.operation, event.decided());
         }
         let shared = &trail.shared;
         if event.allowed() {
@@ -876,7 +876,12 @@ impl Audit {
         event: impl FnOnce() -> Event,
     ) -> Result<(), AuditError> {
         if let Some(tally) = &self.tally {
-            tally.count(super::Operation::UdpSend, allowed);
+            let decided = if allowed {
+                super::Decided::Allowed
+            } else {
+                super::Decided::Denied
+            };
+            tally.count(super::Operation::UdpSend, decided);
         }
         let Some(trail) = &self.trail else {
             return Ok(());
@@ -924,7 +929,7 @@ mod tests {
     use std::time::{Duration, Instant};
 
     use super::*;
-    use crate::audit::{Event, Operation, Outcome, Reason};
+    use crate::audit::{Decided, Event, Operation, Outcome, Reason};
 
     /// A sink that keeps what it is given.
     #[derive(Clone, Default)]
@@ -964,9 +969,9 @@ mod tests {
         let host = Host::parse("10.0.0.1").unwrap();
         audit.udp_send(&host, 9, true, || denial(2)).unwrap();
         audit.udp_send(&host, 9, false, || denial(2)).unwrap();
-        assert_eq!(counts.get(Operation::Connect, false), 1);
-        assert_eq!(counts.get(Operation::UdpSend, true), 1);
-        assert_eq!(counts.get(Operation::UdpSend, false), 1);
+        assert_eq!(counts.get(Operation::Connect, Decided::Denied), 1);
+        assert_eq!(counts.get(Operation::UdpSend, Decided::Allowed), 1);
+        assert_eq!(counts.get(Operation::UdpSend, Decided::Denied), 1);
 
         let counts = Arc::new(DecisionCounts::default());
         let kept = Kept::default();
@@ -977,7 +982,7 @@ mod tests {
             audit.record(|| denial(1)).unwrap();
         }
         audit.finish();
-        assert_eq!(counts.get(Operation::Connect, false), 3);
+        assert_eq!(counts.get(Operation::Connect, Decided::Denied), 3);
         assert!(!Audit::off().takes_decisions());
     }
 

@@ -42,7 +42,7 @@ pub(super) fn error_code(err: NetError, spelling: Spelling) -> ErrorCode {
             ErrorCode::LimitReached(limit.worded(spelling).to_string())
         }
         NetError::AuditFailed(why) => ErrorCode::LimitReached(why.worded(spelling).to_string()),
-        NetError::AccessDenied(_) => ErrorCode::AccessDenied(text),
+        NetError::AccessDenied(_) | NetError::SecretMisplaced(_) => ErrorCode::AccessDenied(text),
         NetError::DatagramTooLarge => ErrorCode::DatagramTooLarge(text),
         NetError::Other(why) => ErrorCode::Other(why),
     }

@@ -42,7 +42,7 @@ use super::limits::{DEFAULT_ANSWER_LIFETIME, MAX_NOTICES, MAX_WASI_UDP_RECEIVES,
 use super::own_listeners::OwnListener;
 use super::run::{Admitted, Run, capability_of, unspecified_destination};
 use crate::audit::{AuditError, Event, Operation, Outcome, Reason};
-use moat_policy::policy::{Capability, Denied, Host, LookupDenied, Provenance};
+use moat_policy::policy::{Capability, Denied, DenyReason, Host, LookupDenied, Provenance};
 use moat_policy::setting::{Setting, Spelling, Worded};
 
 /// What a program does with an address, as the gate judges it.
@@ -229,6 +229,9 @@ impl AddressGate {
                 Err(as_port_0) => denied = as_port_0,
             }
         }
+        if self.run.policy.lets_through(&denied) {
+            return self.let_through(operation, addr, denied);
+        }
         tracing::debug!(target: "moat::net", %denied, ?use_, "denied");
         self.notices
             .tell(denied.worded(self.run.words()).to_string());
@@ -273,6 +276,28 @@ impl AddressGate {
             rule,
             own_listener,
             http: None,
+            would_deny: None,
+        };
+        self.run.allowed(&admitted, None, Some(addr))
+    }
+
+    /// Lets `addr` through in observe mode, recording it as would-deny
+    /// with the grant `denied` names.
+    fn let_through(
+        &self,
+        operation: Operation,
+        addr: SocketAddr,
+        denied: Denied,
+    ) -> Result<(), NetError> {
+        tracing::debug!(target: "moat::net", %denied, %addr, "would be denied: observe mode");
+        let admitted = Admitted {
+            host: denied.host.clone(),
+            port: denied.port,
+            operation,
+            rule: super::run::observed(),
+            own_listener: false,
+            http: None,
+            would_deny: Some(Arc::new(denied)),
         };
         self.run.allowed(&admitted, None, Some(addr))
     }
@@ -349,13 +374,21 @@ impl AddressGate {
             Host::Ip(ip) => return Ok(Arc::new(Addresses::literal(*ip))),
             Host::Name(dns_name) => dns_name.clone(),
         };
+        // In observe mode a name no grant names is looked up anyway, and
+        // its record says would-deny; a deny entry still refuses it.
+        let mut would_deny = None;
         if let Err(denied) = self.run.policy.check_lookup(&host) {
-            tracing::debug!(target: "moat::net", %denied, "lookup denied");
-            self.notices
-                .tell(denied.worded(self.run.words()).to_string());
-            // Refused whether or not the trail takes the record.
-            let _ = self.record_lookup(&host, Err(&denied));
-            return Err(LookupError::Denied(denied));
+            if self.run.policy.observes() && denied.reason == DenyReason::NotGranted {
+                tracing::debug!(target: "moat::net", %denied, "lookup would be denied: observe mode");
+                would_deny = Some(denied);
+            } else {
+                tracing::debug!(target: "moat::net", %denied, "lookup denied");
+                self.notices
+                    .tell(denied.worded(self.run.words()).to_string());
+                // Refused whether or not the trail takes the record.
+                let _ = self.record_lookup(&host, Err(&denied));
+                return Err(LookupError::Denied(denied));
+            }
         }
         let _waiting = self.run.waiting.enter("lookup")?;
         let answer = match self.run.lookups.answer(&dns_name).await {
@@ -375,7 +408,7 @@ impl AddressGate {
                 return Err(e.into());
             }
         };
-        self.record_lookup(&host, Ok(&answer.addresses))
+        self.record_lookup(&host, Ok((&answer.addresses, would_deny.as_ref())))
             .map_err(|e| LookupError::AuditFailed(Box::new(e)))?;
         let lifetime = answer.lifetime.unwrap_or(DEFAULT_ANSWER_LIFETIME);
         let pinned = self.run.policy.denies_by_name(&host);
@@ -405,11 +438,18 @@ impl AddressGate {
     fn record_lookup(
         &self,
         host: &Host,
-        outcome: Result<&Addresses, &LookupDenied>,
+        outcome: Result<(&Addresses, Option<&LookupDenied>), &LookupDenied>,
     ) -> Result<(), crate::audit::AuditError> {
         self.run.audit.record(|| {
             let (decided, resolved) = match outcome {
-                Ok(addresses) => (
+                Ok((addresses, Some(would_deny))) => (
+                    Outcome::WouldDeny {
+                        needs: would_deny.needs(self.run.words()).unwrap_or_default(),
+                        message: would_deny.worded(self.run.words()).to_string(),
+                    },
+                    addresses.iter().map(|a| a.to_canonical()).collect(),
+                ),
+                Ok((addresses, None)) => (
                     Outcome::Allowed { rule: None },
                     addresses.iter().map(|a| a.to_canonical()).collect(),
                 ),

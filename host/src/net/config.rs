@@ -6,6 +6,7 @@ use moat_policy::policy::Policy;
 
 use super::dns::Resolver;
 use super::limits::Limits;
+use super::secrets::Secrets;
 use super::tls::TlsTrust;
 use crate::audit::Audit;
 
@@ -28,6 +29,9 @@ pub struct NetConfig {
     /// Where every decision is recorded (off by default; see
     /// [`crate::audit`]).
     pub audit: Audit,
+    /// The secrets the guest's HTTP requests may carry, each by its
+    /// placeholder, and where each may go (none by default).
+    pub secrets: Secrets,
 }
 
 impl NetConfig {
@@ -48,6 +52,7 @@ impl std::fmt::Debug for NetConfig {
             .field("resolver", &self.resolver.as_ref().map(|_| "custom"))
             .field("tls_trust", &self.tls_trust.as_ref().map(|_| "custom"))
             .field("audit", &self.audit)
+            .field("secrets", &self.secrets)
             .finish()
     }
 }

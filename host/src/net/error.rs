@@ -72,6 +72,10 @@ pub enum NetError {
     /// reached. Boxed, as [`Denied`](Self::Denied) is.
     #[error("limit reached: {0}")]
     LimitReached(Box<LimitReached>),
+    /// A secret's placeholder was where the secret may not go: the
+    /// request was not sent. Boxed, as [`Denied`](Self::Denied) is.
+    #[error("{0}")]
+    SecretMisplaced(Box<super::secrets::SecretMisplaced>),
     /// The audit trail could not take the record of the call, so the call
     /// was not made: nothing is done that the trail does not hold.
     #[error("the audit trail failed: {0}")]

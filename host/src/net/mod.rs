@@ -40,6 +40,7 @@ mod listen;
 mod options;
 pub(crate) mod own_listeners;
 mod run;
+pub mod secrets;
 mod tasks;
 mod tcp;
 mod tls;
@@ -60,6 +61,7 @@ pub use http::{
 pub(crate) use http::{ChargedBody, Declared, MIN_HTTP_HEADER_SIZE, request_longer_than_declared};
 pub use limits::Limits;
 pub use listen::{AcceptQueue, ListenOptions, TcpListener};
+pub use secrets::{Secret, SecretMisplaced, Secrets};
 pub use tasks::PendingWrites;
 pub use tcp::{ConnectOptions, Keepalive, Reader, SideEnd, TcpConn, Upgrade, Upgraded, Writer};
 pub use tls::{TlsClientOptions, TlsContext, TlsIdentity, TlsServerOptions, TlsTrust};
@@ -103,12 +105,14 @@ impl Net {
             resolver,
             tls_trust,
             audit,
+            secrets,
         } = config;
         let tasks = Tasks::new(pending);
         tasks.set_close_linger(limits.close_linger);
         audit.cap(limits.max_audit_size, policy.spelling());
         let mut run = Run::new(policy, limits, resolver);
         run.audit = audit;
+        run.secrets = secrets;
         let run = Arc::new(run);
         tasks.set_budget(Arc::clone(&run.budget));
         Net {

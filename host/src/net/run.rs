@@ -34,6 +34,7 @@ use super::dns::{Lookups, ResolvedNames, Resolver, SystemResolver};
 use super::error::NetError;
 use super::limits::{Limits, SocketSlot, SocketSlots, WaitingCalls};
 use super::own_listeners::OwnListeners;
+use super::secrets::Secrets;
 use crate::audit::{Audit, Event, HttpLink, Operation, Outcome, Reason, Refusal};
 use moat_policy::policy::{
     Capability, Denied, DenyReason, Host, OwnListenerOnPort, Policy, Provenance, Source,
@@ -70,6 +71,9 @@ pub(crate) struct Admitted {
     pub(crate) own_listener: bool,
     /// The outgoing HTTP request the call is for, which its records name.
     pub(crate) http: Option<HttpLink>,
+    /// Let through in observe mode: the refusal no grant spared it
+    /// ([`Policy::lets_through`]); its records say would-deny.
+    pub(crate) would_deny: Option<Arc<Denied>>,
 }
 
 /// The addresses a call may use, and (for the audit trail) what its name
@@ -110,6 +114,10 @@ fn reason_of(error: &NetError, spelling: Spelling) -> Reason {
                 address: address.or(carried.map(IpAddr::V4)),
             },
         },
+        NetError::SecretMisplaced(misplaced) => Reason::Secret {
+            secret: misplaced.secret.clone(),
+            place: misplaced.place.to_string(),
+        },
         NetError::LimitReached(limit) => Reason::Limit {
             setting: limit.setting,
             reached: limit.reached.clone(),
@@ -137,6 +145,8 @@ pub(crate) struct Run {
     /// The run's listeners: a connect to one through loopback needs no
     /// grant.
     pub(crate) own_listeners: Arc<OwnListeners>,
+    /// The secrets its HTTP requests may carry, and where.
+    pub(crate) secrets: Secrets,
 }
 
 impl Run {
@@ -158,6 +168,7 @@ impl Run {
             limits,
             audit: Audit::off(),
             own_listeners: Arc::default(),
+            secrets: Secrets::default(),
         }
     }
 
@@ -289,13 +300,20 @@ impl Run {
         error: Option<&NetError>,
     ) -> Result<(), crate::audit::AuditError> {
         let event = || {
+            let outcome = match &admitted.would_deny {
+                None => Outcome::Allowed {
+                    rule: Some(Arc::clone(&admitted.rule)),
+                },
+                Some(denied) => Outcome::WouldDeny {
+                    needs: denied.needs(self.words()).unwrap_or_default(),
+                    message: denied.worded(self.words()).to_string(),
+                },
+            };
             let mut event = Event::new(
                 admitted.operation,
                 &admitted.host,
                 Some(admitted.port),
-                Outcome::Allowed {
-                    rule: Some(Arc::clone(&admitted.rule)),
-                },
+                outcome,
             );
             if let Some(resolved) = resolved {
                 event.resolved.clone_from(&resolved.resolved);
@@ -308,9 +326,12 @@ impl Run {
             event
         };
         match admitted.operation {
-            Operation::UdpSend => self
-                .audit
-                .udp_send(&admitted.host, admitted.port, true, event),
+            // Sends let through in observe mode are each recorded, not
+            // folded into the allowed sends' counts.
+            Operation::UdpSend if admitted.would_deny.is_none() => {
+                self.audit
+                    .udp_send(&admitted.host, admitted.port, true, event)
+            }
             _ => self.audit.record(event),
         }
     }
@@ -402,6 +423,7 @@ impl Run {
                     rule,
                     own_listener: false,
                     http: http.cloned(),
+                    would_deny: None,
                 });
             }
             Err(denied) => denied,
@@ -417,12 +439,25 @@ impl Run {
                 rule,
                 own_listener: true,
                 http: http.cloned(),
+                would_deny: None,
             });
         }
         let denied = match operation {
             Operation::Connect => self.naming_own_listener(denied),
             _ => denied,
         };
+        if self.policy.lets_through(&denied) {
+            tracing::debug!(target: "moat::net", %denied, "would be denied: observe mode");
+            return Ok(Admitted {
+                host: target,
+                port,
+                operation,
+                rule: observed(),
+                own_listener: false,
+                http: http.cloned(),
+                would_deny: Some(Arc::new(denied)),
+            });
+        }
         tracing::debug!(target: "moat::net", %denied, "denied");
         Err(self.refused_for(operation, &target, Some(port), http, denied.into()))
     }
@@ -656,4 +691,13 @@ pub(crate) fn unspecified_destination(ip: IpAddr) -> NetError {
         Host::ip(ip),
         if ip.is_ipv4() { "127.0.0.1" } else { "::1" }
     ))
+}
+
+/// The rule an admission let through in observe mode carries: none
+/// allowed it, and its records say would-deny instead of naming one.
+pub(crate) fn observed() -> Arc<Provenance> {
+    Arc::new(Provenance {
+        entry: String::new(),
+        source: moat_policy::policy::Source::Embedding,
+    })
 }

@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::listen::{Listener, Listening};
 use super::refused::Refused;
-use crate::audit::{DecisionCounts, Operation};
+use crate::audit::{Decided, DecisionCounts, Operation};
 use crate::net::Net;
 
 /// Scrape connections answered at once; more wait in the kernel's
@@ -282,9 +282,12 @@ impl Collector for Now {
             kind,
         )?;
         for operation in Operation::ALL {
-            for (allowed, outcome) in [(true, "allowed"), (false, "denied")] {
-                let labels = [("operation", operation.as_str()), ("outcome", outcome)];
-                let count = ConstCounter::new(self.decisions.get(operation, allowed));
+            for decided in Decided::ALL {
+                let labels = [
+                    ("operation", operation.as_str()),
+                    ("outcome", decided.as_str()),
+                ];
+                let count = ConstCounter::new(self.decisions.get(operation, decided));
                 count.encode(decisions.encode_family(&labels)?)?;
             }
         }

@@ -77,6 +77,7 @@ pub struct Policy {
     deny_connect: DenyList,
     deny_listen: DenyList,
     spelling: Spelling,
+    observe: bool,
 }
 
 impl Policy {
@@ -108,6 +109,28 @@ impl Policy {
     /// The words the run's refusals are shown in.
     pub fn spelling(&self) -> Spelling {
         self.spelling
+    }
+
+    /// Observe mode (`--observe`) on or off: with it on, what no grant
+    /// allows still goes through, and the host records it as would-deny
+    /// with the grant that would allow it. Deny entries hold either way:
+    /// [`check`](Self::check) and [`decide`](Self::decide) judge as
+    /// before, and their callers let through only
+    /// [`DenyReason::NotGranted`] refusals ([`lets_through`](Self::lets_through)).
+    pub fn observing(mut self, on: bool) -> Policy {
+        self.observe = on;
+        self
+    }
+
+    /// Whether observe mode is on.
+    pub fn observes(&self) -> bool {
+        self.observe
+    }
+
+    /// Whether `denied` goes through anyway: observe mode is on and no
+    /// deny entry refused it, only the want of a grant.
+    pub fn lets_through(&self, denied: &Denied) -> bool {
+        self.observe && denied.reason == DenyReason::NotGranted
     }
 
     /// Replaces the grant for `capability`.

@@ -18,6 +18,7 @@
 
 mod destination;
 mod policy_file;
+mod secret;
 mod values;
 
 use std::fmt;
@@ -28,6 +29,7 @@ use crate::policy::{Capability, DenyList, Grant, Policy, PolicyError, Rule, Sour
 pub use crate::setting::{InWords, Kind, Setting, Spelling, Worded};
 pub use destination::Destination;
 pub use policy_file::{KEYS, PolicyFile, PolicyFileError, Statement};
+pub use secret::{SecretBinding, SecretSource, SecretSpecError};
 pub use values::{Value, parse_duration, parse_size};
 
 /// One place's grants, deny lists and bounds, as the settings table
@@ -42,6 +44,8 @@ pub struct Settings {
     pub limits: Limits,
     /// Where the audit trail goes (`audit`), if it was set.
     pub audit: Option<Destination>,
+    /// The secrets bound to destinations (`secret`), one a name.
+    pub secrets: Vec<SecretBinding>,
     /// Every statement that set something, in the order applied, with
     /// where it was written: the audit trail's first record.
     pub applied: Vec<Applied>,
@@ -166,6 +170,7 @@ impl Default for Settings {
             policy: Policy::new().spelled(Spelling::Flags),
             limits: Limits::default(),
             audit: None,
+            secrets: Vec::new(),
             applied: Vec::new(),
         }
     }
@@ -277,6 +282,50 @@ impl Settings {
                     self.policy = std::mem::take(&mut self.policy).with_denied(capability, denied);
                 }
             }
+            Setting::Secret => {
+                // An image's policy chooses nothing of the node's: a
+                // binding reads a value on the operator's side and names
+                // where it goes, which an image must not choose.
+                if let Source::ImagePolicy { .. } = source {
+                    return Err(bad(
+                        "an image's policy may not bind secrets: the binding says which of \
+                         the node's values goes where"
+                            .to_owned(),
+                    ));
+                }
+                let text = list(value)?;
+                if !text.is_empty() {
+                    let binding = SecretBinding::parse(&text).map_err(|e| bad(e.to_string()))?;
+                    if self.secrets.iter().any(|b| b.name == binding.name) {
+                        return Err(bad(format!("the secret {} is bound twice", binding.name)));
+                    }
+                    self.secrets.push(binding);
+                }
+            }
+            Setting::Observe => {
+                let on = match value {
+                    Value::Text(text) => match text.trim() {
+                        "" => return Ok(()),
+                        "true" | "1" | "yes" => true,
+                        "false" | "0" | "no" => false,
+                        other => {
+                            return Err(bad(format!("expected true or false, found {other:?}")));
+                        }
+                    },
+                    Value::Integer(_) => {
+                        return Err(bad("expected true or false, found a number".to_owned()));
+                    }
+                };
+                // An image's policy may not turn the grants off.
+                if on && let Source::ImagePolicy { .. } = source {
+                    return Err(bad(
+                        "an image's policy may not turn on observe mode: it would let \
+                         through what the grants refuse"
+                            .to_owned(),
+                    ));
+                }
+                self.policy = std::mem::take(&mut self.policy).observing(on);
+            }
             Setting::Audit => match value {
                 Value::Text(text) if text.trim().is_empty() => {}
                 Value::Text(text) => self.audit = Some(Destination::parse(text.trim())),
@@ -299,7 +348,7 @@ impl Settings {
                     Kind::Count => values::count(value).map(Bound::Count),
                     Kind::Size => values::size(value).map(Bound::Size),
                     Kind::Duration => values::duration(value).map(Bound::Duration),
-                    Kind::Grant | Kind::Deny | Kind::File => {
+                    Kind::Grant | Kind::Deny | Kind::File | Kind::Secret | Kind::Switch => {
                         unreachable!("{bound:?} is a bound: the arms above take the rest")
                     }
                 };
@@ -354,7 +403,8 @@ impl Settings {
     /// These settings and `later`'s together: grants widened to what either
     /// allows, every deny entry of both kept, `later`'s bounds winning.
     pub fn and(self, later: Settings) -> Settings {
-        let mut policy = self.policy;
+        let observe = self.policy.observes() || later.policy.observes();
+        let mut policy = self.policy.observing(observe);
         for capability in [Capability::Connect, Capability::Listen] {
             let granted = policy
                 .grant(capability)
@@ -374,10 +424,15 @@ impl Settings {
         }
         let mut applied = self.applied;
         applied.extend(later.applied);
+        // A name `later` binds is bound as `later` says.
+        let mut secrets = self.secrets;
+        secrets.retain(|b| later.secrets.iter().all(|l| l.name != b.name));
+        secrets.extend(later.secrets);
         Settings {
             policy,
             limits,
             audit: later.audit.or(self.audit),
+            secrets,
             applied,
         }
     }
@@ -466,7 +521,9 @@ mod tests {
             let mut s = Settings::new();
             for setting in Setting::ALL {
                 match setting.kind() {
-                    Kind::Grant | Kind::Deny => s.set(&origin, setting, "").unwrap(),
+                    Kind::Grant | Kind::Deny | Kind::Secret | Kind::Switch => {
+                        s.set(&origin, setting, "").unwrap()
+                    }
                     Kind::File => s.set(&origin, setting, " ").unwrap(),
                     Kind::Count | Kind::Size | Kind::Duration => {
                         let e = s.set(&origin, setting, " ").unwrap_err();
@@ -488,6 +545,46 @@ mod tests {
             assert_eq!(s.limits.max_memory, 64 << 20);
             assert_eq!(s.limits.lookup_timeout, Duration::from_secs(2));
         }
+    }
+
+    /// A secret's binding reads the same from a flag and a policy file;
+    /// a name is bound once; an image's policy binds none; a later
+    /// binding of a name replaces the earlier one.
+    #[test]
+    fn a_secret_is_bound_once_and_never_by_an_image() {
+        let spec = "API_KEY;from=env:K;to=https://api.example.com/v1/;header=authorization;\
+                    form=Bearer {}";
+        let mut flags = Settings::new();
+        flags.set(&Origin::Flag, Setting::Secret, spec).unwrap();
+        assert_eq!(flags.secrets.len(), 1);
+        assert_eq!(flags.secrets[0].host, host("api.example.com"));
+        let e = flags.set(&Origin::Flag, Setting::Secret, spec).unwrap_err();
+        assert_eq!(e.reason, "the secret API_KEY is bound twice");
+        let e = flags
+            .set(&Origin::Flag, Setting::Secret, "API_KEY;from=env:K")
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("--secret=API_KEY;from=env:K: to= is missing"),
+            "{e}"
+        );
+
+        let text = format!("secret = [\"{spec}\"]\n");
+        let file = PolicyFile::parse(&text, std::path::Path::new("moat.toml")).unwrap();
+        let from_file = Settings::from_file(&file).unwrap();
+        assert_eq!(from_file.secrets, flags.secrets);
+        let e = Settings::from_image_policy(&file, "sha256:00").unwrap_err();
+        assert!(
+            e.reason.contains("an image's policy may not bind secrets"),
+            "{e}"
+        );
+
+        let mut later = Settings::new();
+        let other = "API_KEY;from=env:OTHER;to=https://b.example/;header=x-key";
+        later.set(&Origin::Flag, Setting::Secret, other).unwrap();
+        let both = from_file.and(later);
+        assert_eq!(both.secrets.len(), 1);
+        assert_eq!(both.secrets[0].header, "x-key");
     }
 
     #[test]

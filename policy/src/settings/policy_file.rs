@@ -107,7 +107,7 @@ impl PolicyFile {
             };
             match setting.kind() {
                 Kind::Grant => statements.extend(grant(&doc, setting, value)?),
-                Kind::Deny => statements.extend(deny(&doc, setting, value)?),
+                Kind::Deny | Kind::Secret => statements.extend(deny(&doc, setting, value)?),
                 Kind::Count => statements.push(one(count(&doc, name, value)?)),
                 Kind::Size => statements.push(one(integer_or_text(
                     &doc,
@@ -122,6 +122,7 @@ impl PolicyFile {
                     "a duration such as \"30s\" or an integer number of seconds",
                 )?)),
                 Kind::File => statements.push(one(path_text(&doc, name, value)?)),
+                Kind::Switch => statements.push(one(switch(&doc, name, value)?)),
             }
         }
         Ok(PolicyFile {
@@ -296,7 +297,7 @@ fn grant(
     }
 }
 
-/// `deny-net` / `deny-listen`: a list of strings, possibly empty.
+/// `deny-net`, `deny-listen` and `secret`: a list of strings, possibly empty.
 fn deny(
     doc: &Doc<'_>,
     setting: Setting,
@@ -346,8 +347,9 @@ fn entries(
                 return Err(doc.error(item.span(), key, "an entry is empty"));
             }
             // The flags take comma-separated lists; the file takes one entry per
-            // string so that each entry has a line of its own to point at.
-            if s.contains(',') {
+            // string so that each entry has a line of its own to point at. (A
+            // secret's binding is one entry on both, and may hold a comma.)
+            if s.contains(',') && setting.kind() != Kind::Secret {
                 return Err(doc.error(
                     item.span(),
                     key,
@@ -371,6 +373,22 @@ fn integer(int: &DeInteger<'_>) -> i128 {
     } else {
         i128::MAX
     })
+}
+
+/// `observe`: `true` or `false`.
+fn switch(
+    doc: &Doc<'_>,
+    key: &str,
+    value: &Spanned<DeValue<'_>>,
+) -> Result<Written, PolicyFileError> {
+    match value.get_ref() {
+        DeValue::Boolean(on) => Ok(Written::Text(on.to_string())),
+        other => Err(doc.error(
+            value.span(),
+            key,
+            format!("expected true or false, found {}", found(other)),
+        )),
+    }
 }
 
 /// `max-*` counts: an integer.

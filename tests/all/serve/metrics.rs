@@ -110,6 +110,18 @@ pub(super) async fn refused(server: &Serve, reasons: &[&str]) -> Option<Vec<f64>
     )
 }
 
+/// `moat_decisions_total` of `operation` and `outcome` on `server` (run
+/// with `--metrics`); `None` without prometheus_client outside CI.
+pub(super) async fn decisions(server: &Serve, operation: &str, outcome: &str) -> Option<f64> {
+    if !have_parser() {
+        return None;
+    }
+    let scraped = scrape(&metrics_url(server), true).await;
+    Some(scraped.get(&format!(
+        r#"moat_decisions_total{{operation="{operation}",outcome="{outcome}"}}"#
+    )))
+}
+
 /// The metrics address from the server's stderr.
 fn metrics_url(server: &Serve) -> String {
     let stderr = server.stderr();
@@ -219,7 +231,8 @@ async fn serve_metrics_count_what_clients_and_the_handler_did() {
         scraped.get("moat_host_memory_budget_bytes{}"),
         (64u64 << 20) as f64
     );
-    assert_eq!(scraped.named("moat_decisions_total").len(), 20);
+    // Ten operations, three outcomes (allowed, denied, would_deny).
+    assert_eq!(scraped.named("moat_decisions_total").len(), 30);
     // How ended instances are reset: one mode, the one the start-up line
     // names, and the bytes it restored (every handler call wrote some).
     let mode = scraped.named("moat_instance_memory_reset_mode");

@@ -469,6 +469,7 @@ mod http10;
 mod isolation;
 mod listen;
 mod metrics;
+mod observe;
 mod p3;
 mod reload;
 /// An HTTP server on 127.0.0.1 that answers every request with 200 and
@@ -521,5 +522,6 @@ fn tls_files(name: &str) -> (PathBuf, String, String) {
 }
 
 mod requests;
+mod secrets;
 mod slow_clients;
 mod tls;

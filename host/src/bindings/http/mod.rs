@@ -269,6 +269,7 @@ fn tells_the_user(e: &CoreError) -> bool {
             | CoreError::BadAuthority { .. }
             | CoreError::Scheme(_)
             | CoreError::Denied(_)
+            | CoreError::SecretMisplaced(_)
             | CoreError::AddressDenied(_)
             | CoreError::LimitReached(_)
             | CoreError::AuditFailed(_)
@@ -279,9 +280,10 @@ fn tells_the_user(e: &CoreError) -> bool {
 /// in `words`.
 fn error_code(e: CoreError, words: Spelling) -> WasiHttpError {
     match e {
-        CoreError::NoAuthority(_) | CoreError::Denied(_) | CoreError::Scheme(_) => {
-            WasiHttpError::HttpRequestDenied
-        }
+        CoreError::NoAuthority(_)
+        | CoreError::Denied(_)
+        | CoreError::Scheme(_)
+        | CoreError::SecretMisplaced(_) => WasiHttpError::HttpRequestDenied,
         CoreError::BadAuthority { .. } => WasiHttpError::HttpRequestUriInvalid,
         CoreError::AddressDenied(_) => WasiHttpError::DestinationIpProhibited,
         CoreError::LimitReached(limit) => {

@@ -20,6 +20,7 @@ use super::exchange::Exchange;
 use super::{BoxError, HttpError};
 use crate::audit::HttpEnd;
 use crate::net::budget::Charge;
+use crate::net::secrets::Redactor;
 use moat_policy::setting::Setting;
 
 /// The body of a response to an outgoing request.
@@ -36,6 +37,11 @@ pub struct ResponseBody {
     /// The request's record on the audit trail, written at the body's
     /// end (or, dropped before, as abandoned).
     exchange: Exchange,
+    /// With secrets in the run: each value the server sends back becomes
+    /// its placeholder before the guest sees it.
+    redactor: Option<Redactor>,
+    /// Trailers that wait for the bytes the redactor held back.
+    trailers: Option<Frame<Bytes>>,
 }
 
 impl ResponseBody {
@@ -46,6 +52,7 @@ impl ResponseBody {
         permit: OwnedSemaphorePermit,
         stream: Option<Charge>,
         exchange: Exchange,
+        redactor: Option<Redactor>,
     ) -> ResponseBody {
         ResponseBody {
             incoming,
@@ -54,6 +61,8 @@ impl ResponseBody {
             timer: Box::pin(tokio::time::sleep(between_bytes)),
             permit: Some((permit, stream)),
             exchange,
+            redactor,
+            trailers: None,
         }
     }
 }
@@ -62,8 +71,38 @@ impl Drop for ResponseBody {
     /// A body the guest dropped once nothing was left of it ended; one
     /// dropped before is abandoned (the exchange's own drop).
     fn drop(&mut self) {
-        if self.incoming.is_end_stream() {
+        if self.is_end_stream() {
             self.exchange.end(HttpEnd::Complete, None);
+        }
+    }
+}
+
+impl ResponseBody {
+    /// `frame` as the guest may see it: each secret's value replaced by its
+    /// placeholder; `None` when all its bytes are held back for now.
+    fn redacted(&mut self, frame: Frame<Bytes>) -> Option<Frame<Bytes>> {
+        let Some(redactor) = &mut self.redactor else {
+            return Some(frame);
+        };
+        match frame.into_data() {
+            Ok(data) => {
+                let out = redactor.feed(&data);
+                (!out.is_empty()).then(|| Frame::data(out))
+            }
+            Err(frame) => match frame.into_trailers() {
+                // Bytes held back go before the trailers.
+                Ok(mut trailers) => {
+                    redactor.secrets().redact_head(&mut trailers);
+                    match redactor.finish() {
+                        Some(rest) => {
+                            self.trailers = Some(Frame::trailers(trailers));
+                            Some(Frame::data(rest))
+                        }
+                        None => Some(Frame::trailers(trailers)),
+                    }
+                }
+                Err(frame) => Some(frame),
+            },
         }
     }
 }
@@ -77,15 +116,57 @@ impl Body for ResponseBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, HttpError>>> {
         let this = &mut *self;
-        match Pin::new(&mut this.incoming).poll_frame(cx) {
-            Poll::Ready(Some(Ok(frame))) => {
-                let next = Instant::now() + this.between_bytes;
-                this.timer.as_mut().reset(next);
-                if let Some(data) = frame.data_ref() {
-                    this.exchange.received(data.len());
+        if let Some(trailers) = this.trailers.take() {
+            return Poll::Ready(Some(Ok(trailers)));
+        }
+        loop {
+            match Pin::new(&mut this.incoming).poll_frame(cx) {
+                Poll::Ready(Some(Ok(frame))) => {
+                    let next = Instant::now() + this.between_bytes;
+                    this.timer.as_mut().reset(next);
+                    if let Some(data) = frame.data_ref() {
+                        this.exchange.received(data.len());
+                    }
+                    match this.redacted(frame) {
+                        Some(frame) => return Poll::Ready(Some(Ok(frame))),
+                        None => continue,
+                    }
                 }
-                Poll::Ready(Some(Ok(frame)))
+                // Bytes the redactor held back go before the end.
+                Poll::Ready(None)
+                    if let Some(rest) = this.redactor.as_mut().and_then(Redactor::finish) =>
+                {
+                    return Poll::Ready(Some(Ok(Frame::data(rest))));
+                }
+                other => return this.settle(other, cx),
             }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.incoming.is_end_stream()
+            && self.trailers.is_none()
+            && !self.redactor.as_ref().is_some_and(Redactor::holds)
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        // A redacted body is as long: a placeholder is as long as its
+        // value.
+        self.incoming.size_hint()
+    }
+}
+
+impl ResponseBody {
+    /// What the body says when the connection gave no frame: its end, an
+    /// error, or a wait (bounded by the between-bytes timeout).
+    fn settle(
+        &mut self,
+        polled: Poll<Option<Result<Frame<Bytes>, hyper::Error>>>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, HttpError>>> {
+        let this = self;
+        match polled {
+            Poll::Ready(Some(Ok(frame))) => Poll::Ready(Some(Ok(frame))),
             Poll::Ready(Some(Err(e))) => {
                 this.permit = None;
                 let failed = HttpError::Protocol(e);
@@ -110,14 +191,6 @@ impl Body for ResponseBody {
                 Poll::Pending => Poll::Pending,
             },
         }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.incoming.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.incoming.size_hint()
     }
 }
 

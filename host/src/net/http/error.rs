@@ -7,6 +7,7 @@ use std::time::Duration;
 use super::Target;
 use crate::audit::AuditError;
 use crate::net::error::{LimitReached, NetError};
+use crate::net::secrets::SecretMisplaced;
 use moat_policy::policy::Denied;
 use moat_policy::setting::{Setting, Spelling, Worded};
 
@@ -43,6 +44,9 @@ pub enum HttpError {
     Denied(Box<Denied>),
     /// Every address the name resolved to is refused by a deny entry.
     AddressDenied(Box<Denied>),
+    /// A secret's placeholder is where the secret may not go; nothing
+    /// was sent (or, found in the body, nothing more).
+    SecretMisplaced(#[source] Box<SecretMisplaced>),
     /// A bound of the run: requests in flight, sockets, host memory.
     LimitReached(#[source] Box<LimitReached>),
     /// The audit trail could not take the record of the request.
@@ -111,6 +115,7 @@ impl Worded for HttpError {
             HttpError::Denied(denied) | HttpError::AddressDenied(denied) => {
                 write!(f, "HTTP request: {}", denied.worded(spelling))
             }
+            HttpError::SecretMisplaced(misplaced) => write!(f, "HTTP request denied: {misplaced}"),
             HttpError::LimitReached(limit) => {
                 write!(f, "HTTP request refused: {}", limit.worded(spelling))
             }
@@ -178,6 +183,7 @@ impl HttpError {
             NetError::Denied(denied) => HttpError::AddressDenied(denied),
             NetError::LimitReached(limit) => HttpError::LimitReached(limit),
             NetError::AuditFailed(why) => HttpError::AuditFailed(why),
+            NetError::SecretMisplaced(misplaced) => HttpError::SecretMisplaced(misplaced),
             other => HttpError::Lookup(other),
         }
     }

@@ -65,6 +65,7 @@ use super::io::TlsStream;
 use super::limits::DEFAULT_TLS_HANDSHAKE_TIMEOUT;
 use super::limits::SocketSlot;
 use super::run::{Admitted, Run};
+use super::secrets::{Destination, Guarded, Redactor};
 use super::tasks::Tasks;
 use super::tcp::{self, ConnectOptions};
 use super::tls::{self, TlsClientOptions, TlsContext};
@@ -342,7 +343,7 @@ impl HttpClient {
             }
         };
         let link = noted.as_ref().map(|(link, _)| link);
-        let (target, permit) = match self.admit(&parts.uri, link) {
+        let (target, permit) = match self.admit(&mut parts, link) {
             Ok(ok) => ok,
             Err(refused) => {
                 self.drain(body);
@@ -356,6 +357,12 @@ impl HttpClient {
             &target.host,
             target.port,
         );
+        let secrets = &self.inner.run.secrets;
+        let body = if secrets.is_empty() {
+            body
+        } else {
+            B::new(Guarded::new(body, secrets.clone()))
+        };
         let body = exchange.counting(body);
         let times = Times::of(&options, &self.inner.run.limits);
         let request = Request::from_parts(parts, body);
@@ -374,6 +381,8 @@ impl HttpClient {
             stream,
         } = delivered;
         exchange.status(response.status().as_u16());
+        let mut response = response;
+        self.inner.run.secrets.redact_head(response.headers_mut());
         // The connection is busy until this body ends; the pool hands it
         // out again only once hyper says it is ready.
         self.inner.pool.put(
@@ -398,6 +407,8 @@ impl HttpClient {
                 permit,
                 stream,
                 exchange,
+                (!self.inner.run.secrets.is_empty())
+                    .then(|| Redactor::new(self.inner.run.secrets.clone())),
             )
         }))
     }
@@ -606,12 +617,14 @@ impl HttpClient {
     }
 
     /// Steps 1 to 3 of the module doc: the authority as written, the
-    /// policy, the bound on requests in flight.
+    /// policy, the run's secrets placed in the head ([`Secrets::place`]),
+    /// the bound on requests in flight.
     fn admit(
         &self,
-        uri: &Uri,
+        head: &mut http::request::Parts,
         http: Option<&HttpLink>,
     ) -> Result<(Target, OwnedSemaphorePermit), HttpError> {
+        let uri = &head.uri.clone();
         let written = uri.authority().map_or("", Authority::as_str);
         let authority = match uri.authority() {
             None => return Err(self.refused_unjudged("", http, HttpError::NoAuthority("no"))),
@@ -645,6 +658,28 @@ impl HttpClient {
                     reason: other.to_string(),
                 },
             })?;
+        let to = Destination {
+            https,
+            host: &admitted.host,
+            port,
+        };
+        match run.secrets.place(head, &to) {
+            Ok(placed) if !placed.is_empty() => {
+                tracing::debug!(target: "moat::http", secrets = ?placed, "secrets put in");
+            }
+            Ok(_) => {}
+            Err(misplaced) => {
+                let refused = NetError::SecretMisplaced(Box::new(misplaced));
+                let refused = run.refused_for(
+                    Operation::HttpRequest,
+                    &admitted.host,
+                    Some(port),
+                    http,
+                    refused,
+                );
+                return Err(HttpError::from_net(refused));
+            }
+        }
         let permit = Arc::clone(&self.inner.in_flight)
             .try_acquire_owned()
             .map_err(|_| {

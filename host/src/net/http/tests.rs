@@ -12,6 +12,13 @@ use crate::net::limits::Limits;
 use crate::net::tasks::{PendingWrites, Tasks};
 use moat_policy::policy::Policy;
 
+/// A request head for `uri`, as `send` gives `admit`.
+fn head(uri: &Uri) -> http::request::Parts {
+    let mut parts = http::Request::new(()).into_parts().0;
+    parts.uri = uri.clone();
+    parts
+}
+
 fn client(policy: Policy, limits: Limits) -> HttpClient {
     let run = Arc::new(Run::new(policy, limits, None));
     HttpClient::new(run, Arc::default(), Tasks::new(PendingWrites::new()))
@@ -39,7 +46,7 @@ fn link() -> HttpLink {
 fn admit(client: &HttpClient, uri: &str) -> Result<Target, HttpError> {
     let uri: Uri = uri.parse().unwrap();
     client
-        .admit(&uri, Some(&link()))
+        .admit(&mut head(&uri), Some(&link()))
         .map(|(target, _permit)| target)
 }
 
@@ -97,7 +104,7 @@ fn the_authority_is_judged_as_written() {
 fn a_request_without_a_host_or_with_another_scheme_is_refused() {
     let c = granted("*");
     let e = c
-        .admit(&Uri::from_static("/relative"), Some(&link()))
+        .admit(&mut head(&Uri::from_static("/relative")), Some(&link()))
         .err()
         .unwrap();
     assert!(matches!(e, HttpError::NoAuthority("no")), "{e}");
@@ -151,7 +158,7 @@ fn a_request_refused_before_its_host_is_judged_is_on_the_trail_as_written() {
         assert!(admit(&c, uri).is_err(), "{uri}");
     }
     assert!(
-        c.admit(&Uri::from_static("/relative"), Some(&link()))
+        c.admit(&mut head(&Uri::from_static("/relative")), Some(&link()))
             .is_err()
     );
     assert!(c.check_authority(Some("")).is_err());
@@ -193,9 +200,9 @@ fn requests_in_flight_are_counted_until_their_permit_is_dropped() {
         },
     );
     let uri: Uri = "http://example.com/".parse().unwrap();
-    let a = c.admit(&uri, Some(&link())).unwrap();
-    let _b = c.admit(&uri, Some(&link())).unwrap();
-    let refused = c.admit(&uri, Some(&link())).err().unwrap();
+    let a = c.admit(&mut head(&uri), Some(&link())).unwrap();
+    let _b = c.admit(&mut head(&uri), Some(&link())).unwrap();
+    let refused = c.admit(&mut head(&uri), Some(&link())).err().unwrap();
     assert!(
         refused
             .worded(Spelling::Flags)
@@ -209,7 +216,7 @@ fn requests_in_flight_are_counted_until_their_permit_is_dropped() {
         "the refusal carries its setting, typed: {refused:?}"
     );
     drop(a);
-    assert!(c.admit(&uri, Some(&link())).is_ok());
+    assert!(c.admit(&mut head(&uri), Some(&link())).is_ok());
 }
 
 #[test]

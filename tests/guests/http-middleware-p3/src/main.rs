@@ -17,6 +17,9 @@
 //!   an empty authority, or one the request refuses): 400,
 //!   `bad x-forward-to\n`.
 //! - without it: 400, `missing x-forward-to\n`.
+//! - each `x-forward-header: NAME=VALUE` becomes a header of the new
+//!   request, each `${VAR}` in it replaced by the environment's VAR (how
+//!   a handler sends a secret's placeholder).
 //!
 //! The incoming request's method, path, headers and body are ignored.
 
@@ -35,6 +38,7 @@ use wasi::http::types::{ErrorCode, Fields, Method, Request, Response, Scheme, St
 export!(Middleware);
 
 const FORWARD_TO: &str = "x-forward-to";
+const FORWARD_HEADER: &str = "x-forward-header";
 
 /// The wasm32-wasip2 target wants a `main`, which it exports as
 /// `wasi:cli/run@0.2.0`; a host serving this component calls the
@@ -49,12 +53,13 @@ struct Middleware;
 impl Guest for Middleware {
     async fn handle(request: Request) -> Result<Response, ErrorCode> {
         let targets = request.get_headers().get(FORWARD_TO);
+        let extra = request.get_headers().get(FORWARD_HEADER);
         // The incoming request, body and all, is of no further use.
         drop(request);
         let Some(target) = targets.into_iter().next() else {
             return plain(400, "missing x-forward-to\n".into());
         };
-        let Some(outgoing) = outgoing(&target) else {
+        let Some(outgoing) = outgoing(&target, &extra) else {
             return plain(400, "bad x-forward-to\n".into());
         };
         match handler::handle(outgoing).await {
@@ -64,8 +69,18 @@ impl Guest for Middleware {
     }
 }
 
-/// A bodiless `GET` for the URL `target`, or `None` if it is not one.
-fn outgoing(target: &[u8]) -> Option<Request> {
+/// Each `${VAR}` in `text` replaced by the environment's VAR.
+fn expanded(text: &str) -> String {
+    let mut out = text.to_owned();
+    for (name, value) in std::env::vars() {
+        out = out.replace(&format!("${{{name}}}"), &value);
+    }
+    out
+}
+
+/// A bodiless `GET` for the URL `target` with the `extra` headers
+/// (`NAME=VALUE`, expanded), or `None` if it is not one.
+fn outgoing(target: &[u8], extra: &[Vec<u8>]) -> Option<Request> {
     let target = std::str::from_utf8(target).ok()?.trim();
     let (scheme, rest) = target.split_once("://")?;
     let split = rest.find(['/', '?']).unwrap_or(rest.len());
@@ -85,7 +100,14 @@ fn outgoing(target: &[u8]) -> Option<Request> {
     };
     // No trailers, no error: the writer, dropped unwritten, gives the default.
     let (_, trailers_rx) = wit_future::new(|| Ok(None));
-    let (request, _sent) = Request::new(Fields::new(), None, trailers_rx, None);
+    let headers = Fields::new();
+    for header in extra {
+        let (name, value) = std::str::from_utf8(header).ok()?.split_once('=')?;
+        headers
+            .append(name.trim(), expanded(value.trim()).as_bytes())
+            .ok()?;
+    }
+    let (request, _sent) = Request::new(headers, None, trailers_rx, None);
     request.set_method(&Method::Get).ok()?;
     request.set_scheme(Some(&scheme)).ok()?;
     request.set_authority(Some(authority)).ok()?;

@@ -12,6 +12,11 @@
 //!                          POST BYTES bytes as post does, the trailers never written (so
 //!                          the body is never finished): print "sent N" once the body is
 //!                          written and the response's head has come, "status: N", then trap
+//! http-p3 send METHOD URL [h:NAME=VALUE]... [body:TEXT] [scan:HEX]
+//!                          as http-probe's send: `${VAR}` replaced from the environment,
+//!                          the body in 7-byte pieces; print "status: N", "header: NAME:
+//!                          VALUE" for each response header, "body: TEXT" and, with scan:,
+//!                          "in memory: yes|no"
 //! ```
 //!
 //! A request that fails (from `send`, or from the response body's trailers
@@ -57,6 +62,7 @@ impl wasip3::exports::cli::run::Guest for HttpP3 {
                 Ok(bytes) => post_then_trap(url, bytes).await,
                 Err(_) => Err(Failure::Usage(format!("{bytes:?} is not a number"))),
             },
+            ("send", Some(method), Some(url)) => send_with(method, url, &args[3..]).await,
             (mode, _, _) => Err(Failure::Usage(format!(
                 "unknown mode {mode:?} or missing arguments"
             ))),
@@ -156,7 +162,28 @@ fn request_with(
         "https" => Scheme::Https,
         other => Scheme::Other(other.to_owned()),
     };
-    let (request, _transmitted) = Request::new(Fields::new(), contents, trailers, None);
+    request_from(
+        Fields::new(),
+        scheme,
+        authority,
+        &path_with_query,
+        method,
+        contents,
+        trailers,
+    )
+}
+
+/// The request with these parts, `headers` among them.
+fn request_from(
+    headers: Fields,
+    scheme: Scheme,
+    authority: &str,
+    path_with_query: &str,
+    method: Method,
+    contents: Option<wasip3::wit_bindgen::StreamReader<u8>>,
+    trailers: wasip3::wit_bindgen::FutureReader<Result<Option<Trailers>, ErrorCode>>,
+) -> Result<Request, Failure> {
+    let (request, _transmitted) = Request::new(headers, contents, trailers, None);
     request
         .set_method(&method)
         .map_err(|()| Failure::Refused("set-method"))?;
@@ -167,7 +194,7 @@ fn request_with(
         .set_authority(Some(authority))
         .map_err(|()| Failure::Refused("set-authority"))?;
     request
-        .set_path_with_query(Some(&path_with_query))
+        .set_path_with_query(Some(path_with_query))
         .map_err(|()| Failure::Refused("set-path-with-query"))?;
     Ok(request)
 }
@@ -235,6 +262,115 @@ async fn post_then_trap(url: &str, bytes: u64) -> Result<(), Failure> {
     // its body unfinished.
     std::hint::black_box(&unfinished);
     std::process::abort()
+}
+
+/// Each `${VAR}` in `text` replaced by the environment's VAR.
+fn expanded(text: &str) -> String {
+    let mut out = text.to_owned();
+    for (name, value) in std::env::vars() {
+        out = out.replace(&format!("${{{name}}}"), &value);
+    }
+    out
+}
+
+/// Whether linear memory holds the bytes whose XOR with 0x55 is
+/// `needle_x` (hex), compared through the XOR so that the needle is never
+/// built in memory.
+fn in_memory(needle_x: &str) -> Result<bool, Failure> {
+    let needle: Vec<u8> = (0..needle_x.len() / 2)
+        .map(|i| u8::from_str_radix(&needle_x[2 * i..2 * i + 2], 16))
+        .collect::<Result<_, _>>()
+        .map_err(|_| Failure::Usage(format!("{needle_x:?} is not hex")))?;
+    let Some((&first, _)) = needle.split_first() else {
+        return Ok(false);
+    };
+    let size = core::arch::wasm32::memory_size(0) * 65536;
+    // SAFETY: every address below the memory's size is in bounds in
+    // wasm32 (address 0 included: wasm has no unmapped page), and the
+    // bytes are only read, volatile, one at a time.
+    let at = |addr: usize| unsafe { core::ptr::read_volatile(addr as *const u8) };
+    for start in 0..size.saturating_sub(needle.len()) {
+        if at(start) ^ 0x55 == first && (1..needle.len()).all(|i| at(start + i) ^ 0x55 == needle[i])
+        {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// `send`: one request as the arguments build it (see the module doc).
+async fn send_with(method: &str, url: &str, rest: &[String]) -> Result<(), Failure> {
+    let headers = Fields::new();
+    let mut body = String::new();
+    let mut scan = None;
+    for arg in rest {
+        if let Some(header) = arg.strip_prefix("h:") {
+            let (name, value) = header
+                .split_once('=')
+                .ok_or_else(|| Failure::Usage(format!("{arg:?}: h:NAME=VALUE")))?;
+            headers
+                .append(&expanded(name), expanded(value).as_bytes())
+                .map_err(|_| Failure::Refused("fields.append"))?;
+        } else if let Some(text) = arg.strip_prefix("body:") {
+            body = expanded(text);
+        } else if let Some(hex) = arg.strip_prefix("scan:") {
+            scan = Some(hex.to_owned());
+        } else {
+            return Err(Failure::Usage(format!("{arg:?}: h:, body: or scan:")));
+        }
+    }
+    let url = expanded(url);
+    let (scheme, rest) = url
+        .split_once("://")
+        .ok_or_else(|| Failure::Usage(format!("{url:?} is not a URL")))?;
+    let (authority, path) = match rest.find(['/', '?']) {
+        Some(at) => rest.split_at(at),
+        None => (rest, "/"),
+    };
+    let scheme = match scheme {
+        "http" => Scheme::Http,
+        "https" => Scheme::Https,
+        other => Scheme::Other(other.to_owned()),
+    };
+    let method = match method {
+        "GET" => Method::Get,
+        "POST" => Method::Post,
+        "PUT" => Method::Put,
+        other => Method::Other(expanded(other)),
+    };
+    let (mut writer, contents) = wasip3::wit_stream::new::<u8>();
+    let (_no_trailers, trailers) =
+        wasip3::wit_future::new::<Result<Option<Trailers>, ErrorCode>>(|| Ok(None));
+    let request = request_from(
+        headers,
+        scheme,
+        authority,
+        path,
+        method,
+        Some(contents),
+        trailers,
+    )?;
+    let write = async move {
+        for piece in body.as_bytes().chunks(7) {
+            let rest = writer.write_all(piece.to_vec()).await;
+            if !rest.is_empty() {
+                break;
+            }
+        }
+    };
+    let ((), response) = futures::join!(write, client::send(request));
+    let response = response?;
+    println!("status: {}", response.get_status_code());
+    for (name, value) in response.get_headers().copy_all() {
+        println!("header: {name}: {}", String::from_utf8_lossy(&value));
+    }
+    let text = read_body(response).await?;
+    println!("body: {}", String::from_utf8_lossy(&text));
+    if let Some(hex) = scan {
+        let found = in_memory(&hex)?;
+        println!("in memory: {}", if found { "yes" } else { "no" });
+    }
+    Ok(())
 }
 
 /// Writes `total` bytes of the a-to-z pattern, 64 KiB at a time, then

@@ -51,6 +51,16 @@
 //!                                       path BYTES long (no grant covers them: each is
 //!                                       refused); print "denied K", then wait for stdin's
 //!                                       end (so that the host's memory can be read then)
+//! http-probe send METHOD URL [h:NAME=VALUE]... [body:TEXT] [scan:HEX]
+//!                                       METHOD to URL with those headers and that body
+//!                                       (written in 7-byte pieces, so that a text spans
+//!                                       pieces), each `${VAR}` in URL, header or body
+//!                                       replaced by the environment's VAR; print "status: N",
+//!                                       "header: NAME: VALUE" for each response header and
+//!                                       "body: TEXT"; with scan:, also "in memory: yes|no",
+//!                                       whether the guest's linear memory holds the bytes
+//!                                       whose XOR with 0x55 is HEX (so the needle itself is
+//!                                       never in memory)
 //! ```
 //!
 //! A request that fails prints `error: ERR` (the Debug form of wasi:http's
@@ -97,6 +107,7 @@ fn main() {
         ("sequential", Some(n), Some(url)) => number(n).and_then(|n| sequential(n, url)),
         ("headers", Some(url), _) => headers(url),
         ("fetch-all", Some(_), _) => fetch_all(&args[1..]),
+        ("send", Some(method), Some(url)) => send_with(method, url, &args[3..]),
         ("hold-bodies", Some(n), _) => number(n).and_then(hold_bodies),
         ("hold-fields", Some(n), Some(bytes)) => {
             number(n).and_then(|n| number(bytes).and_then(|b| hold_fields(n, b)))
@@ -537,6 +548,104 @@ fn sequential(n: u64, url: &str) -> Result<(), Failure> {
         body_length(&response)?;
     }
     println!("ok {n}");
+    Ok(())
+}
+
+/// Each `${VAR}` in `text` replaced by the environment's VAR.
+fn expanded(text: &str) -> String {
+    let mut out = text.to_owned();
+    for (name, value) in std::env::vars() {
+        out = out.replace(&format!("${{{name}}}"), &value);
+    }
+    out
+}
+
+/// Whether linear memory holds the bytes whose XOR with 0x55 is
+/// `needle_x` (hex). Compared byte by byte through the XOR, so that the
+/// needle is never built in memory.
+fn in_memory(needle_x: &str) -> Result<bool, Failure> {
+    let needle: Vec<u8> = (0..needle_x.len() / 2)
+        .map(|i| u8::from_str_radix(&needle_x[2 * i..2 * i + 2], 16))
+        .collect::<Result<_, _>>()
+        .map_err(|_| Failure::Usage(format!("{needle_x:?} is not hex")))?;
+    let Some((&first, _)) = needle.split_first() else {
+        return Ok(false);
+    };
+    let size = core::arch::wasm32::memory_size(0) * 65536;
+    // SAFETY: every address below the memory's size is in bounds in
+    // wasm32 (address 0 included: wasm has no unmapped page), and the
+    // bytes are only read, volatile, one at a time.
+    let at = |addr: usize| unsafe { core::ptr::read_volatile(addr as *const u8) };
+    for start in 0..size.saturating_sub(needle.len()) {
+        if at(start) ^ 0x55 == first && (1..needle.len()).all(|i| at(start + i) ^ 0x55 == needle[i])
+        {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// `send`: one request as the arguments build it (see the module doc).
+fn send_with(method: &str, url: &str, rest: &[String]) -> Result<(), Failure> {
+    let headers = Fields::new();
+    let mut body = None;
+    let mut scan = None;
+    for arg in rest {
+        if let Some(header) = arg.strip_prefix("h:") {
+            let (name, value) = header
+                .split_once('=')
+                .ok_or_else(|| Failure::Usage(format!("{arg:?}: h:NAME=VALUE")))?;
+            headers
+                .append(&expanded(name), expanded(value).as_bytes())
+                .map_err(|_| Failure::Refused("fields.append"))?;
+        } else if let Some(text) = arg.strip_prefix("body:") {
+            body = Some(expanded(text));
+        } else if let Some(hex) = arg.strip_prefix("scan:") {
+            scan = Some(hex.to_owned());
+        } else {
+            return Err(Failure::Usage(format!("{arg:?}: h:, body: or scan:")));
+        }
+    }
+    let method = match method {
+        "GET" => Method::Get,
+        "POST" => Method::Post,
+        "PUT" => Method::Put,
+        other => Method::Other(expanded(other)),
+    };
+    let request = request(&parse_url(&expanded(url))?, method, headers)?;
+    let outgoing = request
+        .body()
+        .map_err(|()| Failure::Guest("the request body was already taken"))?;
+    let future = outgoing_handler::handle(request, None)?;
+    let stream = outgoing
+        .write()
+        .map_err(|()| Failure::Guest("the body stream was already taken"))?;
+    let mut sent = 0u64;
+    for piece in body.as_deref().unwrap_or("").as_bytes().chunks(7) {
+        stream
+            .blocking_write_and_flush(piece)
+            .map_err(|e| Failure::BodyWrite {
+                sent,
+                cause: e.into(),
+            })?;
+        sent += piece.len() as u64;
+    }
+    drop(stream);
+    // A body the host refused fails here or in the response.
+    let finished = OutgoingBody::finish(outgoing, None);
+    let response = wait(&future)?;
+    finished?;
+    println!("status: {}", response.status());
+    for (name, value) in response.headers().entries() {
+        println!("header: {name}: {}", String::from_utf8_lossy(&value));
+    }
+    let mut text = Vec::new();
+    read_body(&response, |piece| text.extend_from_slice(piece))?;
+    println!("body: {}", String::from_utf8_lossy(&text));
+    if let Some(hex) = scan {
+        let found = in_memory(&hex)?;
+        println!("in memory: {}", if found { "yes" } else { "no" });
+    }
     Ok(())
 }
 
