@@ -53,7 +53,7 @@ impl Received {
 
 /// An HTTPS (or plain) server on 127.0.0.1 that records what it receives
 /// and answers 200 with `x-echo: <authorization>` and body `got
-/// <authorization>`.
+/// <authorization>`; a request whose query is `to=URL`, 302 to URL.
 pub(crate) struct Recorder {
     pub(crate) port: u16,
     received: Arc<Mutex<Vec<Received>>>,
@@ -152,6 +152,15 @@ async fn record(
         body,
         complete,
     });
+    // `?to=URL` on a path: a redirect there, as an API may answer.
+    if let Some(to) = head.uri.query().and_then(|q| q.strip_prefix("to=")) {
+        let mut response = hyper::Response::new(Full::new(Bytes::new()));
+        *response.status_mut() = hyper::StatusCode::FOUND;
+        if let Ok(location) = hyper::header::HeaderValue::from_str(to) {
+            response.headers_mut().insert("location", location);
+        }
+        return Ok(response);
+    }
     let mut response = hyper::Response::new(Full::new(Bytes::from(format!("got {auth}"))));
     if let Ok(value) = hyper::header::HeaderValue::from_str(&auth) {
         response.headers_mut().insert("x-echo", value);
@@ -368,6 +377,20 @@ async fn a_placeholder_elsewhere_is_refused(guest: &str, test: &str) {
             "the bound header, not in the bound form",
         ),
         (
+            "a redirect's next hop",
+            vec![
+                "GET".into(),
+                a(&format!(
+                    "/v1/moved?to=https://localhost:{}/v1/",
+                    other.port
+                )),
+                bearer.into(),
+                "follow".into(),
+            ],
+            &other,
+            "a request to another destination",
+        ),
+        (
             "the path",
             vec!["GET".into(), a("/v1/${API_KEY}")],
             &api,
@@ -454,9 +477,20 @@ async fn a_placeholder_elsewhere_is_refused(guest: &str, test: &str) {
         .lines()
         .filter(|l| l.contains(r#""kind":"secret""#) && l.contains(r#""secret":"API_KEY""#))
         .count();
+    // Nine heads and the body, one run each.
+    let secret_lines: Vec<&str> = trail
+        .lines()
+        .filter(|l| l.contains(r#""kind":"secret""#))
+        .collect();
+    assert_eq!(
+        refusals,
+        10,
+        "secret refusals on the trail:\n{}",
+        secret_lines.join("\n")
+    );
     assert!(
-        refusals >= 8,
-        "{refusals} secret refusals on the trail:\n{trail}"
+        trail.contains(r#""place":"the body""#),
+        "the body's refusal is recorded too:\n{trail}"
     );
 }
 

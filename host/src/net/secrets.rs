@@ -305,32 +305,30 @@ impl Secrets {
         }
         let path = head.uri.path();
         let mut placed: Vec<(http::HeaderName, usize, &Secret)> = Vec::new();
-        for (name, value) in &head.headers {
+        for name in head.headers.keys() {
             if let Some(s) = self.found_in(name.as_str().as_bytes()) {
                 return Err(Secrets::misplaced(s, Misplaced::Header(name.to_string())));
             }
-            let Some(s) = self.found_in(value.as_bytes()) else {
-                continue;
-            };
-            let b = &s.binding;
-            if name.as_str() != b.header {
-                return Err(Secrets::misplaced(s, Misplaced::Header(name.to_string())));
+            // Each value of the name, by its place among them: a header
+            // written twice is placed (or refused) twice.
+            for (index, value) in head.headers.get_all(name).iter().enumerate() {
+                let Some(s) = self.found_in(value.as_bytes()) else {
+                    continue;
+                };
+                let b = &s.binding;
+                if name.as_str() != b.header {
+                    return Err(Secrets::misplaced(s, Misplaced::Header(name.to_string())));
+                }
+                let covered =
+                    to.https && *to.host == b.host && to.port == b.port && b.covers_path(path);
+                if !covered {
+                    return Err(Secrets::misplaced(s, Misplaced::Destination));
+                }
+                if value.as_bytes() != b.rendered(&s.placeholder).as_bytes() {
+                    return Err(Secrets::misplaced(s, Misplaced::Form));
+                }
+                placed.push((name.clone(), index, s));
             }
-            let covered =
-                to.https && *to.host == b.host && to.port == b.port && b.covers_path(path);
-            if !covered {
-                return Err(Secrets::misplaced(s, Misplaced::Destination));
-            }
-            if value.as_bytes() != b.rendered(&s.placeholder).as_bytes() {
-                return Err(Secrets::misplaced(s, Misplaced::Form));
-            }
-            let index = head
-                .headers
-                .get_all(name)
-                .iter()
-                .position(|v| v == value)
-                .unwrap_or(0);
-            placed.push((name.clone(), index, s));
         }
         let mut names = Vec::with_capacity(placed.len());
         for (name, index, s) in placed {
@@ -459,17 +457,39 @@ pub(crate) struct Guarded<B> {
     /// Set once the placeholder was found: the body fails from then on.
     refused: Option<SecretMisplaced>,
     ended: bool,
+    /// Told of the refusal once (the audit trail's record).
+    report: Option<Report>,
 }
 
+/// What a guarded body tells of its refusal, once.
+type Report = Box<dyn FnOnce(&SecretMisplaced) + Send>;
+
 impl<B> Guarded<B> {
-    pub(crate) fn new(inner: B, secrets: Secrets) -> Guarded<B> {
+    /// `inner`, guarded against `secrets`' placeholders; `report` is
+    /// told of a refusal once.
+    pub(crate) fn new(
+        inner: B,
+        secrets: Secrets,
+        report: impl FnOnce(&SecretMisplaced) + Send + 'static,
+    ) -> Guarded<B> {
         Guarded {
             inner,
             secrets,
             held: Vec::new(),
             refused: None,
             ended: false,
+            report: Some(Box::new(report)),
         }
+    }
+
+    /// Fails the body from now on, reporting why once.
+    fn refuse(&mut self, refused: SecretMisplaced) -> SecretMisplaced {
+        if let Some(report) = self.report.take() {
+            report(&refused);
+        }
+        self.held.clear();
+        self.refused = Some(refused.clone());
+        refused
     }
 
     /// `data` after what was held: the bytes that may be sent now, or the
@@ -514,8 +534,7 @@ where
                             Ok(out) if out.is_empty() => continue,
                             Ok(out) => http_body::Frame::data(out),
                             Err(refused) => {
-                                this.refused = Some(refused.clone());
-                                return Poll::Ready(Some(Err(refused.into())));
+                                return Poll::Ready(Some(Err(this.refuse(refused).into())));
                             }
                         },
                         Err(frame) => {
@@ -529,8 +548,7 @@ where
                                         .or_else(|| this.secrets.found_in(value.as_bytes()));
                                     if let Some(s) = found {
                                         let refused = Secrets::misplaced(s, Misplaced::Body);
-                                        this.refused = Some(refused.clone());
-                                        return Poll::Ready(Some(Err(refused.into())));
+                                        return Poll::Ready(Some(Err(this.refuse(refused).into())));
                                     }
                                 }
                             }
@@ -766,7 +784,11 @@ mod tests {
                 ))),
             ];
             let inner = http_body_util::StreamBody::new(futures::stream::iter(chunks));
-            let mut body = Guarded::new(inner, secrets.clone());
+            let told = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+            let count = Arc::clone(&told);
+            let mut body = Guarded::new(inner, secrets.clone(), move |_| {
+                count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            });
             let mut sent = Vec::new();
             let e = loop {
                 match body.frame().await {
@@ -776,6 +798,15 @@ mod tests {
                 }
             };
             assert_eq!(e.place, Misplaced::Body);
+            assert!(
+                body.frame().await.is_some_and(|f| f.is_err()),
+                "it stays failed"
+            );
+            assert_eq!(
+                told.load(std::sync::atomic::Ordering::Relaxed),
+                1,
+                "told once"
+            );
             assert!(
                 memchr::memmem::find(&sent, p.as_bytes()).is_none(),
                 "cut at {cut}: nothing of the placeholder whole was sent"
@@ -787,6 +818,7 @@ mod tests {
         let body = Guarded::new(
             http_body_util::StreamBody::new(futures::stream::iter(clean)),
             secrets,
+            |_| panic!("nothing to refuse"),
         );
         let all = body.collect().await.unwrap().to_bytes();
         assert_eq!(&all[..], b"nothing to see");

@@ -123,7 +123,7 @@ pub(super) async fn decisions(server: &Serve, operation: &str, outcome: &str) ->
 }
 
 /// The metrics address from the server's stderr.
-fn metrics_url(server: &Serve) -> String {
+pub(super) fn metrics_url(server: &Serve) -> String {
     let stderr = server.stderr();
     let addr = stderr
         .lines()

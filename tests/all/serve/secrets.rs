@@ -25,6 +25,7 @@ async fn a_handler_sends_the_value_only_where_bound() {
         format!("--ca-file={}", dir.join("ca.pem").display()),
         format!("--audit={}", dir.join("trail.jsonl").display()),
         binding(api.port, &format!("file:{}", key.display())),
+        "--metrics=127.0.0.1:0".to_owned(),
     ];
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     let mut server = Serve::start_logging(guests::HTTP_MIDDLEWARE_P3, &flags, Some("trace")).await;
@@ -84,4 +85,28 @@ async fn a_handler_sends_the_value_only_where_bound() {
     })
     .await;
     assert!(!read().contains(VALUE), "the trail holds the value");
+    // Nor do the metrics.
+    let url = super::metrics::metrics_url(&server);
+    let metrics_addr = url
+        .trim_start_matches("http://")
+        .split('/')
+        .next()
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("{url}"));
+    let scraped = exchange(
+        metrics_addr,
+        "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".to_owned(),
+        Vec::new(),
+    )
+    .await;
+    assert_eq!(scraped.status, 200, "{scraped:?}");
+    assert!(
+        scraped.text().contains("moat_decisions_total"),
+        "{}",
+        scraped.text()
+    );
+    assert!(
+        !scraped.text().contains(VALUE),
+        "the metrics hold the value"
+    );
 }

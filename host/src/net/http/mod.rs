@@ -65,7 +65,7 @@ use super::io::TlsStream;
 use super::limits::DEFAULT_TLS_HANDSHAKE_TIMEOUT;
 use super::limits::SocketSlot;
 use super::run::{Admitted, Run};
-use super::secrets::{Destination, Guarded, Redactor};
+use super::secrets::{Destination, Guarded, Redactor, SecretMisplaced};
 use super::tasks::Tasks;
 use super::tcp::{self, ConnectOptions};
 use super::tls::{self, TlsClientOptions, TlsContext};
@@ -361,7 +361,22 @@ impl HttpClient {
         let body = if secrets.is_empty() {
             body
         } else {
-            B::new(Guarded::new(body, secrets.clone()))
+            // A placeholder in the body is refused as one in the head is,
+            // with its record; the request is cut off there.
+            let run = Arc::clone(&self.inner.run);
+            let (host, port) = (target.host.clone(), target.port);
+            let http = target.admitted.http.clone();
+            let report = move |misplaced: &SecretMisplaced| {
+                let refused = NetError::SecretMisplaced(Box::new(misplaced.clone()));
+                run.refused_for(
+                    Operation::HttpRequest,
+                    &host,
+                    Some(port),
+                    http.as_ref(),
+                    refused,
+                );
+            };
+            B::new(Guarded::new(body, secrets.clone(), report))
         };
         let body = exchange.counting(body);
         let times = Times::of(&options, &self.inner.run.limits);

@@ -300,26 +300,72 @@ fn in_memory(needle_x: &str) -> Result<bool, Failure> {
 
 /// `send`: one request as the arguments build it (see the module doc).
 async fn send_with(method: &str, url: &str, rest: &[String]) -> Result<(), Failure> {
-    let headers = Fields::new();
+    let mut headers = Vec::new();
     let mut body = String::new();
     let mut scan = None;
+    let mut follow = false;
     for arg in rest {
         if let Some(header) = arg.strip_prefix("h:") {
             let (name, value) = header
                 .split_once('=')
                 .ok_or_else(|| Failure::Usage(format!("{arg:?}: h:NAME=VALUE")))?;
-            headers
-                .append(&expanded(name), expanded(value).as_bytes())
-                .map_err(|_| Failure::Refused("fields.append"))?;
+            headers.push((expanded(name), expanded(value)));
         } else if let Some(text) = arg.strip_prefix("body:") {
             body = expanded(text);
         } else if let Some(hex) = arg.strip_prefix("scan:") {
             scan = Some(hex.to_owned());
+        } else if arg == "follow" {
+            follow = true;
         } else {
-            return Err(Failure::Usage(format!("{arg:?}: h:, body: or scan:")));
+            return Err(Failure::Usage(format!(
+                "{arg:?}: h:, body:, scan: or follow"
+            )));
         }
     }
-    let url = expanded(url);
+    let mut url = expanded(url);
+    let response = loop {
+        let response = send_once(method, &url, &headers, &body).await?;
+        let location = response
+            .get_headers()
+            .get("location")
+            .first()
+            .map(|l| String::from_utf8_lossy(l).into_owned());
+        match location {
+            Some(next) if follow && (300..400).contains(&response.get_status_code()) => {
+                println!("redirected: {}", response.get_status_code());
+                follow = false;
+                url = next;
+            }
+            _ => break response,
+        }
+    };
+    println!("status: {}", response.get_status_code());
+    for (name, value) in response.get_headers().copy_all() {
+        println!("header: {name}: {}", String::from_utf8_lossy(&value));
+    }
+    let text = read_body(response).await?;
+    println!("body: {}", String::from_utf8_lossy(&text));
+    if let Some(hex) = scan {
+        let found = in_memory(&hex)?;
+        println!("in memory: {}", if found { "yes" } else { "no" });
+    }
+    Ok(())
+}
+
+/// One request of `send`: its body written in 7-byte pieces while it is
+/// sent.
+async fn send_once(
+    method: &str,
+    url: &str,
+    headers: &[(String, String)],
+    body: &str,
+) -> Result<Response, Failure> {
+    let fields = Fields::new();
+    for (name, value) in headers {
+        fields
+            .append(name, value.as_bytes())
+            .map_err(|_| Failure::Refused("fields.append"))?;
+    }
     let (scheme, rest) = url
         .split_once("://")
         .ok_or_else(|| Failure::Usage(format!("{url:?} is not a URL")))?;
@@ -342,7 +388,7 @@ async fn send_with(method: &str, url: &str, rest: &[String]) -> Result<(), Failu
     let (_no_trailers, trailers) =
         wasip3::wit_future::new::<Result<Option<Trailers>, ErrorCode>>(|| Ok(None));
     let request = request_from(
-        headers,
+        fields,
         scheme,
         authority,
         path,
@@ -350,27 +396,16 @@ async fn send_with(method: &str, url: &str, rest: &[String]) -> Result<(), Failu
         Some(contents),
         trailers,
     )?;
+    let pieces: Vec<Vec<u8>> = body.as_bytes().chunks(7).map(<[u8]>::to_vec).collect();
     let write = async move {
-        for piece in body.as_bytes().chunks(7) {
-            let rest = writer.write_all(piece.to_vec()).await;
-            if !rest.is_empty() {
+        for piece in pieces {
+            if !writer.write_all(piece).await.is_empty() {
                 break;
             }
         }
     };
     let ((), response) = futures::join!(write, client::send(request));
-    let response = response?;
-    println!("status: {}", response.get_status_code());
-    for (name, value) in response.get_headers().copy_all() {
-        println!("header: {name}: {}", String::from_utf8_lossy(&value));
-    }
-    let text = read_body(response).await?;
-    println!("body: {}", String::from_utf8_lossy(&text));
-    if let Some(hex) = scan {
-        let found = in_memory(&hex)?;
-        println!("in memory: {}", if found { "yes" } else { "no" });
-    }
-    Ok(())
+    Ok(response?)
 }
 
 /// Writes `total` bytes of the a-to-z pattern, 64 KiB at a time, then

@@ -51,7 +51,7 @@
 //!                                       path BYTES long (no grant covers them: each is
 //!                                       refused); print "denied K", then wait for stdin's
 //!                                       end (so that the host's memory can be read then)
-//! http-probe send METHOD URL [h:NAME=VALUE]... [body:TEXT] [scan:HEX]
+//! http-probe send METHOD URL [h:NAME=VALUE]... [body:TEXT] [scan:HEX] [follow]
 //!                                       METHOD to URL with those headers and that body
 //!                                       (written in 7-byte pieces, so that a text spans
 //!                                       pieces), each `${VAR}` in URL, header or body
@@ -60,7 +60,9 @@
 //!                                       "body: TEXT"; with scan:, also "in memory: yes|no",
 //!                                       whether the guest's linear memory holds the bytes
 //!                                       whose XOR with 0x55 is HEX (so the needle itself is
-//!                                       never in memory)
+//!                                       never in memory); with follow, a 3xx response's
+//!                                       Location is requested next with the same headers
+//!                                       (once), as a client that follows redirects does
 //! ```
 //!
 //! A request that fails prints `error: ERR` (the Debug form of wasi:http's
@@ -587,24 +589,71 @@ fn in_memory(needle_x: &str) -> Result<bool, Failure> {
 
 /// `send`: one request as the arguments build it (see the module doc).
 fn send_with(method: &str, url: &str, rest: &[String]) -> Result<(), Failure> {
-    let headers = Fields::new();
+    let mut headers = Vec::new();
     let mut body = None;
     let mut scan = None;
+    let mut follow = false;
     for arg in rest {
         if let Some(header) = arg.strip_prefix("h:") {
             let (name, value) = header
                 .split_once('=')
                 .ok_or_else(|| Failure::Usage(format!("{arg:?}: h:NAME=VALUE")))?;
-            headers
-                .append(&expanded(name), expanded(value).as_bytes())
-                .map_err(|_| Failure::Refused("fields.append"))?;
+            headers.push((expanded(name), expanded(value)));
         } else if let Some(text) = arg.strip_prefix("body:") {
             body = Some(expanded(text));
         } else if let Some(hex) = arg.strip_prefix("scan:") {
             scan = Some(hex.to_owned());
+        } else if arg == "follow" {
+            follow = true;
         } else {
-            return Err(Failure::Usage(format!("{arg:?}: h:, body: or scan:")));
+            return Err(Failure::Usage(format!(
+                "{arg:?}: h:, body:, scan: or follow"
+            )));
         }
+    }
+    let mut url = expanded(url);
+    let response = loop {
+        let response = send_once(method, &url, &headers, body.as_deref())?;
+        let location = response
+            .headers()
+            .get("location")
+            .first()
+            .map(|l| String::from_utf8_lossy(l).into_owned());
+        match location {
+            Some(next) if follow && (300..400).contains(&response.status()) => {
+                println!("redirected: {}", response.status());
+                follow = false;
+                url = next;
+            }
+            _ => break response,
+        }
+    };
+    println!("status: {}", response.status());
+    for (name, value) in response.headers().entries() {
+        println!("header: {name}: {}", String::from_utf8_lossy(&value));
+    }
+    let mut text = Vec::new();
+    read_body(&response, |piece| text.extend_from_slice(piece))?;
+    println!("body: {}", String::from_utf8_lossy(&text));
+    if let Some(hex) = scan {
+        let found = in_memory(&hex)?;
+        println!("in memory: {}", if found { "yes" } else { "no" });
+    }
+    Ok(())
+}
+
+/// One request of `send`, its body written in 7-byte pieces.
+fn send_once(
+    method: &str,
+    url: &str,
+    headers: &[(String, String)],
+    body: Option<&str>,
+) -> Result<IncomingResponse, Failure> {
+    let fields = Fields::new();
+    for (name, value) in headers {
+        fields
+            .append(name, value.as_bytes())
+            .map_err(|_| Failure::Refused("fields.append"))?;
     }
     let method = match method {
         "GET" => Method::Get,
@@ -612,7 +661,7 @@ fn send_with(method: &str, url: &str, rest: &[String]) -> Result<(), Failure> {
         "PUT" => Method::Put,
         other => Method::Other(expanded(other)),
     };
-    let request = request(&parse_url(&expanded(url))?, method, headers)?;
+    let request = request(&parse_url(url)?, method, fields)?;
     let outgoing = request
         .body()
         .map_err(|()| Failure::Guest("the request body was already taken"))?;
@@ -621,7 +670,7 @@ fn send_with(method: &str, url: &str, rest: &[String]) -> Result<(), Failure> {
         .write()
         .map_err(|()| Failure::Guest("the body stream was already taken"))?;
     let mut sent = 0u64;
-    for piece in body.as_deref().unwrap_or("").as_bytes().chunks(7) {
+    for piece in body.unwrap_or("").as_bytes().chunks(7) {
         stream
             .blocking_write_and_flush(piece)
             .map_err(|e| Failure::BodyWrite {
@@ -635,18 +684,7 @@ fn send_with(method: &str, url: &str, rest: &[String]) -> Result<(), Failure> {
     let finished = OutgoingBody::finish(outgoing, None);
     let response = wait(&future)?;
     finished?;
-    println!("status: {}", response.status());
-    for (name, value) in response.headers().entries() {
-        println!("header: {name}: {}", String::from_utf8_lossy(&value));
-    }
-    let mut text = Vec::new();
-    read_body(&response, |piece| text.extend_from_slice(piece))?;
-    println!("body: {}", String::from_utf8_lossy(&text));
-    if let Some(hex) = scan {
-        let found = in_memory(&hex)?;
-        println!("in memory: {}", if found { "yes" } else { "no" });
-    }
-    Ok(())
+    Ok(response)
 }
 
 fn headers(url: &str) -> Result<(), Failure> {
