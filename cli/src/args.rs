@@ -209,6 +209,18 @@ pub(crate) struct RunArgs {
     #[arg(long = "no-cache")]
     pub(crate) no_cache: bool,
 
+    /// moat run, on a terminal: ask before refusing a connect, listen or
+    /// HTTP request no grant allows (allow once, allow always, deny); deny
+    /// entries are never asked about. Never without a terminal, never in
+    /// moat serve
+    #[arg(long = "prompt")]
+    pub(crate) prompt: bool,
+
+    /// With --prompt: write the destinations allowed always as a policy
+    /// file (a new file, for --policy next time)
+    #[arg(long = "prompt-save", value_name = "FILE", requires = "prompt")]
+    pub(crate) prompt_save: Option<PathBuf>,
+
     /// The component to run (a .wasm file)
     #[arg(value_name = "COMPONENT")]
     pub(crate) component: PathBuf,

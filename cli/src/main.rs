@@ -11,6 +11,7 @@
 mod args;
 mod grants;
 mod progress;
+mod prompt;
 mod run;
 
 fn main() -> std::process::ExitCode {

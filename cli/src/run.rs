@@ -116,17 +116,56 @@ fn init_logging() {
 }
 
 fn run(args: RunArgs) -> ExitCode {
-    let prepared = match prepare(&args, Defaults::Run, &[]) {
-        Ok(prepared) => prepared,
+    let kept: Vec<Kept> = args
+        .prompt_save
+        .iter()
+        .map(|file| Kept::new(file, Trusted::Policy))
+        .collect();
+    let prompt = match args.prompt.then(crate::prompt::Terminal::open).transpose() {
+        Ok(prompt) => prompt.map(std::sync::Arc::new),
+        Err(e) => {
+            eprintln!("moat: error: --prompt: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if let Some(file) = &args.prompt_save
+        && file.exists()
+    {
+        eprintln!(
+            "moat: error: --prompt-save={}: the file exists; name a new one (merge it into your policy by hand)",
+            file.display()
+        );
+        return ExitCode::from(2);
+    }
+    let prepared = match prepare(&args, Defaults::Run, &kept) {
+        Ok(mut prepared) => {
+            if let Some(prompt) = &prompt {
+                prepared.options = prepared.options.prompt(prompt.clone());
+            }
+            prepared
+        }
         Err(e) => {
             eprintln!("moat: error: {}", chain(&e));
             return ExitCode::from(2);
         }
     };
-    launch(prepared, Entry::Run, Threads::One, &args)
+    let status = launch(prepared, Entry::Run, Threads::One, &args);
+    if let (Some(prompt), Some(file)) = (&prompt, &args.prompt_save)
+        && let Err(e) = prompt.save(file)
+    {
+        eprintln!("moat: error: --prompt-save={}: {e}", file.display());
+        return ExitCode::from(2);
+    }
+    status
 }
 
 fn serve(args: ServeArgs) -> ExitCode {
+    if args.run.prompt {
+        eprintln!(
+            "moat: error: --prompt: moat serve never asks: its requests come from clients, not from the person at the terminal"
+        );
+        return ExitCode::from(2);
+    }
     let tls_files: Vec<Kept> = [
         args.tls_cert
             .as_ref()

@@ -289,6 +289,14 @@ impl RunOptions {
         self
     }
 
+    /// Asks `prompter` about each call no grant allows before refusing it
+    /// ([`crate::net::prompt`]): moat:net connects and listens and
+    /// wasi:http requests; a deny entry's refusal is never asked about.
+    pub fn prompt(mut self, prompter: Arc<dyn crate::net::prompt::Prompter>) -> RunOptions {
+        self.net.prompt = Some(prompter);
+        self
+    }
+
     /// Gives the guest `host` as `guest`, to read only. The run refuses to
     /// start ([`crate::MoatError::PreopenRefused`]) if `host` is or contains a
     /// procfs, sysfs, devfs or other kernel filesystem

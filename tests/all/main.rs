@@ -28,6 +28,7 @@ mod observe;
 mod outside;
 mod own_listener;
 mod policy;
+mod prompt;
 mod secrets;
 mod serve;
 mod stock;

@@ -32,6 +32,9 @@ pub struct NetConfig {
     /// The secrets the guest's HTTP requests may carry, each by its
     /// placeholder, and where each may go (none by default).
     pub secrets: Secrets,
+    /// Who is asked about a call no grant allows before it is refused
+    /// (`moat run --prompt`; none by default: refused at once).
+    pub prompt: Option<Arc<dyn super::prompt::Prompter>>,
 }
 
 impl NetConfig {
@@ -53,6 +56,7 @@ impl std::fmt::Debug for NetConfig {
             .field("tls_trust", &self.tls_trust.as_ref().map(|_| "custom"))
             .field("audit", &self.audit)
             .field("secrets", &self.secrets)
+            .field("prompt", &self.prompt.as_ref().map(|_| "custom"))
             .finish()
     }
 }

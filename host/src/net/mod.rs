@@ -39,6 +39,7 @@ pub mod limits;
 mod listen;
 mod options;
 pub(crate) mod own_listeners;
+pub mod prompt;
 mod run;
 pub mod secrets;
 mod tasks;
@@ -106,6 +107,7 @@ impl Net {
             tls_trust,
             audit,
             secrets,
+            prompt,
         } = config;
         let tasks = Tasks::new(pending);
         tasks.set_close_linger(limits.close_linger);
@@ -113,6 +115,7 @@ impl Net {
         let mut run = Run::new(policy, limits, resolver);
         run.audit = audit;
         run.secrets = secrets;
+        run.prompt = prompt.map(prompt::Prompting::new);
         let run = Arc::new(run);
         tasks.set_budget(Arc::clone(&run.budget));
         Net {

@@ -147,6 +147,8 @@ pub(crate) struct Run {
     pub(crate) own_listeners: Arc<OwnListeners>,
     /// The secrets its HTTP requests may carry, and where.
     pub(crate) secrets: Secrets,
+    /// Who is asked before a call no grant allows is refused.
+    pub(crate) prompt: Option<super::prompt::Prompting>,
 }
 
 impl Run {
@@ -169,6 +171,7 @@ impl Run {
             audit: Audit::off(),
             own_listeners: Arc::default(),
             secrets: Secrets::default(),
+            prompt: None,
         }
     }
 
@@ -446,6 +449,27 @@ impl Run {
             Operation::Connect => self.naming_own_listener(denied),
             _ => denied,
         };
+        if let Some(prompting) = &self.prompt
+            && denied.reason == DenyReason::NotGranted
+        {
+            let question = super::prompt::Question {
+                capability,
+                host: target.clone(),
+                port,
+                needs: denied.needs(self.words()).unwrap_or_default(),
+            };
+            if prompting.allows(question) {
+                return Ok(Admitted {
+                    host: target,
+                    port,
+                    operation,
+                    rule: answered(),
+                    own_listener: false,
+                    http: http.cloned(),
+                    would_deny: None,
+                });
+            }
+        }
         if self.policy.lets_through(&denied) {
             tracing::debug!(target: "moat::net", %denied, "would be denied: observe mode");
             return Ok(Admitted {
@@ -699,5 +723,16 @@ pub(crate) fn observed() -> Arc<Provenance> {
     Arc::new(Provenance {
         entry: String::new(),
         source: moat_policy::policy::Source::Embedding,
+    })
+}
+
+/// The rule a call the person at the terminal allowed carries
+/// (`moat run --prompt`).
+fn answered() -> Arc<Provenance> {
+    Arc::new(Provenance {
+        entry: "allowed at the prompt".to_owned(),
+        source: Source::Flag {
+            flag: "--prompt".to_owned(),
+        },
     })
 }
