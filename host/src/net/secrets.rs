@@ -635,9 +635,18 @@ mod tests {
             }
         );
         assert!(matches!(
-            Secret::new(binding, Zeroizing::new(format!("{VALUE}\r\nX: y"))),
+            Secret::new(binding.clone(), Zeroizing::new(format!("{VALUE}\r\nX: y"))),
             Err(SecretValueError::NotHeaderText { .. })
         ));
+        // What a body holds back while it is scanned is bounded by the
+        // longest value a secret may have.
+        assert_eq!(
+            Secret::new(binding, Zeroizing::new("k".repeat(MAX_SECRET_LEN + 1))).unwrap_err(),
+            SecretValueError::TooLong {
+                name: "API_KEY".into(),
+                len: MAX_SECRET_LEN + 1
+            }
+        );
     }
 
     #[test]
