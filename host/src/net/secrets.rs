@@ -6,16 +6,16 @@
 //! in plain text before it encrypts it, so it can put a value in where
 //! the binding says and refuse every other place a placeholder turns up:
 //!
-//! - **A request's head** ([`Secrets::place`]): a placeholder in the named
+//! - **A request's head** (`Secrets::place`): a placeholder in the named
 //!   header, written as the binding's form, of an `https` request to the
 //!   binding's host (as judged) and port under its path prefix, is
 //!   replaced by the value; a placeholder anywhere else in the head (its
 //!   authority, path, query, another header's name or value, the method)
 //!   refuses the request before anything is sent.
-//! - **A request's body** ([`Guarded`]): a placeholder in it fails the
+//! - **A request's body** (`Guarded`): a placeholder in it fails the
 //!   body before the bytes that hold it are sent; the server has the head
 //!   and what came before them, and the request is cut off.
-//! - **A response** ([`Secrets::redact_head`], [`Redactor`]): a value in
+//! - **A response** (`Secrets::redact_head`, `Redactor`): a value in
 //!   a header or the body (the server echoing it) reaches the guest as
 //!   its placeholder. A placeholder is as long as its value, so a body's
 //!   length is kept.
