@@ -73,6 +73,11 @@ impl Suggestion {
         if !matches!(decision, "denied" | "would-deny") {
             return;
         }
+        // An HTTP request's own connection is recorded too, naming the
+        // same grant: the request's record counts it.
+        if record["operation"] == "connect" && record["request"].is_object() {
+            return;
+        }
         let count = record["count"].as_u64().unwrap_or(1);
         let reason = &record["reason"];
         let needs = reason["needs"].as_str().unwrap_or_default();
@@ -220,6 +225,9 @@ mod tests {
         let trail = [
             record("would-deny", "--allow-net=api.example.com:443"),
             record("would-deny", "--allow-net=api.example.com:443"),
+            // The connection an HTTP request let through opened: counted
+            // by the request's record, not again.
+            r#"{"kind":"decision","operation":"connect","request":{"id":1},"decision":"would-deny","reason":{"kind":"no-grant","needs":"--allow-net=api.example.com:443"}}"#.to_owned(),
             record("denied", "MOAT_ALLOW_NET=10.0.0.5:5432"),
             record("would-deny", "Policy::allow_listen(\\\"127.0.0.1:8080\\\")"),
             r#"{"kind":"decision","decision":"allowed","rule":null}"#.to_owned(),
