@@ -267,7 +267,8 @@ async fn a_requests_share_is_paid_in_the_bytes_its_records_take() {
 
 /// One client address's requests, however many, fill the trail no faster
 /// than its rate (--max-audit-rate-per-client) once they took a first
-/// request's share: one `client-rate-full` record says so, and another
+/// request's share: a `client-rate-full` record says so (once per run of
+/// refusals, however slow the machine), and another
 /// address's records are all there. Before, each request had its own
 /// share and nothing more: a client alone filled the trail one request at
 /// a time (~5,900 requests in the review's run).
@@ -327,7 +328,24 @@ async fn one_clients_requests_fill_the_trail_no_faster_than_its_rate() {
         0,
         "no request passed its own share"
     );
-    assert_eq!(kind("client-rate-full"), 1);
+    // Told once, then again only after one of its records passed: the
+    // bucket refills while the requests run, so a slow machine lets a few
+    // more records through, each followed by at most one more telling.
+    let mut told = 0;
+    let mut passed_since = true;
+    for record in &records {
+        if record["kind"] == "client-rate-full" {
+            assert!(
+                passed_since,
+                "told twice with no record of the client passing between: {record}"
+            );
+            told += 1;
+            passed_since = false;
+        } else if record.to_string().contains(&"a".repeat(199)) {
+            passed_since = true;
+        }
+    }
+    assert!(told >= 1, "the client's rate was never told of");
     let short = records
         .iter()
         .filter(|r| r["request"]["path"].as_str().is_some_and(|p| p.len() == 10))
