@@ -10,13 +10,14 @@
 
 use std::future::Future;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use crate::error::MoatError;
 use crate::memory_reset::MemoryReset;
 use crate::moat::{Guest, Moat};
 use crate::net::TlsIdentity;
 use crate::options::{InstancePool, MoatConfig, RunOptions};
-use crate::serve::reload::Reloads;
+use crate::serve::reload::{Load, Reloads};
 use crate::serve::{Listening, ServeOptions, stop_signal};
 use crate::start::NoEntryPoint;
 
@@ -124,8 +125,10 @@ impl Ended {
 
 /// What a front door does at the moments that are its own.
 pub trait Launcher {
-    /// Loads the component; `load` does it. The default just calls it (a
-    /// command line shows a long compile here).
+    /// Loads the component at the start; `load` does it. The default just
+    /// calls it (a command line shows a long compile here). A server's
+    /// reloads do not come here: they load on a thread of their own while
+    /// the server answers, and say on stderr when they begin and end.
     fn load(
         &self,
         source: &ComponentSource,
@@ -199,7 +202,7 @@ impl Launch {
     }
 
     async fn go(self, launcher: &dyn Launcher) -> Result<Ended, MoatError> {
-        let moat = Moat::new(&self.config)?;
+        let moat = Arc::new(Moat::new(&self.config)?);
         let guest = launcher.load(&self.source, &|| match &self.source {
             ComponentSource::File(path) => moat.load(path),
             ComponentSource::Bytes { bytes, name } => moat.load_bytes(bytes, name),
@@ -239,14 +242,13 @@ impl Launch {
                 for bound in server.bound() {
                     launcher.serving(scheme, &bound);
                 }
-                let load = || {
-                    launcher.load(&self.source, &|| match &self.source {
-                        ComponentSource::File(path) => moat.load(path),
-                        // Read again from the file the bytes came from.
-                        ComponentSource::Bytes { name, .. } => moat.load(name),
-                    })
-                };
-                reloads.serve(server, stop, &load).await?;
+                // Read again from the file (for bytes, the file they came
+                // from), on a thread of its own: the server goes on
+                // answering while it compiles.
+                let file = self.source.name().to_owned();
+                let loader = Arc::clone(&moat);
+                let load: Load = Arc::new(move || loader.load(&file));
+                reloads.serve(server, stop, load).await?;
                 Ok(Ended::Served)
             }
             Entry::Run => {

@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::listen::{Listener, Listening};
 use super::refused::Refused;
-use crate::audit::{Decided, DecisionCounts, Operation};
+use crate::audit::{Decided, DecisionCounts, GuestIdentity, Operation};
 use crate::net::Net;
 
 /// Scrape connections answered at once; more wait in the kernel's
@@ -67,6 +67,9 @@ pub(crate) struct Metrics {
     refused: Family<Labels<1>, Counter>,
     waiting: Gauge,
     connections: Gauge,
+    reloads: Family<Labels<1>, Counter>,
+    /// The handler served now: its file's name and SHA-256, when known.
+    handler: std::sync::Mutex<Option<GuestIdentity>>,
     /// Every decision of the server's network, given to its audit.
     pub(crate) decisions: Arc<DecisionCounts>,
 }
@@ -82,14 +85,48 @@ impl Drop for Counted {
 }
 
 impl Metrics {
-    pub(crate) fn new() -> Metrics {
-        Metrics {
+    /// Every series there is from the start, at 0 (a dashboard's `rate()`
+    /// and an alert on a refusal need the series before the first one);
+    /// `handler` is the one served first.
+    pub(crate) fn new(handler: Option<GuestIdentity>) -> Metrics {
+        let metrics = Metrics {
             requests: Family::default(),
             latency: Histogram::new(LATENCY_BUCKETS),
             refused: Family::default(),
             waiting: Gauge::default(),
             connections: Gauge::default(),
+            reloads: Family::default(),
+            handler: std::sync::Mutex::new(handler),
             decisions: Arc::default(),
+        };
+        for method in METHODS {
+            for status in STATUS_CLASSES {
+                drop(
+                    metrics
+                        .requests
+                        .get_or_create(&[("method", method), ("status", status)]),
+                );
+            }
+        }
+        for reason in Refused::LABELS {
+            drop(metrics.refused.get_or_create(&[("reason", reason)]));
+        }
+        for result in RELOAD_RESULTS {
+            drop(metrics.reloads.get_or_create(&[("result", result)]));
+        }
+        metrics
+    }
+
+    /// Counts a reload: the handler replaced (by `handler`, when known),
+    /// or not.
+    pub(crate) fn reloaded(&self, replaced: bool, handler: Option<GuestIdentity>) {
+        let result = RELOAD_RESULTS[usize::from(!replaced)];
+        self.reloads.get_or_create(&[("result", result)]).inc();
+        if replaced {
+            *self
+                .handler
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = handler;
         }
     }
 
@@ -97,11 +134,11 @@ impl Metrics {
     /// to its response's head).
     pub(crate) fn answered(&self, method: &hyper::Method, status: StatusCode, elapsed: Duration) {
         let status = match status.as_u16() {
-            100..=199 => "1xx",
-            200..=299 => "2xx",
-            300..=399 => "3xx",
-            400..=499 => "4xx",
-            _ => "5xx",
+            100..=199 => STATUS_CLASSES[0],
+            200..=299 => STATUS_CLASSES[1],
+            300..=399 => STATUS_CLASSES[2],
+            400..=499 => STATUS_CLASSES[3],
+            _ => STATUS_CLASSES[4],
         };
         self.requests
             .get_or_create(&[("method", method_label(method)), ("status", status)])
@@ -130,7 +167,7 @@ impl Metrics {
 
     /// The registry a scrape encodes: these figures, and what is read at
     /// the scrape from the server itself.
-    pub(crate) fn registry(&self, now: Now) -> Registry {
+    pub(crate) fn registry(self: &Arc<Self>, now: Now) -> Registry {
         let mut registry = Registry::default();
         registry.register(
             "moat_http_requests",
@@ -158,10 +195,30 @@ impl Metrics {
             "Client connections open",
             self.connections.clone(),
         );
+        registry.register(
+            "moat_reloads",
+            "Reloads of the handler (SIGHUP, --watch), by result: ok (the new one serves) \
+             or failed (the old one still serves)",
+            self.reloads.clone(),
+        );
+        registry.register_collector(Box::new(Info {
+            handler: Arc::clone(self),
+        }));
         registry.register_collector(Box::new(now));
         registry
     }
 }
+
+/// The `status` label's values: a response's class.
+const STATUS_CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
+
+/// The `method` label's values.
+const METHODS: [&str; 10] = [
+    "GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH", "other",
+];
+
+/// The `result` label of `moat_reloads_total`.
+const RELOAD_RESULTS: [&str; 2] = ["ok", "failed"];
 
 /// One of the methods a label names, or `other`.
 fn method_label(method: &hyper::Method) -> &'static str {
@@ -177,6 +234,50 @@ fn method_label(method: &hyper::Method) -> &'static str {
         Method::TRACE => "TRACE",
         Method::PATCH => "PATCH",
         _ => "other",
+    }
+}
+
+/// The info series: the build, and the handler served now.
+struct Info {
+    handler: Arc<Metrics>,
+}
+
+impl std::fmt::Debug for Info {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Info").finish_non_exhaustive()
+    }
+}
+
+impl Collector for Info {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let one = ConstGauge::new(1i64);
+        let mut build = encoder.encode_descriptor(
+            "moat_build_info",
+            "The moat serving: 1, with its version",
+            None,
+            one.metric_type(),
+        )?;
+        one.encode(build.encode_family(&[("version", env!("CARGO_PKG_VERSION"))])?)?;
+        let handler = self
+            .handler
+            .handler
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        if let Some(handler) = handler {
+            let mut family = encoder.encode_descriptor(
+                "moat_handler_info",
+                "The handler served now: 1, with its file's name and the SHA-256 of its bytes",
+                None,
+                one.metric_type(),
+            )?;
+            let labels = [
+                ("file", handler.file.as_str()),
+                ("sha256", handler.sha256.as_str()),
+            ];
+            one.encode(family.encode_family(&labels)?)?;
+        }
+        Ok(())
     }
 }
 
@@ -330,11 +431,12 @@ pub(crate) async fn serve_scrapes(
             continue;
         };
         let registry = Arc::clone(&registry);
+        let stopping = stopping.clone();
         tokio::spawn(async move {
             let _place = place;
             let _counted = counted;
             let service = hyper::service::service_fn(move |request| {
-                let response = scrape(&request, &registry);
+                let response = scrape(&request, &registry, stopping.is_cancelled());
                 async move { Ok::<_, std::convert::Infallible>(response) }
             });
             let connection = hyper::server::conn::http1::Builder::new()
@@ -355,8 +457,13 @@ pub(crate) async fn serve_scrapes(
     }
 }
 
-/// The answer to one request to the metrics address.
-fn scrape<B>(request: &Request<B>, registry: &Registry) -> Response<Full<Bytes>> {
+/// The answer to one request to the metrics address: `/metrics`, or the
+/// health checks. `/healthz` is 200 while the process answers at all;
+/// `/readyz` 200 while it serves a handler and is not `stopping` (this
+/// address is answered only once the handler is loaded, and a reload
+/// keeps the old one serving, so a load balancer that asks it sends
+/// requests only where they are answered).
+fn scrape<B>(request: &Request<B>, registry: &Registry, stopping: bool) -> Response<Full<Bytes>> {
     let plain = |status: StatusCode, text: &'static str| {
         let mut response = Response::new(Full::new(Bytes::from_static(text.as_bytes())));
         *response.status_mut() = status;
@@ -366,14 +473,23 @@ fn scrape<B>(request: &Request<B>, registry: &Registry) -> Response<Full<Bytes>>
         );
         response
     };
-    if request.uri().path() != "/metrics" {
+    let path = request.uri().path();
+    if !matches!(path, "/metrics" | "/healthz" | "/readyz") {
         return plain(
             StatusCode::NOT_FOUND,
-            "moat serves its metrics at /metrics\n",
+            "moat answers /metrics, /healthz and /readyz here\n",
         );
     }
     if request.method() != hyper::Method::GET && request.method() != hyper::Method::HEAD {
-        return plain(StatusCode::METHOD_NOT_ALLOWED, "GET /metrics\n");
+        return plain(StatusCode::METHOD_NOT_ALLOWED, "GET or HEAD only\n");
+    }
+    match path {
+        "/healthz" => return plain(StatusCode::OK, "ok\n"),
+        "/readyz" if stopping => {
+            return plain(StatusCode::SERVICE_UNAVAILABLE, "stopping\n");
+        }
+        "/readyz" => return plain(StatusCode::OK, "ready\n"),
+        _ => {}
     }
     let openmetrics = request
         .headers()

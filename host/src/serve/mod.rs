@@ -75,6 +75,11 @@
 //! | `moat_http_connections`, `moat_http_connections_max` | gauge | |
 //! | `moat_decisions_total` (the network's, as the audit trail has them) | counter | `operation`, `outcome` |
 //! | `moat_host_memory_bytes`, `moat_host_memory_budget_bytes` | gauge | |
+//! | `moat_reloads_total` | counter | `result` (`ok`, `failed`) |
+//! | `moat_build_info`, `moat_handler_info` (1, for the handler served now) | gauge | `version`; `file`, `sha256` |
+//!
+//! Every series is there from the start, at 0. The same address answers
+//! `GET /healthz` (200) and `GET /readyz` (200, 503 once stopping).
 //!
 //! No label is one a client or guest can multiply: `method` is one of the
 //! nine methods of RFC 9110 and PATCH, or `other`; `status` is the class
@@ -88,8 +93,9 @@
 //!
 //! **Reloading.** [`Server::reloader`] gives a [`Reloader`] that puts a
 //! new handler in the old one's place while the server serves (`moat
-//! serve` does at SIGHUP): checked as [`Moat::bind_server`] checks the
-//! first, then given to every request from then on; requests in flight
+//! serve` does at SIGHUP, loading the new component on a thread of its
+//! own while the old one answers): checked as [`Moat::bind_server`] checks
+//! the first, then given to every request from then on; requests in flight
 //! finish on theirs. A handler that needs the other engine (a 0.3 service
 //! after a 0.2 proxy, or the other way round) is refused.
 //!
@@ -251,7 +257,7 @@ impl Moat {
         }
         let mut run = options.run;
         let metrics = options.metrics.as_ref().map(|_| {
-            let metrics = Arc::new(metrics::Metrics::new());
+            let metrics = Arc::new(metrics::Metrics::new(guest.identity.clone()));
             run.net.audit = run
                 .net
                 .audit
@@ -356,6 +362,23 @@ impl Reloader<'_> {
     /// `name`); [`MoatError::ReloadEngine`] for a handler that needs the
     /// other engine.
     pub fn reload(&self, guest: &Guest, name: &str) -> Result<(), MoatError> {
+        let replaced = self.replace(guest, name);
+        if let Some(metrics) = &self.shared.metrics {
+            metrics.reloaded(replaced.is_ok(), guest.identity.clone());
+        }
+        replaced
+    }
+
+    /// Counts a reload whose component did not load (`why`), as
+    /// [`Self::reload`] counts its own: `moat_reloads_total{result="failed"}`.
+    pub fn load_failed(&self, why: &MoatError) {
+        tracing::debug!(target: "moat::http", error = %why, "a reload's load failed");
+        if let Some(metrics) = &self.shared.metrics {
+            metrics.reloaded(false, None);
+        }
+    }
+
+    fn replace(&self, guest: &Guest, name: &str) -> Result<(), MoatError> {
         let (engine, pre) = self.moat.template(guest, name)?;
         if !wasmtime::Engine::same(&engine, &self.shared.engine) {
             return Err(MoatError::ReloadEngine {

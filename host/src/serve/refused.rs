@@ -62,16 +62,25 @@ impl Refused {
         })
     }
 
+    /// Every value of [`Self::label`].
+    pub(crate) const LABELS: [&'static str; 5] = [
+        "instances-busy",
+        "client-share",
+        "body-too-large",
+        "body-timeout",
+        "handler-failed",
+    ];
+
     /// The `reason` label of `moat_http_refused_total`; `None` for a
     /// refusal not counted there (the server's own bound on requests at
     /// once, which a scrape sees as the connections gauge).
     pub(crate) fn label(&self) -> Option<&'static str> {
         Some(match self {
-            Refused::InstancesBusy => "instances-busy",
-            Refused::ClientShare { .. } => "client-share",
-            Refused::BodyTooLarge { .. } => "body-too-large",
-            Refused::BodyPaused { .. } | Refused::BodyTooSlow { .. } => "body-timeout",
-            Refused::HandlerFailed { .. } => "handler-failed",
+            Refused::InstancesBusy => Self::LABELS[0],
+            Refused::ClientShare { .. } => Self::LABELS[1],
+            Refused::BodyTooLarge { .. } => Self::LABELS[2],
+            Refused::BodyPaused { .. } | Refused::BodyTooSlow { .. } => Self::LABELS[3],
+            Refused::HandlerFailed { .. } => Self::LABELS[4],
             Refused::ServerBusy => return None,
         })
     }

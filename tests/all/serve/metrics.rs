@@ -30,19 +30,19 @@ print(json.dumps({"content_type": content_type, "samples": samples}))
 "#;
 
 /// One scrape as a parser read it.
-struct Scrape {
+pub(super) struct Scrape {
     content_type: String,
     samples: BTreeMap<String, f64>,
 }
 
 impl Scrape {
     /// The value of `sample` (`name{labels}`), 0 if absent.
-    fn get(&self, sample: &str) -> f64 {
+    pub(super) fn get(&self, sample: &str) -> f64 {
         self.samples.get(sample).copied().unwrap_or(0.0)
     }
 
     /// The samples whose name is `name`.
-    fn named(&self, name: &str) -> Vec<(&String, f64)> {
+    pub(super) fn named(&self, name: &str) -> Vec<(&String, f64)> {
         self.samples
             .iter()
             .filter(|(key, _)| key.split('{').next() == Some(name))
@@ -122,6 +122,15 @@ pub(super) async fn decisions(server: &Serve, operation: &str, outcome: &str) ->
     )))
 }
 
+/// One scrape of `server` (run with `--metrics`), as prometheus_client's
+/// OpenMetrics parser reads it; `None` without it outside CI.
+pub(super) async fn scrape_if_able(server: &Serve) -> Option<Scrape> {
+    if !have_parser() {
+        return None;
+    }
+    Some(scrape(&metrics_url(server), true).await)
+}
+
 /// The metrics address from the server's stderr.
 pub(super) fn metrics_url(server: &Serve) -> String {
     let stderr = server.stderr();
@@ -196,9 +205,13 @@ async fn serve_metrics_count_what_clients_and_the_handler_did() {
     assert_eq!(requests(r#"method="GET",status="5xx""#), 1.0);
     assert_eq!(requests(r#"method="other",status="4xx""#), 3.0);
     assert_eq!(
-        scraped.named("moat_http_requests_total").len(),
+        scraped
+            .named("moat_http_requests_total")
+            .iter()
+            .filter(|(_, n)| *n > 0.0)
+            .count(),
         4,
-        "one series for each (method, status class) seen: {:?}",
+        "counted for each (method, status class) seen: {:?}",
         scraped.named("moat_http_requests_total")
     );
     assert_eq!(
@@ -273,6 +286,79 @@ async fn serve_metrics_count_what_clients_and_the_handler_did() {
     .await
     .unwrap();
     assert_eq!(String::from_utf8_lossy(&other.stdout), "404");
+}
+
+/// Issue 57: before the first request, every series a dashboard or an
+/// alert uses is there at 0 (before, `moat_http_refused_total` had none
+/// until the first refusal: no `rate()`, no alert), with the build's
+/// version and the handler's digest; `/healthz` and `/readyz` answer 200
+/// on the same address.
+#[tokio::test]
+async fn serve_metrics_are_all_there_at_zero_before_the_first_request() {
+    if !have_parser() {
+        return;
+    }
+    let server = Serve::start(guests::HTTP_HOSTILE, &["--metrics=127.0.0.1:0"]).await;
+    let url = metrics_url(&server);
+    for openmetrics in [true, false] {
+        let scraped = scrape(&url, openmetrics).await;
+        let requests = scraped.named("moat_http_requests_total");
+        assert_eq!(requests.len(), 50, "10 methods, 5 classes: {requests:?}");
+        assert!(requests.iter().all(|(_, n)| *n == 0.0), "{requests:?}");
+        let refused = scraped.named("moat_http_refused_total");
+        assert_eq!(
+            refused.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(),
+            [
+                r#"moat_http_refused_total{reason="body-timeout"}"#,
+                r#"moat_http_refused_total{reason="body-too-large"}"#,
+                r#"moat_http_refused_total{reason="client-share"}"#,
+                r#"moat_http_refused_total{reason="handler-failed"}"#,
+                r#"moat_http_refused_total{reason="instances-busy"}"#,
+            ]
+        );
+        assert!(refused.iter().all(|(_, n)| *n == 0.0), "{refused:?}");
+        assert_eq!(scraped.get(r#"moat_reloads_total{result="ok"}"#), 0.0);
+        assert_eq!(scraped.named("moat_reloads_total").len(), 2);
+        assert_eq!(
+            scraped.get(&format!(
+                r#"moat_build_info{{version="{}"}}"#,
+                env!("CARGO_PKG_VERSION")
+            )),
+            1.0,
+            "{:?}",
+            scraped.named("moat_build_info")
+        );
+        let handler = scraped.named("moat_handler_info");
+        assert_eq!(handler.len(), 1, "{handler:?}");
+        assert!(
+            handler[0].0.contains(r#"file="http-hostile.wasm""#),
+            "{handler:?}"
+        );
+    }
+    for (path, code, body) in [
+        ("/healthz", "200", "ok\n"),
+        ("/readyz", "200", "ready\n"),
+        (
+            "/other",
+            "404",
+            "moat answers /metrics, /healthz and /readyz here\n",
+        ),
+    ] {
+        let out = within(
+            "curl",
+            Command::new("curl")
+                .args(["-sS", "--write-out", "%{http_code}"])
+                .arg(url.replace("/metrics", path))
+                .output(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            format!("{body}{code}"),
+            "{path}"
+        );
+    }
 }
 
 /// A request body the client holds back keeps the only instance busy, and

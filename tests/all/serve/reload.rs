@@ -3,6 +3,8 @@
 
 use std::path::Path;
 
+use sha2::Digest;
+
 use super::*;
 
 /// Sends SIGHUP, as `systemctl reload` does.
@@ -150,18 +152,91 @@ async fn serve_watch_loads_the_component_again_when_its_file_changes() {
 
     replace(guests::WSTD_SERVE, &component);
     let log = wait_for_count(&mut server, "moat: reloaded", 1).await;
-    assert!(log.contains("changed: loading it again"), "{log}");
+    assert!(log.contains("handler.wasm changed: loading"), "{log}");
     assert_eq!(get(addr, "/").await.text(), HELLO, "the new handler");
+
+    // Gone: said once, and the handler it had goes on; back, loaded.
+    std::fs::remove_file(&component).unwrap();
+    wait_for_count(&mut server, "handler.wasm is gone: still serving", 1).await;
+    assert_eq!(get(addr, "/").await.text(), HELLO, "gone, still served");
+    replace(guests::HTTP_HOSTILE, &component);
+    let log = wait_for_count(&mut server, "moat: reloaded", 2).await;
+    assert_eq!(log.matches("is gone").count(), 1, "said once: {log}");
+    assert_eq!(get(addr, "/").await.status, 404, "back: http-hostile again");
 
     let garbage = dir.join("garbage");
     std::fs::write(&garbage, b"not a component").unwrap();
     std::fs::rename(&garbage, &component).unwrap();
     wait_for_count(&mut server, "moat: reload failed", 1).await;
+    assert_eq!(get(addr, "/").await.status, 404, "still the handler it had");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue 57: a reload loads (here compiles, with no cache) on a thread of
+/// its own: a request on a new connection made while it runs is answered
+/// at once, by the old handler; SIGHUPs that come meanwhile are merged
+/// into one more reload after it, and stderr says so; the metrics count
+/// each reload by result and name the handler served. Before, the compile
+/// ran on the task that accepts connections: a new connection waited for
+/// it (10.2 s for a 12 s compile) and got the new handler.
+#[tokio::test]
+async fn serve_answers_new_connections_while_a_reload_compiles() {
+    let (dir, component) = handler_copy("serve-reload-busy");
+    let mut server = Serve::start_cached(
+        component.to_str().unwrap(),
+        &["--metrics=127.0.0.1:0"],
+        "--no-cache",
+    )
+    .await;
+    let addr = server.addr;
+    assert_eq!(get(addr, "/").await.status, 404, "http-hostile has no /");
+
+    replace(guests::WSTD_SERVE, &component);
+    hangup(&server);
+    wait_for_count(&mut server, "again (the old handler serves meanwhile)", 1).await;
+    // The compile takes half a second or more here; a request takes
+    // milliseconds.
+    let during = get(addr, "/").await;
     assert_eq!(
-        get(addr, "/").await.text(),
-        HELLO,
-        "still the handler it had"
+        during.status,
+        404,
+        "a new connection during the compile is answered by the old handler: {}",
+        server.stderr()
     );
+    hangup(&server);
+    hangup(&server);
+    let log = wait_for_count(&mut server, "moat: reloaded", 2).await;
+    assert!(
+        log.contains("SIGHUP: a reload is under way; one more follows it"),
+        "{log}"
+    );
+    assert_eq!(get(addr, "/").await.text(), HELLO, "the new handler");
+
+    std::fs::write(&component, b"\0asm garbage").unwrap();
+    hangup(&server);
+    wait_for_count(&mut server, "moat: reload failed", 1).await;
+    if let Some(scraped) = super::metrics::scrape_if_able(&server).await {
+        assert_eq!(scraped.get(r#"moat_reloads_total{result="ok"}"#), 2.0);
+        assert_eq!(scraped.get(r#"moat_reloads_total{result="failed"}"#), 1.0);
+        let digest = sha2::Sha256::digest(std::fs::read(guests::WSTD_SERVE).unwrap());
+        let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(
+            scraped.get(&format!(
+                r#"moat_handler_info{{file="handler.wasm",sha256="{hex}"}}"#
+            )),
+            1.0,
+            "the handler served names the one that loaded last: {:?}",
+            scraped.named("moat_handler_info")
+        );
+    }
+    let stderr = server.stderr();
+    assert_eq!(
+        stderr.matches("moat: reloaded").count(),
+        2,
+        "the SIGHUPs during the first compile made one more reload, not two: {stderr}"
+    );
+    server.terminate();
+    assert_eq!(server.exited().await.code(), Some(0));
     let _ = std::fs::remove_dir_all(&dir);
 }
 
