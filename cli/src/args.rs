@@ -326,10 +326,10 @@ fn serve_after_help() -> String {
          Each request runs in a new instance: nothing a handler keeps in memory is seen \
          by the next request. --max-memory is per instance, --timeout per request \
          [default: {}]. A handler that traps or reaches a bound answers 500; SIGINT \
-         or SIGTERM stops accepting, lets requests in flight finish (up to {}s), and \
-         exits 0.",
+         or SIGTERM stops accepting, lets requests in flight finish (--shutdown-timeout, \
+         {}), and exits 0.",
         default_of(Setting::Timeout, Defaults::Serve).unwrap_or_default(),
-        moat_host::serve::SHUTDOWN_GRACE.as_secs()
+        default_of(Setting::ShutdownTimeout, Defaults::Serve).unwrap_or_default(),
     )
 }
 

@@ -165,6 +165,13 @@ pub const DEFAULT_MIN_HTTP_BODY_RATE: u64 = 1 << 10;
 /// stream reset) and its handler stopped, giving its instance back.
 pub const DEFAULT_HTTP_RESPONSE_SEND_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// `moat serve`: how long, once told to stop, it lets the requests in
+/// flight finish: 10 s, the shortest grace a common process manager gives
+/// before SIGKILL (Docker 10 s, Kubernetes 30 s, systemd 90 s), so that
+/// the cut is moat's, said on stderr, and not the SIGKILL's. Raise it to
+/// the manager's grace less a second or two for long requests.
+pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// `moat serve`: handler instances one client address (an IPv4 address, an
 /// IPv6 /64) holds at once: 4, a quarter of the default
 /// [`DEFAULT_MAX_INSTANCES`], so that one client (slow bodies, unread
@@ -310,6 +317,9 @@ pub struct Limits {
     /// `moat serve`'s slowest request body, in bytes a second
     /// ([`DEFAULT_MIN_HTTP_BODY_RATE`]; 0, written `none`: no minimum).
     pub min_http_body_rate: u64,
+    /// `moat serve`'s longest wait, once stopping, for the requests in
+    /// flight ([`DEFAULT_SHUTDOWN_TIMEOUT`]).
+    pub shutdown_timeout: Duration,
     /// The guest's linear memories together ([`DEFAULT_MAX_MEMORY`]).
     pub max_memory: u64,
     /// The run's wall-clock time (`None`, the default: no limit; `moat
@@ -354,6 +364,7 @@ impl Default for Limits {
             max_http_connections_per_client: DEFAULT_MAX_HTTP_CONNECTIONS_PER_CLIENT,
             max_waiting_per_client: DEFAULT_MAX_WAITING_PER_CLIENT,
             min_http_body_rate: DEFAULT_MIN_HTTP_BODY_RATE,
+            shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
             max_memory: DEFAULT_MAX_MEMORY,
             timeout: None,
             max_audit_size: DEFAULT_MAX_AUDIT_SIZE,
@@ -455,6 +466,7 @@ impl Limits {
                 0 => Bound::Unbounded,
                 rate => Bound::Size(rate),
             },
+            Setting::ShutdownTimeout => Bound::Duration(self.shutdown_timeout),
             Setting::MaxAuditSize => Bound::Size(self.max_audit_size),
             Setting::MaxAuditPerRequest => Bound::Size(self.max_audit_per_request),
             Setting::MaxAuditRatePerClient => match self.max_audit_rate_per_client {
@@ -537,6 +549,7 @@ impl Limits {
             Setting::MaxWaitingPerClient => self.max_waiting_per_client = need(count, refused)?,
             // `none`: no minimum rate (the pause bound alone).
             Setting::MinHttpBodyRate => self.min_http_body_rate = size.unwrap_or(0),
+            Setting::ShutdownTimeout => self.shutdown_timeout = need(duration, refused)?,
             Setting::MaxAuditSize => self.max_audit_size = need(size, refused)?,
             Setting::MaxAuditPerRequest => self.max_audit_per_request = need(size, refused)?,
             // `none`: no bound on a client's rate (its requests' shares

@@ -100,6 +100,8 @@ pub enum Setting {
     MaxWaitingPerClient,
     /// `moat serve`'s slowest request body a handler waits on, a second.
     MinHttpBodyRate,
+    /// `moat serve`'s longest wait, once stopping, for requests in flight.
+    ShutdownTimeout,
     /// Where the audit trail of every decision goes.
     Audit,
     /// The audit trail's largest size.
@@ -503,6 +505,16 @@ const ROWS: [Row; Setting::ALL.len()] = [
                no minimum)",
     },
     Row {
+        key: "shutdown-timeout",
+        flag: "--shutdown-timeout",
+        variable: "MOAT_SHUTDOWN_TIMEOUT",
+        option: "Limits::shutdown_timeout",
+        kind: Kind::Duration,
+        help: "moat serve: longest it lets the requests in flight finish once told to stop \
+               (SIGTERM, SIGINT); those still running then are cut off, and stderr says how \
+               many",
+    },
+    Row {
         key: "audit",
         flag: "--audit",
         variable: "MOAT_AUDIT",
@@ -545,7 +557,7 @@ const ROWS: [Row; Setting::ALL.len()] = [
 
 impl Setting {
     /// Every setting, in the order `moat run --help` lists their flags.
-    pub const ALL: [Setting; 35] = [
+    pub const ALL: [Setting; 36] = [
         Setting::AllowNet,
         Setting::AllowListen,
         Setting::DenyNet,
@@ -577,6 +589,7 @@ impl Setting {
         Setting::MaxHttpConnectionsPerClient,
         Setting::MaxWaitingPerClient,
         Setting::MinHttpBodyRate,
+        Setting::ShutdownTimeout,
         Setting::Audit,
         Setting::MaxAuditSize,
         Setting::MaxAuditPerRequest,

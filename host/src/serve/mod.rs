@@ -101,8 +101,10 @@
 //!
 //! **Stopping.** When the future given to [`Server::serve`] resolves
 //! (SIGINT or SIGTERM for `moat serve`), the server stops accepting, lets
-//! the requests in flight finish for up to [`SHUTDOWN_GRACE`], then
-//! returns.
+//! the requests in flight finish for up to `--shutdown-timeout`
+//! ([`crate::limits::Limits::shutdown_timeout`], 10 s by default), then
+//! returns; requests still running then are cut off, and stderr says how
+//! many.
 
 mod body;
 mod conn;
@@ -139,7 +141,7 @@ use crate::net::{MIN_HTTP_HEADER_SIZE, Net, TlsIdentity, TlsServerOptions};
 use crate::options::RunOptions;
 use listen::Listener;
 use moat_policy::policy::{Host, Provenance, Source};
-use moat_policy::setting::Spelling;
+use moat_policy::setting::{Setting, Spelling};
 
 /// Where `moat serve` listens unless told otherwise: loopback only, never
 /// every interface unless the operator writes `0.0.0.0` or `[::]`.
@@ -150,11 +152,6 @@ pub const DEFAULT_ADDR: &str = "127.0.0.1:8080";
 /// A handler stuck in a loop or waiting forever must not hold a client,
 /// an instance and its memory for longer.
 pub(crate) const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// How long a stopping server lets requests in flight finish: 10 s, the
-/// default grace most process managers give before SIGKILL is 10 s
-/// (systemd 90 s, Kubernetes 30 s, Docker 10 s).
-pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
 /// What a server serves and how.
 #[derive(Clone, Debug)]
@@ -473,8 +470,8 @@ impl Server<'_> {
     }
 
     /// Answers requests until `stop` resolves, then stops accepting, lets
-    /// the requests in flight finish (up to [`SHUTDOWN_GRACE`]), closes the
-    /// network and returns.
+    /// the requests in flight finish (up to the run's `shutdown_timeout`),
+    /// closes the network and returns.
     ///
     /// # Errors
     /// [`MoatError::Thread`] if the request-time ticker cannot start.
@@ -551,11 +548,19 @@ impl Server<'_> {
         tracing::debug!(target: "moat::http", in_flight = tracker.len(), "stopping");
         stopping.cancel();
         tracker.close();
-        if tokio::time::timeout(SHUTDOWN_GRACE, tracker.wait())
+        if tokio::time::timeout(limits.shutdown_timeout, tracker.wait())
             .await
             .is_err()
         {
-            tracing::debug!(target: "moat::http", "requests still in flight after the grace: dropped");
+            // The connections' tasks are dropped with the runtime; their
+            // handlers' instances with them.
+            let running = shared.instances_busy(&limits);
+            eprintln!(
+                "moat: {} ({:?}) passed with {running} request{} still running: cut off",
+                Setting::ShutdownTimeout.named(shared.net().words()),
+                limits.shutdown_timeout,
+                if running == 1 { "" } else { "s" },
+            );
         }
         shared.net().finish(moat.linger()).await;
         Ok(())
@@ -595,6 +600,11 @@ pub fn stop_signal() -> impl Future<Output = ()> + Send + 'static {
 impl request::Shared {
     fn net(&self) -> &Net {
         &self.net
+    }
+
+    /// Handler instances in use: the requests not yet answered in full.
+    fn instances_busy(&self, limits: &crate::limits::Limits) -> usize {
+        (limits.max_instances.max(1) as usize).saturating_sub(self.instances.available_permits())
     }
 
     /// Answers Prometheus's scrapes on `scrapes` until `stopping`, if the

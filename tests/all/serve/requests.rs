@@ -596,6 +596,45 @@ async fn serve_on_sigterm_finishes_the_request_in_flight_and_exits_0() {
     .await;
 }
 
+/// Issue 57: a request still running when `--shutdown-timeout` passes is
+/// cut off, and stderr says how many were (before: a fixed 10 s, the
+/// client's empty reply the only sign).
+#[tokio::test]
+async fn serve_at_its_shutdown_timeout_cuts_off_what_still_runs_and_says_so() {
+    let mut server = Serve::start(
+        guests::HTTP_HOSTILE,
+        &["--timeout=60s", "--shutdown-timeout=1s"],
+    )
+    .await;
+    let mut client = BufReader::new(TcpStream::connect(server.addr).await.unwrap());
+    client
+        .get_mut()
+        .write_all(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let head = within("the head of /slow", read_head(&mut client))
+        .await
+        .unwrap();
+    assert!(head.starts_with("HTTP/1.1 200 "), "{head}");
+    server.terminate();
+    let status = server.exited().await;
+    assert_eq!(status.code(), Some(0), "{}", server.stderr());
+    assert!(
+        server
+            .stderr()
+            .contains("moat: --shutdown-timeout (1s) passed with 1 request still running: cut off"),
+        "{}",
+        server.stderr()
+    );
+    // The client's connection ends with the process.
+    let mut rest = Vec::new();
+    let _ = within("the cut connection's end", client.read_to_end(&mut rest)).await;
+    assert!(
+        !rest.ends_with(b"0\r\n\r\n"),
+        "cut off, not ended as if whole"
+    );
+}
+
 #[tokio::test]
 async fn serve_refuses_an_addr_that_is_not_an_ip_address_and_port() {
     let (code, stderr) = serve_refused(&["--addr=localhost:80", guests::WSTD_SERVE]).await;
