@@ -45,8 +45,8 @@ mod udp;
 pub(crate) use client_rate::ClientRates;
 pub use record::{
     AuditRecord, Body, Context, Decided, Event, GuestIdentity, HttpConnection, HttpEnd,
-    HttpExchange, HttpLink, HttpRequest, Operation, Outcome, Reason, Refusal, SCHEMA_VERSION,
-    SettingRecord,
+    HttpExchange, HttpLink, HttpRequest, IncomingRequest, Operation, Outcome, Reason, Refusal,
+    SCHEMA_VERSION, SettingRecord,
 };
 pub use suggest::{SuggestError, Suggestion};
 pub use tally::DecisionCounts;

@@ -30,6 +30,22 @@ pub struct GuestIdentity {
     pub sha256: String,
 }
 
+/// A request a client of `moat serve` made: what ties the records its
+/// handler caused, and the server's line if it failed, to it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IncomingRequest {
+    /// The server's id for it: the server's random prefix and the
+    /// request's number (`5f0c9a2e-17`).
+    pub id: String,
+    /// The client's address.
+    pub peer: std::net::IpAddr,
+    /// Its method.
+    pub method: String,
+    /// Its path, without the query (which may hold what the client would
+    /// not have logged).
+    pub path: String,
+}
+
 impl GuestIdentity {
     /// The identity of the component `bytes`, read from `file`.
     pub fn of(file: &std::path::Path, bytes: &[u8]) -> GuestIdentity {
@@ -754,6 +770,9 @@ pub struct AuditRecord {
     pub time: SystemTime,
     /// The run.
     pub context: Arc<Context>,
+    /// Under `moat serve`: the client's request whose handler made the
+    /// record, if one did.
+    pub incoming: Option<Arc<IncomingRequest>>,
     /// What it says.
     pub body: Body,
     /// The words its text names settings in: those of the front the run's
@@ -812,6 +831,17 @@ impl AuditRecord {
         }
         if self.context.observe {
             record.insert("observe".into(), json!(true));
+        }
+        if let Some(incoming) = &self.incoming {
+            record.insert(
+                "incoming".into(),
+                json!({
+                    "id": incoming.id,
+                    "peer": incoming.peer.to_canonical().to_string(),
+                    "method": incoming.method,
+                    "path": incoming.path,
+                }),
+            );
         }
         match &self.body {
             Body::Settings(settings) => {

@@ -15,8 +15,8 @@ use super::Destination;
 use super::client_rate::ClientRate;
 use super::denials::DenialCounts;
 use super::record::{
-    AuditRecord, Body, Context, Event, FullKind, GuestIdentity, HttpExchange, SettingRecord,
-    full_text,
+    AuditRecord, Body, Context, Event, FullKind, GuestIdentity, HttpExchange, IncomingRequest,
+    SettingRecord, full_text,
 };
 use super::tally::DecisionCounts;
 use super::udp::UdpCounts;
@@ -252,15 +252,22 @@ pub(crate) struct TrailShare {
     /// Whether the trail was told the share is spent (once).
     told: AtomicBool,
     client: Option<Arc<ClientRate>>,
+    /// The client's request, named on each record.
+    incoming: Option<Arc<IncomingRequest>>,
 }
 
 impl TrailShare {
-    pub(crate) fn new(limit: u64, client: Option<Arc<ClientRate>>) -> Arc<TrailShare> {
+    pub(crate) fn new(
+        limit: u64,
+        client: Option<Arc<ClientRate>>,
+        incoming: Option<Arc<IncomingRequest>>,
+    ) -> Arc<TrailShare> {
         Arc::new(TrailShare {
             limit,
             used: std::sync::atomic::AtomicU64::new(0),
             told: AtomicBool::new(false),
             client,
+            incoming,
         })
     }
 
@@ -426,6 +433,7 @@ impl Shared {
             queue.records.push_back(AuditRecord {
                 time,
                 context,
+                incoming: None,
                 body,
                 wording: self.wording(),
             });
@@ -443,6 +451,10 @@ impl Shared {
         let record = AuditRecord {
             time: SystemTime::now(),
             context,
+            incoming: SHARE
+                .try_with(|share| share.incoming.clone())
+                .ok()
+                .flatten(),
             body,
             wording: self.wording(),
         };

@@ -108,6 +108,7 @@
 
 mod body;
 mod conn;
+mod failures;
 mod handler;
 mod http10;
 pub mod listen;

@@ -40,8 +40,8 @@ pub(crate) enum Refused {
         rate: u64,
     },
     /// 500: the handler trapped, reached a bound, or ended without an
-    /// answer; `why` is what the client is told (never the guest's
-    /// backtrace).
+    /// answer; `why` is what the operator's line says (never the guest's
+    /// backtrace); the client is told the request's id alone.
     HandlerFailed {
         /// What happened, in a line.
         why: String,
@@ -85,9 +85,9 @@ impl Refused {
         })
     }
 
-    /// The response the client gets, naming the setting as `spelling`
-    /// writes it.
-    pub(crate) fn response(&self, spelling: Spelling) -> Response<HyperOutgoingBody> {
+    /// The response the client of request `id` gets, naming the setting
+    /// as `spelling` writes it.
+    pub(crate) fn response(&self, spelling: Spelling, id: &str) -> Response<HyperOutgoingBody> {
         let named = self.setting().map(|s| s.named(spelling)).unwrap_or("");
         match self {
             Refused::BodyTooLarge { max } => text(
@@ -126,9 +126,13 @@ impl Refused {
                     "the request body came slower than {rate} bytes a second (the server's {named})\n"
                 ),
             )),
-            Refused::HandlerFailed { why } => {
-                text(StatusCode::INTERNAL_SERVER_ERROR, format!("{why}\n"))
-            }
+            // What failed is the operator's to know (the server's line
+            // names the id), not the client's: it would tell a prober the
+            // server's bounds and which requests reach them.
+            Refused::HandlerFailed { .. } => text(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("the handler failed (request {id})\n"),
+            ),
         }
     }
 }

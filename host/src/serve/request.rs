@@ -17,11 +17,13 @@ use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
 
 use super::DEFAULT_REQUEST_TIMEOUT;
 use super::body::{BodyBounds, BodyFlags, LimitedBody, response_cut_short};
+use super::failures::{FailureLines, RequestIds};
 use super::handler::Handler;
 use super::metrics::Metrics;
 use super::refused::Refused;
 use super::share::{ClientShare, Requests, Shares};
 use super::watch::Watch;
+use crate::audit::IncomingRequest;
 use crate::bounds::{MemoryLimitReached, TimeLimitReached, deadline_callback};
 use crate::error::MoatError;
 use crate::kit::{self, MoatCtx};
@@ -61,6 +63,10 @@ pub(crate) struct Shared {
     apart: Vec<crate::trusted::Kept>,
     /// The figures `--metrics` reports, if asked for.
     pub(super) metrics: Option<Arc<Metrics>>,
+    /// Each request's id.
+    ids: RequestIds,
+    /// The operator's lines for failed handlers.
+    failures: FailureLines,
 }
 
 impl Shared {
@@ -97,6 +103,8 @@ impl Shared {
             run,
             apart,
             metrics: None,
+            ids: RequestIds::new(),
+            failures: FailureLines::new(),
         }
     }
 
@@ -134,8 +142,9 @@ impl Shared {
         let path = request.uri().path().to_owned();
         let version = request.version();
         let scheme = if tls { Scheme::Https } else { Scheme::Http };
+        let incoming = self.ids.next(peer, &method, &path);
         let response = self
-            .answer(request, scheme, peer, watch, places, place)
+            .answer(request, scheme, &incoming, watch, places, place)
             .await;
         if let Some(metrics) = &self.metrics {
             metrics.answered(&method, response.status(), started.elapsed());
@@ -143,7 +152,7 @@ impl Shared {
         tracing::debug!(
             target: "moat::http",
             %method, %path, status = response.status().as_u16(),
-            elapsed_ms = started.elapsed().as_millis() as u64, ?version,
+            elapsed_ms = started.elapsed().as_millis() as u64, ?version, id = incoming.id,
             "request"
         );
         response
@@ -153,11 +162,12 @@ impl Shared {
         &self,
         request: Request<Incoming>,
         scheme: Scheme,
-        peer: IpAddr,
+        incoming: &Arc<IncomingRequest>,
         watch: &Arc<Watch>,
         places: &Requests,
         place: &mut Option<OwnedSemaphorePermit>,
     ) -> Response<HyperOutgoingBody> {
+        let peer = incoming.peer;
         let answered = async {
             let admitted = self.admit(&request, peer, places, place).await?;
             tracing::debug!(target: "moat::http", %peer, "a handler instance taken");
@@ -170,12 +180,19 @@ impl Shared {
             };
             let request =
                 request.map(|body| LimitedBody::new(body, bounds, &flags, Arc::clone(watch)));
-            let answered = self.call(request, scheme, peer, admitted, watch).await;
+            let answered = self.call(request, scheme, incoming, admitted, watch).await;
             self.shape(answered, &flags)
         };
         answered.await.unwrap_or_else(|refused| {
             self.refused(&refused);
-            refused.response(self.net.words())
+            // A handler its client stopped (by pausing, not reading or
+            // going away) did not fail: the client's doing, on debug.
+            if let Refused::HandlerFailed { why } = &refused
+                && !watch.is_stopped()
+            {
+                self.failures.failed(incoming, why);
+            }
+            refused.response(self.net.words(), &incoming.id)
         })
     }
 
@@ -278,10 +295,11 @@ impl Shared {
         &self,
         request: Request<LimitedBody>,
         scheme: Scheme,
-        peer: IpAddr,
+        incoming: &Arc<IncomingRequest>,
         admitted: Admitted,
         watch: &Arc<Watch>,
     ) -> Result<Response<HyperOutgoingBody>, Refused> {
+        let peer = incoming.peer;
         let limits = self.net.limits();
         let spelling = self.net.words();
         // The request's share of the trail: its handler's records, and its
@@ -293,6 +311,7 @@ impl Shared {
                 self.trail_rates
                     .as_ref()
                     .map(|rates| rates.of(crate::net::limits::peer_of(peer))),
+                Some(Arc::clone(incoming)),
             )
         });
         let mut store = self.store(admitted.limit, trail_share.as_ref())?;
@@ -409,13 +428,18 @@ async fn bounded(
     }
 }
 
-/// What a client is told of a handler that ended without answering,
-/// naming a limit in `spelling`'s words.
+/// What the operator's line says of a handler that ended without
+/// answering, naming a limit in `spelling`'s words: the bound it reached,
+/// or the trap's kind (never the guest's backtrace).
 fn describe(e: &wasmtime::Error, spelling: Spelling) -> String {
     if let Some(reached) = e.downcast_ref::<MemoryLimitReached>() {
         format!("the handler was stopped: {}", reached.worded(spelling))
     } else if let Some(reached) = e.downcast_ref::<TimeLimitReached>() {
         format!("the handler was stopped: {}", reached.worded(spelling))
+    } else if let Some(stopped) = e.downcast_ref::<Stopped>() {
+        stopped.to_string()
+    } else if let Some(trap) = e.downcast_ref::<wasmtime::Trap>() {
+        format!("the handler trapped: {trap}")
     } else {
         "the handler trapped".to_owned()
     }

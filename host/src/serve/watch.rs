@@ -67,6 +67,11 @@ impl Watch {
         self.stop.cancelled()
     }
 
+    /// Whether the handler was stopped.
+    pub(crate) fn is_stopped(&self) -> bool {
+        self.stop.is_cancelled()
+    }
+
     /// A token cancelled when the handler is to stop.
     pub(crate) fn token(&self) -> CancellationToken {
         self.stop.clone()

@@ -265,6 +265,65 @@ async fn a_requests_share_is_paid_in_the_bytes_its_records_take() {
     );
 }
 
+/// Issue 57: one id from the client to the upstream. A request whose
+/// handler makes a refused outgoing request and then traps: its client's
+/// 500 names an id, the operator's stderr line names the same, and so does
+/// the trail's record of the refused request, with the client's address,
+/// method and path (its query left out). Before, the trail had the
+/// outgoing request's number within the run, and nothing tied it to the
+/// client's request.
+#[tokio::test]
+async fn a_client_requests_id_is_on_its_500_its_failure_line_and_its_handlers_records() {
+    let trail = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("audit-serve-incoming.jsonl");
+    let _ = std::fs::remove_file(&trail);
+    let mut server = Serve::start(
+        guests::HTTP_HOSTILE,
+        &[&format!("--audit={}", trail.display())],
+    )
+    .await;
+    let failed = get(server.addr, "/upload-then-trap?port=9&bytes=1").await;
+    let id = failed.failed_request();
+    server
+        .wait_for_stderr(&format!(
+            "moat: request {id} (GET /upload-then-trap from 127.0.0.1) failed: the handler trapped"
+        ))
+        .await;
+    let fine = get(server.addr, "/deny-flood?n=1&len=10&from=7").await;
+    assert_eq!(fine.text(), "denied 1\n");
+    server.terminate();
+    assert_eq!(server.exited().await.code(), Some(0));
+    let records = crate::audit::records(&trail);
+    let denied: Vec<_> = records
+        .iter()
+        .filter(|r| r["kind"] == "decision" && r["decision"] == "denied")
+        .collect();
+    assert_eq!(denied.len(), 2, "{denied:#?}");
+    assert_eq!(
+        denied[0]["incoming"],
+        serde_json::json!({
+            "id": id,
+            "peer": "127.0.0.1",
+            "method": "GET",
+            "path": "/upload-then-trap",
+        }),
+        "{:#}",
+        denied[0]
+    );
+    assert_eq!(denied[0]["port"], 9);
+    let other = denied[1]["incoming"]["id"].as_str().unwrap_or_default();
+    assert!(
+        !other.is_empty() && other != id && other.split('-').next() == id.split('-').next(),
+        "the next request has its own id of the same server: {other} after {id}"
+    );
+    assert!(
+        records
+            .iter()
+            .filter(|r| r["kind"] == "settings" || r["operation"] == "serve-bind")
+            .all(|r| r.get("incoming").is_none()),
+        "the server's own records belong to no request"
+    );
+}
+
 /// One client address's requests, however many, fill the trail no faster
 /// than its rate (--max-audit-rate-per-client) once they took a first
 /// request's share: a `client-rate-full` record says so (once per run of

@@ -220,6 +220,19 @@ struct Answer {
 }
 
 impl Answer {
+    /// The id of the request whose handler failed, from the 500 its
+    /// client got (which names nothing else of the failure).
+    fn failed_request(&self) -> String {
+        let text = self.text();
+        let id = text
+            .strip_prefix("the handler failed (request ")
+            .and_then(|rest| rest.strip_suffix(")\n"));
+        match (self.status, id) {
+            (500, Some(id)) if !id.is_empty() && !id.contains(' ') => id.to_owned(),
+            _ => panic!("not a failed handler's 500: {self:?}"),
+        }
+    }
+
     fn header(&self, name: &str) -> Option<&str> {
         self.head.lines().skip(1).find_map(|line| {
             let (key, value) = line.split_once(':')?;
