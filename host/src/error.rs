@@ -94,6 +94,17 @@ pub enum MoatError {
     /// guest's is among them, since then it is the host's failure.
     #[error("the guest trapped: {}", Trapped(.0))]
     Trap(#[source] wasmtime::Error),
+    /// The component's memory at its start is more than a server's
+    /// instances may have (`--max-memory`): found before compiling.
+    #[error("{}", below_start(path, *needs, *max, Spelling::Flags))]
+    MemoryBelowStart {
+        /// The component as named.
+        path: PathBuf,
+        /// The largest memory one of its modules starts with, in bytes.
+        needs: u64,
+        /// The bound, in bytes.
+        max: u64,
+    },
     /// The guest tried to grow its memory past the run's limit, and was
     /// stopped.
     #[error("{0}")]
@@ -215,6 +226,17 @@ impl std::fmt::Display for Trapped<'_> {
     }
 }
 
+/// [`MoatError::MemoryBelowStart`]'s text, naming the bound as `spelling`
+/// writes it.
+fn below_start(path: &std::path::Path, needs: u64, max: u64, spelling: Spelling) -> String {
+    let flag = moat_policy::setting::Setting::MaxMemory.named(spelling);
+    format!(
+        "{} needs {needs} bytes of memory at its start, more than each instance may have \
+         ({max} bytes, {flag}): raise {flag}",
+        path.display()
+    )
+}
+
 impl Worded for MoatError {
     /// The limits in `spelling`'s words (the CLI's `--timeout`, the
     /// shim's `MOAT_TIMEOUT`); every other case as its `Display`.
@@ -226,6 +248,9 @@ impl Worded for MoatError {
         match self {
             MoatError::MemoryLimit(reached) => reached.write_worded(spelling, f),
             MoatError::TimeLimit(reached) => reached.write_worded(spelling, f),
+            MoatError::MemoryBelowStart { path, needs, max } => {
+                f.write_str(&below_start(path, *needs, *max, spelling))
+            }
             other => std::fmt::Display::fmt(other, f),
         }
     }

@@ -123,6 +123,7 @@ pub mod secrets;
 pub mod serve;
 pub mod settings;
 pub mod start;
+mod start_memory;
 mod ticker;
 pub mod trusted;
 

@@ -221,6 +221,19 @@ impl Moat {
         digest: &ComponentDigest,
         name: &Path,
     ) -> Result<Guest, MoatError> {
+        // A server's instances each have at most the pool's memory: one
+        // that starts with more could never run, so it is refused before
+        // the compile, naming the bound.
+        if let Some(pool) = &self.pool
+            && let Some(needs) = crate::start_memory::largest_initial_memory(bytes)
+            && needs > pool.max_memory
+        {
+            return Err(MoatError::MemoryBelowStart {
+                path: name.to_owned(),
+                needs,
+                max: pool.max_memory,
+            });
+        }
         if engines::is_plain_proxy(bytes)
             && let Some(plain) = self.plain()
         {

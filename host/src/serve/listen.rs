@@ -120,13 +120,61 @@ pub(super) async fn open(written: &str) -> Result<Vec<(Listener, Listening)>, Mo
     let addr: SocketAddr = written.parse().map_err(|_| {
         bind_error(io::Error::new(
             io::ErrorKind::InvalidInput,
-            "expected an IP address and port (127.0.0.1:8080, [::1]:8080), \
-             unix:PATH, or systemd",
+            format!(
+                "expected an IP address and port (127.0.0.1:8080, [::1]:8080), \
+                 unix:PATH, or systemd{}",
+                addr_hint(written)
+            ),
         ))
     })?;
     let listener = TcpListener::bind(addr).await.map_err(bind_error)?;
     let addr = listener.local_addr().map_err(bind_error)?;
     Ok(vec![(Listener::Tcp(listener), Listening::Tcp(addr))])
+}
+
+/// The first of `addrs` that `other` would collide with (the same Unix
+/// socket, or the same port on the same or a wildcard address), as
+/// written; port 0 collides with nothing.
+pub(super) fn clash<'a>(
+    other: &str,
+    addrs: impl IntoIterator<Item = &'a String>,
+) -> Option<&'a str> {
+    let overlap = |a: &str, b: &str| match (a.parse::<SocketAddr>(), b.parse::<SocketAddr>()) {
+        (Ok(a), Ok(b)) => {
+            a.port() != 0
+                && a.port() == b.port()
+                && (a.ip() == b.ip() || a.ip().is_unspecified() || b.ip().is_unspecified())
+        }
+        _ => a == b && a.starts_with(UNIX_PREFIX),
+    };
+    addrs
+        .into_iter()
+        .find(|a| overlap(a, other))
+        .map(String::as_str)
+}
+
+/// What `written`, not an address, was most likely meant as: a host name
+/// or no host before the port (`localhost:8080`, `:8080`, `8080`), or a
+/// port past 65535. Empty when nothing better can be said.
+fn addr_hint(written: &str) -> String {
+    let (host, port) = match written.rsplit_once(':') {
+        Some((host, port)) => (host, port),
+        None => ("", written),
+    };
+    let Ok(port) = port.parse::<u64>() else {
+        return String::new();
+    };
+    if port > u64::from(u16::MAX) {
+        return format!("; port {port} is past 65535");
+    }
+    let which = if host.is_empty() {
+        "no host was given".to_owned()
+    } else if host.parse::<std::net::IpAddr>().is_err() && !host.starts_with('[') {
+        format!("`{host}` is a name, and moat listens on addresses")
+    } else {
+        return String::new();
+    };
+    format!("; {which}: 127.0.0.1:{port} for this machine only, 0.0.0.0:{port} for every interface")
 }
 
 /// The mode of a Unix socket `moat serve` makes: its owner and its group
@@ -326,5 +374,44 @@ fn listener_of(owned: OwnedFd, fd: RawFd) -> io::Result<(Listener, Listening)> {
         ))
     } else {
         Err(not_one("of another family"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_address_that_is_not_one_gets_the_likely_meaning() {
+        let both = |why: &str, port: u32| {
+            format!(
+                "; {why}: 127.0.0.1:{port} for this machine only, 0.0.0.0:{port} for every interface"
+            )
+        };
+        for (written, hint) in [
+            (
+                "localhost:8099",
+                both("`localhost` is a name, and moat listens on addresses", 8099),
+            ),
+            (":8099", both("no host was given", 8099)),
+            ("8099", both("no host was given", 8099)),
+            ("127.0.0.1:99999", "; port 99999 is past 65535".to_owned()),
+            ("127.0.0.1:http", String::new()),
+        ] {
+            assert_eq!(addr_hint(written), hint, "{written}");
+        }
+    }
+
+    #[test]
+    fn listeners_that_would_collide_are_found_before_either_is_opened() {
+        let addrs = |list: &[&str]| list.iter().map(|a| (*a).to_owned()).collect::<Vec<_>>();
+        let given = addrs(&["127.0.0.1:8099", "unix:/run/a.sock", "[::]:9000"]);
+        assert_eq!(clash("127.0.0.1:8099", &given), Some("127.0.0.1:8099"));
+        assert_eq!(clash("0.0.0.0:8099", &given), Some("127.0.0.1:8099"));
+        assert_eq!(clash("[::1]:9000", &given), Some("[::]:9000"));
+        assert_eq!(clash("unix:/run/a.sock", &given), Some("unix:/run/a.sock"));
+        assert_eq!(clash("127.0.0.1:8100", &given), None);
+        assert_eq!(clash("127.0.0.1:0", &addrs(&["127.0.0.1:0"])), None);
+        assert_eq!(clash("systemd", &addrs(&["systemd"])), None);
     }
 }

@@ -241,6 +241,30 @@ impl Moat {
         let (engine, pre) = self.template(guest, &name)?;
         // Checked once here, as every request's store will be built.
         crate::moat::wasi_ctx(&options.run, &self.apart_from(guest))?;
+        // Two listeners on one address would fail at the second's bind with
+        // "Address already in use", naming neither flag: said here instead.
+        let given: Vec<&String> = std::iter::once(&options.addr)
+            .chain(&options.also)
+            .collect();
+        for (i, written) in given.iter().enumerate() {
+            if let Some(first) = listen::clash(written, given[..i].iter().copied()) {
+                return Err(clashing(
+                    written,
+                    format!("the same address as --addr={first}"),
+                ));
+            }
+        }
+        if let Some(metrics) = &options.metrics
+            && let Some(served) = listen::clash(metrics, given.iter().copied())
+        {
+            return Err(clashing(
+                metrics,
+                format!(
+                    "--metrics is the same address as --addr={served}: give the metrics an \
+                     address of their own"
+                ),
+            ));
+        }
         let mut listeners = Vec::with_capacity(1 + options.also.len());
         for written in std::iter::once(&options.addr).chain(&options.also) {
             for opened in listen::open(written).await? {
@@ -645,6 +669,14 @@ fn recorded(
             Ok((listener, bound))
         })
         .collect()
+}
+
+/// A listener refused before it was opened, for `why`.
+fn clashing(written: &str, why: String) -> MoatError {
+    MoatError::Bind {
+        addr: written.to_owned(),
+        source: std::io::Error::new(std::io::ErrorKind::InvalidInput, why),
+    }
 }
 
 /// The TLS acceptor of a server with `identity`, offering HTTP/2 and

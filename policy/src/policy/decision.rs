@@ -18,6 +18,19 @@ pub enum PolicyError {
     /// A deny list has no entries.
     #[error("the deny list is empty (leave the flag out to deny nothing more)")]
     EmptyDenyList,
+    /// A deny entry that reads as `private` or `metadata` misspelt: as
+    /// written it would be a host name, and protect nothing it was meant
+    /// to.
+    #[error(
+        "deny entry `{entry}` is not a keyword: did you mean `{keyword}`? (as written it \
+         is a host name of one label, and denies nothing else)"
+    )]
+    MisspeltKeyword {
+        /// The entry as written.
+        entry: String,
+        /// The keyword it is near.
+        keyword: &'static str,
+    },
     /// One entry cannot be parsed.
     #[error("invalid entry `{entry}`: {reason}")]
     InvalidEntry {

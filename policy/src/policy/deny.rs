@@ -183,7 +183,15 @@ impl FromStr for DenyEntry {
         let rules = match entry {
             "private" => ranges(PRIVATE_RANGES),
             "metadata" => ranges(METADATA_ADDRESSES),
-            _ => vec![entry.parse()?],
+            _ => {
+                if let Some(keyword) = misspelt_keyword(entry) {
+                    return Err(PolicyError::MisspeltKeyword {
+                        entry: entry.to_owned(),
+                        keyword,
+                    });
+                }
+                vec![entry.parse()?]
+            }
         };
         Ok(DenyEntry {
             written: entry.to_owned(),
@@ -191,6 +199,37 @@ impl FromStr for DenyEntry {
             source: Arc::new(Source::Embedding),
         })
     }
+}
+
+/// The keyword `entry` reads as, misspelt: a single label (no dot, port,
+/// range or wildcard) within two edits of `private` or `metadata`, in any
+/// case. A deny entry a typo turned into a host name would deny nothing
+/// the operator meant it to.
+fn misspelt_keyword(entry: &str) -> Option<&'static str> {
+    let single_label = entry.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
+    if !single_label {
+        return None;
+    }
+    let lower = entry.to_ascii_lowercase();
+    ["private", "metadata"]
+        .into_iter()
+        .find(|keyword| edits(&lower, keyword) <= 2)
+}
+
+/// The Levenshtein distance between `a` and `b` (ASCII; the entries it is
+/// asked of are a label's characters).
+fn edits(a: &str, b: &str) -> usize {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    let mut previous: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut current = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let substitution = previous[j] + usize::from(ca != cb);
+            current[j + 1] = substitution.min(previous[j + 1] + 1).min(current[j] + 1);
+        }
+        previous = current;
+    }
+    previous[b.len()]
 }
 
 impl fmt::Display for DenyEntry {
@@ -278,6 +317,45 @@ mod tests {
     fn denies(list: &str, host: &str, port: u16) -> bool {
         let list: DenyList = list.parse().unwrap();
         list.matching(&Host::parse(host).unwrap(), port).is_some()
+    }
+
+    /// Issue 57: `--deny-net=privat` was taken as a host name and
+    /// protected nothing.
+    #[test]
+    fn a_keyword_misspelt_is_refused_with_the_keyword_it_is_near() {
+        for (written, keyword) in [
+            ("privat", "private"),
+            ("privte", "private"),
+            ("Private", "private"),
+            ("PRIVATE", "private"),
+            ("pirvate", "private"),
+            ("metdata", "metadata"),
+            ("metadta", "metadata"),
+            ("meta-data", "metadata"),
+        ] {
+            match written.parse::<DenyEntry>() {
+                Err(PolicyError::MisspeltKeyword {
+                    entry,
+                    keyword: near,
+                }) => {
+                    assert_eq!((entry.as_str(), near), (written, keyword));
+                }
+                other => panic!("{written}: {other:?}"),
+            }
+        }
+        let message = "privat".parse::<DenyEntry>().unwrap_err().to_string();
+        assert!(message.contains("did you mean `private`?"), "{message}");
+        // Host names that are not near a keyword, and near ones that are
+        // plainly names (a dot, a port), are entries as before.
+        for written in [
+            "printer",
+            "localhost",
+            "metabase",
+            "private.example",
+            "privat:80",
+        ] {
+            assert!(written.parse::<DenyEntry>().is_ok(), "{written}");
+        }
     }
 
     #[test]

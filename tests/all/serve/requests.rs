@@ -640,6 +640,104 @@ async fn serve_at_its_shutdown_timeout_cuts_off_what_still_runs_and_says_so() {
     );
 }
 
+/// Issue 57: bad input gets a message that says what was meant, before
+/// anything is listened on or compiled. A misspelt deny keyword was taken
+/// as a host name (protecting nothing); `localhost:8099`, `:8099` and port
+/// 99999 got the bare "expected an IP address and port"; `--metrics` on
+/// an `--addr`'s port got "Address already in use" naming neither flag.
+#[tokio::test]
+async fn serve_says_what_a_bad_flag_was_likely_meant_as() {
+    let cases: [(&[&str], &str); 6] = [
+        (
+            &["--deny-net=privat"],
+            "deny entry `privat` is not a keyword: did you mean `private`?",
+        ),
+        (
+            &["--addr=localhost:8099"],
+            "cannot listen on localhost:8099: expected an IP address and port (127.0.0.1:8080, \
+             [::1]:8080), unix:PATH, or systemd; `localhost` is a name, and moat listens on \
+             addresses: 127.0.0.1:8099 for this machine only, 0.0.0.0:8099 for every interface",
+        ),
+        (
+            &["--addr=:8099"],
+            "no host was given: 127.0.0.1:8099 for this machine only",
+        ),
+        (&["--addr=127.0.0.1:99999"], "port 99999 is past 65535"),
+        (
+            &["--addr=127.0.0.1:8099", "--metrics=0.0.0.0:8099"],
+            "cannot listen on 0.0.0.0:8099: --metrics is the same address as \
+             --addr=127.0.0.1:8099: give the metrics an address of their own",
+        ),
+        (
+            &["--addr=127.0.0.1:8099", "--addr=127.0.0.1:8099"],
+            "cannot listen on 127.0.0.1:8099: the same address as --addr=127.0.0.1:8099",
+        ),
+    ];
+    for (flags, said) in cases {
+        let mut args = flags.to_vec();
+        args.push(guests::WSTD_SERVE);
+        let (code, stderr) = serve_refused(&args).await;
+        assert_eq!(code, Some(2), "{flags:?}: {stderr}");
+        assert!(stderr.contains(said), "{flags:?}: {stderr}");
+        assert!(!stderr.contains(SERVING), "{flags:?}: {stderr}");
+    }
+}
+
+/// Issue 57: a `--max-memory` below what the component starts with is
+/// refused before compiling, naming the flag (before: a 26 s compile of a
+/// large component, then "module memory does not fit in pooling allocator
+/// requirements", which blamed the component). The cache the run was
+/// given holds nothing afterwards: no compile ran.
+#[tokio::test]
+async fn serve_refuses_a_max_memory_below_the_components_start_before_compiling() {
+    let cache = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("serve-memory-below-start");
+    let _ = std::fs::remove_dir_all(&cache);
+    std::fs::create_dir_all(&cache).unwrap();
+    let out = within(
+        "moat serve giving up",
+        Command::new(MOAT)
+            .arg("serve")
+            .arg(format!("--cache-dir={}", cache.display()))
+            .args([
+                "--addr=127.0.0.1:0",
+                "--max-memory=64KiB",
+                guests::WSTD_SERVE,
+            ])
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .output(),
+    )
+    .await
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(126), "{stderr}");
+    assert!(
+        stderr.contains("bytes of memory at its start, more than each instance may have (65536 bytes, --max-memory): raise --max-memory"),
+        "{stderr}"
+    );
+    // The cache's own key is made when it is opened; compiled code would
+    // be beside it.
+    let kept: Vec<_> = walk_files(&cache)
+        .into_iter()
+        .filter(|f| f.file_name().is_none_or(|name| name != "key"))
+        .collect();
+    assert!(kept.is_empty(), "nothing compiled into the cache: {kept:?}");
+}
+
+/// Every file under `dir`.
+fn walk_files(dir: &std::path::Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            files.extend(walk_files(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
+}
+
 #[tokio::test]
 async fn serve_refuses_an_addr_that_is_not_an_ip_address_and_port() {
     let (code, stderr) = serve_refused(&["--addr=localhost:80", guests::WSTD_SERVE]).await;
