@@ -32,6 +32,15 @@ pub enum MoatError {
     /// ([`crate::trusted`]: a symbolic link, not a regular file, too large).
     #[error("cannot read {0}")]
     Read(#[source] crate::trusted::TrustedFileError),
+    /// The file is not WebAssembly at all (a script, an archive, an HTML
+    /// page a download saved): found before compiling.
+    #[error("{} is not WebAssembly: it starts with {starts}", path.display())]
+    NotWasm {
+        /// The file (or the name given with the bytes).
+        path: PathBuf,
+        /// What it starts with, in words.
+        starts: String,
+    },
     /// The bytes are not a component wasmtime can compile.
     #[error("{path} is not a WebAssembly component moat can run: {source:#}")]
     Compile {

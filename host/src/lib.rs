@@ -116,6 +116,7 @@ pub mod limits;
 mod memory_reset;
 mod moat;
 pub mod net;
+mod not_wasm;
 mod options;
 pub mod preopen;
 mod run_state;

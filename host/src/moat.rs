@@ -221,6 +221,12 @@ impl Moat {
         digest: &ComponentDigest,
         name: &Path,
     ) -> Result<Guest, MoatError> {
+        if let Some(starts) = crate::not_wasm::describe(bytes) {
+            return Err(MoatError::NotWasm {
+                path: name.to_owned(),
+                starts,
+            });
+        }
         // A server's instances each have at most the pool's memory: one
         // that starts with more could never run, so it is refused before
         // the compile, naming the bound.

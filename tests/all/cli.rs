@@ -284,6 +284,40 @@ fn a_missing_component_gets_a_hint() {
     assert!(err.contains("moat: hint: build guests with"), "{err}");
 }
 
+/// Issue 57: a file that is not WebAssembly at all is named as such, in
+/// one line that says what it starts with (before: wasmtime's expected
+/// and actual magic bytes, two byte arrays over 12 lines).
+#[test]
+fn a_file_that_is_not_webassembly_says_what_it_starts_with() {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("not-wasm");
+    std::fs::create_dir_all(&dir).unwrap();
+    for (name, bytes, said) in [
+        (
+            "page.wasm",
+            &b"<!DOCTYPE html>\n<html>Not Found</html>\n"[..],
+            r#"page.wasm is not WebAssembly: it starts with "<!DOCTYPE html>\n<html>No" (an HTML page: a download that saved an error page?)"#,
+        ),
+        (
+            "empty.wasm",
+            b"",
+            "empty.wasm is not WebAssembly: it starts with nothing: the file is empty",
+        ),
+        (
+            "random.wasm",
+            b"\xb7\xf1\x42\xb1\xdf\x6b\x0a\x64\x99",
+            "random.wasm is not WebAssembly: it starts with the bytes b7 f1 42 b1 df 6b 0a 64 (WebAssembly starts with 00 61 73 6d)",
+        ),
+    ] {
+        let file = dir.join(name);
+        std::fs::write(&file, bytes).unwrap();
+        let out = moat_run(&[file.to_str().unwrap()]);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(126), "{err}");
+        assert!(err.contains(said), "{err}");
+        assert_eq!(err.lines().count(), 1, "one line: {err}");
+    }
+}
+
 /// An empty value sets nothing, from every source: an empty grant
 /// grants nothing, and the call it would have allowed is denied, with the
 /// hint.

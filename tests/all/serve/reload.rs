@@ -112,7 +112,7 @@ async fn serve_reloads_its_component_at_sighup_and_keeps_the_old_one_on_failure(
     hangup(&server);
     let log = wait_for_count(&mut server, "moat: reload failed", 1).await;
     assert!(
-        log.contains("is not a WebAssembly component moat can run"),
+        log.contains(r#"is not WebAssembly: it starts with "not a component" (text)"#),
         "{log}"
     );
     assert_eq!(
