@@ -100,6 +100,14 @@ impl Limiter {
     }
 }
 
+impl Limiter {
+    /// The linear memory granted so far, in bytes: the most the store's
+    /// memories held at once (a memory never shrinks).
+    pub fn memory(&self) -> u64 {
+        self.memory
+    }
+}
+
 impl ResourceLimiter for Limiter {
     fn memory_growing(
         &mut self,

@@ -58,6 +58,29 @@ const LATENCY_BUCKETS: [f64; 15] = [
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
 ];
 
+/// The handler CPU times a request's histogram tells apart, in seconds:
+/// from a Rust handler's tens of microseconds to a Python one's tens of
+/// milliseconds and a runaway's seconds.
+const CPU_BUCKETS: [f64; 14] = [
+    0.000_025, 0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1,
+    1.0, 10.0,
+];
+
+/// The peak linear memories a request's histogram tells apart, in bytes:
+/// 64 KiB to 4 GiB by fours (a Rust handler starts near 1 MiB, a
+/// JavaScript one near 10 MiB, a Python one near 40 MiB).
+const MEMORY_BUCKETS: [f64; 9] = [
+    65_536.0,
+    262_144.0,
+    1_048_576.0,
+    4_194_304.0,
+    16_777_216.0,
+    67_108_864.0,
+    268_435_456.0,
+    1_073_741_824.0,
+    4_294_967_296.0,
+];
+
 type Labels<const N: usize> = [(&'static str, &'static str); N];
 
 /// The figures the requests keep up to date.
@@ -68,6 +91,8 @@ pub(crate) struct Metrics {
     waiting: Gauge,
     connections: Gauge,
     reloads: Family<Labels<1>, Counter>,
+    cpu: Histogram,
+    memory: Histogram,
     /// The handler served now: its file's name and SHA-256, when known.
     handler: std::sync::Mutex<Option<GuestIdentity>>,
     /// Every decision of the server's network, given to its audit.
@@ -96,6 +121,8 @@ impl Metrics {
             waiting: Gauge::default(),
             connections: Gauge::default(),
             reloads: Family::default(),
+            cpu: Histogram::new(CPU_BUCKETS),
+            memory: Histogram::new(MEMORY_BUCKETS),
             handler: std::sync::Mutex::new(handler),
             decisions: Arc::default(),
         };
@@ -115,6 +142,13 @@ impl Metrics {
             drop(metrics.reloads.get_or_create(&[("result", result)]));
         }
         metrics
+    }
+
+    /// Observes what one request's handler cost: `cpu` its instance ran,
+    /// and the most linear memory it held (`memory` bytes).
+    pub(crate) fn cost(&self, cpu: Duration, memory: u64) {
+        self.cpu.observe(cpu.as_secs_f64());
+        self.memory.observe(memory as f64);
     }
 
     /// Counts a reload: the handler replaced (by `handler`, when known),
@@ -195,6 +229,19 @@ impl Metrics {
             "Client connections open",
             self.connections.clone(),
         );
+        registry.register_with_unit(
+            "moat_http_request_cpu",
+            "CPU time a request's handler instance ran (its calls, on any thread; not \
+             hyper's reading and writing)",
+            Unit::Seconds,
+            self.cpu.clone(),
+        );
+        registry.register_with_unit(
+            "moat_http_request_memory_peak",
+            "The most linear memory a request's handler instance held",
+            Unit::Bytes,
+            self.memory.clone(),
+        );
         registry.register(
             "moat_reloads",
             "Reloads of the handler (SIGHUP, --watch), by result: ok (the new one serves) \
@@ -205,6 +252,7 @@ impl Metrics {
             handler: Arc::clone(self),
         }));
         registry.register_collector(Box::new(now));
+        registry.register_collector(Box::new(super::process_metrics::Process));
         registry
     }
 }

@@ -75,6 +75,8 @@
 //! | `moat_http_connections`, `moat_http_connections_max` | gauge | |
 //! | `moat_decisions_total` (the network's, as the audit trail has them) | counter | `operation`, `outcome` |
 //! | `moat_host_memory_bytes`, `moat_host_memory_budget_bytes` | gauge | |
+//! | `moat_http_request_cpu_seconds`, `moat_http_request_memory_peak_bytes` (each request's handler instance) | histogram | |
+//! | `process_*` (CPU, memory, start time, descriptors) | counter, gauge | |
 //! | `moat_reloads_total` | counter | `result` (`ok`, `failed`) |
 //! | `moat_build_info`, `moat_handler_info` (1, for the handler served now) | gauge | `version`; `file`, `sha256` |
 //!
@@ -108,11 +110,13 @@
 
 mod body;
 mod conn;
+mod cost;
 mod failures;
 mod handler;
 mod http10;
 pub mod listen;
 mod metrics;
+mod process_metrics;
 mod refused;
 pub(crate) mod reload;
 mod request;

@@ -17,6 +17,7 @@ use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
 
 use super::DEFAULT_REQUEST_TIMEOUT;
 use super::body::{BodyBounds, BodyFlags, LimitedBody, response_cut_short};
+use super::cost::CpuTimed;
 use super::failures::{FailureLines, RequestIds};
 use super::handler::Handler;
 use super::metrics::Metrics;
@@ -334,13 +335,22 @@ impl Shared {
         let stopping = stopped.clone();
         let watch = Arc::clone(watch);
         let limit = admitted.limit;
+        let metrics = self.metrics.clone();
         let handler = tokio::spawn(crate::audit::in_share(trail_share, async move {
-            let ended = tokio::select! {
-                ended = bounded(limit, prepared.call(&mut store)) => ended,
-                () = watch.stopped() => Err(wasmtime::Error::new(Stopped)),
+            let (ended, cpu) = {
+                let called = std::pin::pin!(bounded(limit, prepared.call(&mut store)));
+                let mut call = CpuTimed::new(called, metrics.is_some());
+                let ended = tokio::select! {
+                    ended = &mut call => ended,
+                    () = watch.stopped() => Err(wasmtime::Error::new(Stopped)),
+                };
+                (ended, call.spent())
             };
             if ended.is_err() {
                 stopping.set();
+            }
+            if let Some(metrics) = &metrics {
+                metrics.cost(cpu, store.data().moat.limiter.memory());
             }
             store.data().moat.http.guest_gone();
             // The instance's place is given back once its memory is.

@@ -222,6 +222,19 @@ async fn serve_metrics_count_what_clients_and_the_handler_did() {
         scraped.get(r#"moat_http_request_duration_seconds_bucket{le="+Inf"}"#),
         8.0
     );
+    // What each handler call cost: the three /ok, the three made-up
+    // methods' 404s and the trap (the 413 never reached the handler).
+    assert_eq!(scraped.get("moat_http_request_cpu_seconds_count{}"), 7.0);
+    assert!(scraped.get("moat_http_request_cpu_seconds_sum{}") > 0.0);
+    assert_eq!(
+        scraped.get("moat_http_request_memory_peak_bytes_count{}"),
+        7.0
+    );
+    assert!(
+        scraped.get("moat_http_request_memory_peak_bytes_sum{}") >= 7.0 * 65536.0,
+        "every instance had at least a page: {:?}",
+        scraped.named("moat_http_request_memory_peak_bytes_bucket")
+    );
     assert_eq!(
         scraped.get(r#"moat_http_refused_total{reason="body-too-large"}"#),
         1.0
@@ -328,6 +341,25 @@ async fn serve_metrics_are_all_there_at_zero_before_the_first_request() {
             "{:?}",
             scraped.named("moat_build_info")
         );
+        assert_eq!(scraped.get("moat_http_request_cpu_seconds_count{}"), 0.0);
+        assert_eq!(
+            scraped.get("moat_http_request_memory_peak_bytes_count{}"),
+            0.0
+        );
+        for family in [
+            "process_cpu_seconds_total",
+            "process_resident_memory_bytes",
+            "process_virtual_memory_bytes",
+            "process_start_time_seconds",
+            "process_open_fds",
+            "process_max_fds",
+        ] {
+            assert!(
+                scraped.get(&format!("{family}{{}}")) > 0.0,
+                "{family}: {:?}",
+                scraped.named(family)
+            );
+        }
         let handler = scraped.named("moat_handler_info");
         assert_eq!(handler.len(), 1, "{handler:?}");
         assert!(
