@@ -212,6 +212,126 @@ async fn serve_takes_the_sockets_systemd_hands_over() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The value of `key=` in a unit file's text (its first).
+fn unit_value<'u>(unit: &'u str, key: &str) -> &'u str {
+    unit.lines()
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix('='))
+        .unwrap_or_else(|| panic!("no {key}= in:\n{unit}"))
+        .trim()
+}
+
+/// Issue 57: deploy/moat.socket and deploy/moat.service as systemd would
+/// run them. `systemd-analyze verify` takes both; the service's
+/// ExecStart, word for word (moat's path, the directories systemd would
+/// make and a free port put in), run under systemd-socket-activate on the
+/// socket's ListenStream, serves the connection that started it, reloads
+/// at ExecReload's SIGHUP, and stops at SIGTERM with exit 0 within the
+/// unit's TimeoutStopSec (which is past its --shutdown-timeout).
+#[tokio::test]
+async fn the_sample_units_serve_reload_and_stop_as_systemd_runs_them() {
+    if support::skip_unless(
+        "the sample systemd units",
+        (!have_program("systemd-socket-activate") || !have_program("systemd-analyze")).then(|| {
+            "no systemd-socket-activate or systemd-analyze (Debian's systemd package)".to_owned()
+        }),
+    ) {
+        return;
+    }
+    let deploy = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy");
+    let socket_unit = std::fs::read_to_string(deploy.join("moat.socket")).unwrap();
+    let service_unit = std::fs::read_to_string(deploy.join("moat.service")).unwrap();
+    let dir = socket_dir("units");
+    let (logs, cache) = (dir.join("logs"), dir.join("cache"));
+    std::fs::create_dir_all(&logs).unwrap();
+    std::fs::create_dir_all(&cache).unwrap();
+    std::fs::set_permissions(&cache, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    let component = dir.join("handler.wasm");
+    std::fs::copy(guests::HTTP_HOSTILE, &component).unwrap();
+
+    // The units as a machine with moat installed has them.
+    let installed = service_unit.replace("/usr/local/bin/moat", MOAT);
+    std::fs::write(dir.join("moat.service"), &installed).unwrap();
+    std::fs::write(dir.join("moat.socket"), &socket_unit).unwrap();
+    let verified = within(
+        "systemd-analyze verify",
+        Command::new("systemd-analyze")
+            .args(["verify", "--man=no"])
+            .arg(dir.join("moat.service"))
+            .arg(dir.join("moat.socket"))
+            .output(),
+    )
+    .await
+    .unwrap();
+    assert!(
+        verified.status.success() && verified.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&verified.stderr)
+    );
+
+    let listen = unit_value(&socket_unit, "ListenStream");
+    assert_eq!(listen, "127.0.0.1:8080");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let exec = unit_value(&service_unit, "ExecStart")
+        .replace("/usr/local/bin/moat", MOAT)
+        .replace("${LOGS_DIRECTORY}", logs.to_str().unwrap())
+        .replace("${CACHE_DIRECTORY}", cache.to_str().unwrap())
+        .replace("/srv/moat/handler.wasm", component.to_str().unwrap())
+        .replace("127.0.0.1:9464", "127.0.0.1:0");
+    assert_eq!(
+        unit_value(&service_unit, "ExecReload"),
+        "/bin/kill -HUP $MAINPID"
+    );
+    let stop_within: u64 = unit_value(&service_unit, "TimeoutStopSec")
+        .trim_end_matches('s')
+        .parse()
+        .unwrap();
+    let shutdown: u64 = exec
+        .split_whitespace()
+        .find_map(|a| a.strip_prefix("--shutdown-timeout="))
+        .and_then(|t| t.trim_end_matches('s').parse().ok())
+        .expect("the service sets --shutdown-timeout");
+    assert!(
+        stop_within > shutdown,
+        "TimeoutStopSec {stop_within} s, --shutdown-timeout {shutdown} s"
+    );
+
+    let mut command = Command::new("systemd-socket-activate");
+    command
+        .arg(format!("--listen=127.0.0.1:{port}"))
+        .arg("--")
+        .args(exec.split_whitespace());
+    let mut server = serving(command, &format!("Listening on 127.0.0.1:{port}")).await;
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    // The first connection starts moat, which execs in
+    // systemd-socket-activate's place: $MAINPID is the child's.
+    assert_eq!(get(addr, "/ok").await.text(), "ok\n");
+    server
+        .wait_for_stderr(&format!("moat: serving http://127.0.0.1:{port}/"))
+        .await;
+    std::fs::copy(guests::WSTD_SERVE, dir.join("next.wasm")).unwrap();
+    std::fs::rename(dir.join("next.wasm"), &component).unwrap();
+    let pid = server.child.id().expect("running");
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(pid as i32).unwrap(),
+        rustix::process::Signal::HUP,
+    )
+    .unwrap();
+    server.wait_for_stderr("moat: reloaded").await;
+    assert_eq!(get(addr, "/").await.text(), HELLO, "the new handler");
+    server.terminate();
+    assert_eq!(server.exited().await.code(), Some(0), "{}", server.stderr());
+    crate::audit::validate(&logs.join("audit.jsonl"));
+    assert!(
+        std::fs::read_dir(&cache).unwrap().count() > 1,
+        "compiled code cached beside its key"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// `--addr=systemd` with no sockets handed over says so and how to hand
 /// them over, and starts nothing.
 #[tokio::test]
