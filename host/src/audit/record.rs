@@ -18,8 +18,9 @@ use moat_policy::setting::{Setting, Spelling};
 /// Version 3: the `reload` and `request-share-full` records (`moat serve`
 /// replaced its handler; one request's records took their share).
 /// Version 4: the `client-rate-full` record (one client address's records
-/// came faster than their rate).
-pub const SCHEMA_VERSION: u32 = 4;
+/// came faster than their rate). Version 5: the `reload-failed` record (a
+/// reload that left the old handler serving).
+pub const SCHEMA_VERSION: u32 = 5;
 
 /// Which component a run runs: its file name and the SHA-256 of its bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -623,6 +624,14 @@ pub enum Body {
         /// The guest served until then.
         previous: Option<GuestIdentity>,
     },
+    /// `moat serve` tried to replace its handler and could not: the
+    /// record's guest is the one still served.
+    ReloadFailed {
+        /// The file it loaded, without its directory.
+        file: String,
+        /// Why, in a line.
+        error: String,
+    },
     /// One request's records reached their share of the trail (`moat
     /// serve`'s `--max-audit-per-request`): nothing more of that request is
     /// recorded, and its audited operations are refused from here on; the
@@ -675,6 +684,7 @@ impl Body {
                         .as_ref()
                         .map_or(0, |g| g.file.len() + g.sha256.len())
             }
+            Body::ReloadFailed { file, error } => FIXED + file.len() + error.len(),
             Body::ShareFull { .. } | Body::ClientRateFull { .. } | Body::Full { .. } => FIXED,
         }
     }
@@ -897,6 +907,11 @@ impl AuditRecord {
             Body::Reload { previous } => {
                 record.insert("kind".into(), json!("reload"));
                 record.insert("previous".into(), guest_json(previous.as_ref()));
+            }
+            Body::ReloadFailed { file, error } => {
+                record.insert("kind".into(), json!("reload-failed"));
+                record.insert("file".into(), json!(file));
+                record.insert("error".into(), json!(error));
             }
             Body::ShareFull { limit } => {
                 cap_json(&mut record, FullKind::Share, *limit, self.wording);

@@ -798,6 +798,22 @@ impl Audit {
         trail.shared.push(Body::Reload { previous })
     }
 
+    /// Records that `moat serve` could not replace its handler with
+    /// `file` (its name, without the directory), for `error`: the handler
+    /// served, and the records' guest, stay.
+    ///
+    /// # Errors
+    /// [`AuditError`] when the trail is full or failed.
+    pub fn reload_failed(&self, file: &str, error: &str) -> Result<(), AuditError> {
+        let Some(trail) = &self.trail else {
+            return Ok(());
+        };
+        trail.shared.push(Body::ReloadFailed {
+            file: file.to_owned(),
+            error: error.to_owned(),
+        })
+    }
+
     /// The file the trail is appended to, if it goes to one.
     pub fn file(&self) -> Option<&Path> {
         self.file.as_deref()

@@ -146,7 +146,7 @@ use crate::net::{MIN_HTTP_HEADER_SIZE, Net, TlsIdentity, TlsServerOptions};
 use crate::options::RunOptions;
 use listen::Listener;
 use moat_policy::policy::{Host, Provenance, Source};
-use moat_policy::setting::{Setting, Spelling};
+use moat_policy::setting::{Setting, Spelling, Worded};
 
 /// Where `moat serve` listens unless told otherwise: loopback only, never
 /// every interface unless the operator writes `0.0.0.0` or `[::]`.
@@ -392,15 +392,30 @@ impl Reloader<'_> {
         if let Some(metrics) = &self.shared.metrics {
             metrics.reloaded(replaced.is_ok(), guest.identity.clone());
         }
+        if let Err(e) = &replaced {
+            self.record_failure(name, e);
+        }
         replaced
     }
 
-    /// Counts a reload whose component did not load (`why`), as
-    /// [`Self::reload`] counts its own: `moat_reloads_total{result="failed"}`.
-    pub fn load_failed(&self, why: &MoatError) {
+    /// Counts and records a reload whose component at `name` did not load
+    /// (`why`), as [`Self::reload`] does its own failures:
+    /// `moat_reloads_total{result="failed"}` and a `reload-failed` record.
+    pub fn load_failed(&self, name: &str, why: &MoatError) {
         tracing::debug!(target: "moat::http", error = %why, "a reload's load failed");
         if let Some(metrics) = &self.shared.metrics {
             metrics.reloaded(false, None);
+        }
+        self.record_failure(name, why);
+    }
+
+    fn record_failure(&self, name: &str, why: &MoatError) {
+        let file = std::path::Path::new(name)
+            .file_name()
+            .map_or_else(|| name.to_owned(), |f| f.to_string_lossy().into_owned());
+        let error = why.worded(self.shared.net().words()).to_string();
+        if let Err(e) = self.shared.net().audit().reload_failed(&file, &error) {
+            tracing::debug!(target: "moat::http", error = %e, "the failed reload is not on the trail");
         }
     }
 

@@ -162,7 +162,7 @@ fn reloaded(
     let replaced = match loaded {
         Ok(guest) => reloader.reload(&guest, &name.display().to_string()),
         Err(e) => {
-            reloader.load_failed(&e);
+            reloader.load_failed(&name.display().to_string(), &e);
             Err(e)
         }
     };

@@ -302,7 +302,8 @@ async fn serve_reloads_only_a_regular_file_within_bounds() {
 
 /// Round four's finding 7: a reload is on the trail, with the digest of
 /// the bytes compiled; the records after it name the new handler (before,
-/// the trail went on naming the first).
+/// the trail went on naming the first). A reload that fails is on it too
+/// (before issue 57, only on stderr).
 #[tokio::test]
 async fn serve_records_each_reload_with_the_new_digest() {
     let (dir, component) = handler_copy("serve-reload-record");
@@ -319,10 +320,31 @@ async fn serve_records_each_reload_with_the_new_digest() {
     hangup(&server);
     wait_for_count(&mut server, "moat: reloaded", 1).await;
     assert_eq!(get(server.addr, "/").await.text(), HELLO);
+    // Issue 57: a failed reload is on the trail too, naming the file and
+    // why, under the handler still served.
+    std::fs::write(&component, b"not a component").unwrap();
+    hangup(&server);
+    wait_for_count(&mut server, "moat: reload failed", 1).await;
     server.terminate();
     assert_eq!(server.exited().await.code(), Some(0));
     // Each checked against the schema.
     let records = crate::audit::records(&trail);
+    let failed = records
+        .iter()
+        .find(|r| r["kind"] == "reload-failed")
+        .unwrap_or_else(|| panic!("no reload-failed record: {records:?}"));
+    assert_eq!(failed["file"], "handler.wasm", "{failed}");
+    assert_eq!(
+        failed["guest"]["sha256"],
+        after.as_str(),
+        "still served: {failed}"
+    );
+    assert!(
+        failed["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("is not WebAssembly: it starts with")),
+        "{failed}"
+    );
     let reload = records
         .iter()
         .find(|r| r["kind"] == "reload")
