@@ -94,6 +94,11 @@ show "$MOAT run --allow-net=localhost:$WEB_PORT $GUESTS/std-fetch.wasm example.c
 echo "# The address itself was never granted (the grant names localhost):"
 show "$MOAT run --allow-net=localhost:$WEB_PORT $GUESTS/std-fetch.wasm 127.0.0.1:$WEB_PORT /"
 "$MOAT" run --allow-net="localhost:$WEB_PORT" "$GUESTS/std-fetch.wasm" "127.0.0.1:$WEB_PORT" / && exit 1 || echo "(exit status $?)"
+echo "# The same from a Rust program of five calls (docs/embedding.md's, word for word):"
+show target/debug/quickstart "$GUESTS/std-fetch.wasm" "127.0.0.1:$WEB_PORT"
+QUICK=$(target/debug/quickstart "$GUESTS/std-fetch.wasm" "127.0.0.1:$WEB_PORT")
+printf '%s\n' "$QUICK"
+grep -qx "std-fetch exited 0" <<<"$QUICK" || { echo "quickstart did not fetch"; exit 1; }
 kill "$WEB_SERVER" 2>/dev/null; rm -f "$WEB_LOG"
 
 step "hyper 1 on moat-sdk: an HTTP/1.1 server guest, and a client guest fetching from it"

@@ -15,6 +15,13 @@
 #   js-proxy-hello.wasm  the same hello in the whole wasi:http/proxy world
 #
 # Usage: examples/foreign/build.sh OUT_DIR
+#        examples/foreign/build.sh OUT_DIR --handler SOURCE
+#
+# With --handler, only your own wasi:http 0.2 handler is built, into
+# OUT_DIR/NAME.wasm: SOURCE is a JavaScript file (NAME.js, a `fetch` event
+# listener, componentize-js) or a directory holding app.py (NAME/, a
+# `WitWorld`'s `IncomingHandler` class, componentize-py), written as
+# js/hello.js and python/handler/app.py are.
 #
 # Needs only python3 (with pip) and node (with npm). The pinned toolchains
 # (python/requirements.txt, js/toolchain/package*.json) are installed into
@@ -24,7 +31,15 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-[ $# -eq 1 ] || { echo "usage: $0 OUT_DIR" >&2; exit 2; }
+usage="usage: $0 OUT_DIR [--handler FILE.js|DIR_WITH_APP_PY]"
+own=
+case $# in
+    1) ;;
+    3) [ "$2" = --handler ] || { echo "$usage" >&2; exit 2; }
+       [ -e "$3" ] || { echo "foreign/build.sh: no such handler source: $3" >&2; exit 2; }
+       own=$(cd "$(dirname "$3")" && pwd)/$(basename "$3") ;;
+    *) echo "$usage" >&2; exit 2 ;;
+esac
 mkdir -p "$1"
 out=$(cd "$1" && pwd)
 tools=${FOREIGN_TOOLS:-$out/tools}
@@ -140,6 +155,31 @@ js_net() {
 js_handler() { # NAME [WORLD]
     "$componentize_js" "$here/js/$1.js" -w "$out/wit/js-handler" -n "${2:-handler}" -o "$tmp"
 }
+
+# Your own handler, alone (--handler): NAME.wasm beside the others.
+if [ -n "$own" ]; then
+    case $own in
+        *.js)
+            name=$(basename "$own" .js)
+            tmp=$out/$name.wasm.tmp
+            "$componentize_js" "$own" -w "$out/wit/js-handler" -n handler -o "$tmp" \
+                || die "componentize-js could not build $own"
+            ;;
+        *)
+            [ -f "$own/app.py" ] || die "$own: a JavaScript file or a directory with app.py"
+            name=$(basename "$own")
+            tmp=$out/$name.wasm.tmp
+            rm -rf "$out/src/own-$name"
+            mkdir -p "$out/src/own-$name"
+            cp "$own"/*.py "$out/src/own-$name/"
+            (cd "$out/src/own-$name" && componentize_py --quiet -d "$out/wit/py" -w handler componentize -p . app -o "$tmp") \
+                || die "componentize-py could not build $own"
+            ;;
+    esac
+    mv "$tmp" "$out/$name.wasm"
+    echo "$name.wasm: built, $(wc -c <"$out/$name.wasm") bytes"
+    exit 0
+fi
 
 # The Python components one after another beside the JavaScript ones:
 # each toolchain keeps about one core busy (all nine: 44 s one at a time,

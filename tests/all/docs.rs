@@ -388,3 +388,34 @@ async fn output_until_listening(child: &mut tokio::process::Child) -> (String, b
     );
     (printed, listened, status)
 }
+
+/// Issue 57: docs/embedding.md's program is the one the workspace builds
+/// and demo.sh runs (examples/embed/src/bin/quickstart.rs), word for word,
+/// and its Cargo.toml lines name what that program uses.
+#[test]
+fn the_embedding_page_shows_the_program_that_is_built() {
+    let page = std::fs::read_to_string(root().join("docs/embedding.md")).unwrap();
+    let program =
+        std::fs::read_to_string(root().join("examples/embed/src/bin/quickstart.rs")).unwrap();
+    let rust = blocks(&page, "rust");
+    assert_eq!(
+        rust.first().copied(),
+        Some(program.as_str()),
+        "docs/embedding.md's first rust block is not quickstart.rs"
+    );
+    let toml = blocks(&page, "toml");
+    let manifest = toml.first().expect("a Cargo.toml block");
+    for dependency in ["moat-host", "tokio", "anyhow"] {
+        assert!(
+            manifest.contains(&format!("\n{dependency} = ")),
+            "{dependency} is not in:\n{manifest}"
+        );
+    }
+    assert!(
+        program.contains("#[tokio::main(flavor = \"current_thread\")]")
+            && manifest.contains("\"rt\", \"macros\""),
+        "the runtime the program uses is the one the manifest asks for"
+    );
+    let demo = std::fs::read_to_string(root().join("demo.sh")).unwrap();
+    assert!(demo.contains("target/debug/quickstart"), "demo.sh runs it");
+}

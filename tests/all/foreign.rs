@@ -370,9 +370,66 @@ fn a_python_http_handler_is_served_and_refused_by_moat_run() {
         text(&out.stderr)
     );
 
+    let response = served_once(
+        &handler,
+        b"GET /echo/this?x=1 HTTP/1.1\r\nhost: test\r\nconnection: close\r\n\r\n",
+    );
+    assert!(response.starts_with("HTTP/1.1 200 OK\r\n"), "{response}");
+    assert!(
+        response.ends_with("\r\n\r\nhello from python\nGET /echo/this?x=1\n"),
+        "{response}"
+    );
+}
+
+/// Issue 57: `build.sh OUT --handler mine.js` builds an author's own
+/// JavaScript handler with the pinned toolchain and WIT (before, the
+/// command and the WIT it needs were only to be read out of build.sh),
+/// and `moat serve` answers with it.
+#[test]
+fn your_own_javascript_handler_is_built_by_one_command_and_served() {
+    let Some(dir) = built() else { return };
+    let source = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("own-handler");
+    std::fs::create_dir_all(&source).unwrap();
+    let mine = source.join("mine.js");
+    std::fs::write(
+        &mine,
+        "addEventListener('fetch', (event) => {\n  \
+         event.respondWith(new Response('my own handler\\n'));\n});\n",
+    )
+    .unwrap();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/foreign/build.sh");
+    let built = Command::new("bash")
+        .arg(script)
+        .arg(dir)
+        .arg("--handler")
+        .arg(&mine)
+        .output()
+        .expect("bash runs");
+    assert!(
+        built.status.success(),
+        "{}{}",
+        text(&built.stdout),
+        text(&built.stderr)
+    );
+    assert!(
+        text(&built.stdout).contains("mine.wasm: built"),
+        "{}",
+        text(&built.stdout)
+    );
+    let response = served_once(
+        &dir.join("mine.wasm"),
+        b"GET / HTTP/1.1\r\nhost: test\r\nconnection: close\r\n\r\n",
+    );
+    assert!(response.starts_with("HTTP/1.1 200 OK\r\n"), "{response}");
+    assert!(response.ends_with("\r\n\r\nmy own handler\n"), "{response}");
+}
+
+/// `moat serve HANDLER`, one request `head` on a connection of its own;
+/// the whole response.
+fn served_once(handler: &std::path::Path, head: &[u8]) -> String {
     let mut server = Command::new(MOAT)
         .args(["serve", &cache_flag(), "--addr=127.0.0.1:0"])
-        .arg(&handler)
+        .arg(handler)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -399,17 +456,10 @@ fn a_python_http_handler_is_served_and_refused_by_moat_run() {
         }
     };
     let mut stream = std::net::TcpStream::connect(&addr).unwrap();
-    stream
-        .write_all(b"GET /echo/this?x=1 HTTP/1.1\r\nhost: test\r\nconnection: close\r\n\r\n")
-        .unwrap();
+    stream.write_all(head).unwrap();
     let mut response = Vec::new();
     stream.read_to_end(&mut response).unwrap();
     let _ = server.kill();
     let _ = server.wait();
-    let response = text(&response);
-    assert!(response.starts_with("HTTP/1.1 200 OK\r\n"), "{response}");
-    assert!(
-        response.ends_with("\r\n\r\nhello from python\nGET /echo/this?x=1\n"),
-        "{response}"
-    );
+    text(&response)
 }
