@@ -196,8 +196,16 @@ impl Launch {
             self.config.instance_pool = Some(InstancePool::for_run(&self.options));
         }
         let audit = self.options.audit_trail().clone();
+        let serving = matches!(self.entry, Entry::Serve { .. });
         let ended = runtime.block_on(self.go(launcher));
         audit.finish();
+        if serving {
+            // A reload's compile may still run on a blocking thread: a
+            // stopped server does not wait the tens of seconds it may
+            // take (its result would be dropped). Anything else blocking
+            // (a handler's last write) has a second.
+            runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+        }
         ended
     }
 

@@ -348,7 +348,7 @@ impl std::fmt::Debug for Now {
 }
 
 /// Encodes one gauge without labels.
-fn gauge(
+pub(super) fn gauge(
     encoder: &mut DescriptorEncoder,
     name: &str,
     help: &str,

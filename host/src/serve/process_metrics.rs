@@ -10,6 +10,8 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::Unit;
 
+use super::metrics::gauge;
+
 /// The process's figures, read when scraped.
 #[derive(Debug)]
 pub(crate) struct Process;
@@ -49,18 +51,6 @@ impl Stat {
     }
 }
 
-fn gauge(
-    encoder: &mut DescriptorEncoder,
-    name: &str,
-    help: &str,
-    unit: Option<&Unit>,
-    value: f64,
-) -> Result<(), std::fmt::Error> {
-    let value = ConstGauge::new(value);
-    let metric = encoder.encode_descriptor(name, help, unit, value.metric_type())?;
-    value.encode(metric)
-}
-
 impl Collector for Process {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         if let Some(stat) = Stat::read() {
@@ -77,23 +67,26 @@ impl Collector for Process {
                 "process_resident_memory",
                 "Resident memory",
                 Some(&Unit::Bytes),
-                stat.resident_bytes as f64,
+                stat.resident_bytes,
             )?;
             gauge(
                 &mut encoder,
                 "process_virtual_memory",
                 "Virtual memory (the instance pool reserves much of it, unbacked)",
                 Some(&Unit::Bytes),
-                stat.virtual_bytes as f64,
+                stat.virtual_bytes,
             )?;
             if let Some(start) = stat.start_time_seconds {
-                gauge(
-                    &mut encoder,
+                // Seconds with their fraction, as Prometheus's clients
+                // give it: not a whole-number gauge.
+                let start = ConstGauge::new(start);
+                let metric = encoder.encode_descriptor(
                     "process_start_time",
                     "Start time of the process since the Unix epoch",
                     Some(&Unit::Seconds),
-                    start,
+                    start.metric_type(),
                 )?;
+                start.encode(metric)?;
             }
         }
         if let Ok(open) = std::fs::read_dir("/proc/self/fd") {
@@ -102,7 +95,7 @@ impl Collector for Process {
                 "process_open_fds",
                 "Open file descriptors",
                 None,
-                open.count() as f64,
+                open.count() as u64,
             )?;
         }
         let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile);
@@ -112,7 +105,7 @@ impl Collector for Process {
                 "process_max_fds",
                 "The most file descriptors the process may open",
                 None,
-                max as f64,
+                max,
             )?;
         }
         Ok(())

@@ -529,11 +529,10 @@ async fn serve_echoes_64_clients_at_once_each_its_own_body() {
     }
 }
 
-#[tokio::test]
-async fn serve_on_sigterm_finishes_the_request_in_flight_and_exits_0() {
-    let mut server = Serve::start(guests::HTTP_HOSTILE, &["--timeout=3s"]).await;
-    let port = server.addr.port();
-    let mut client = BufReader::new(TcpStream::connect(server.addr).await.unwrap());
+/// A client of http-hostile's `/slow` (a tick every 100 ms, without end),
+/// once the response's head has come.
+async fn slow_stream(addr: SocketAddr) -> BufReader<TcpStream> {
+    let mut client = BufReader::new(TcpStream::connect(addr).await.unwrap());
     client
         .get_mut()
         .write_all(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -543,6 +542,14 @@ async fn serve_on_sigterm_finishes_the_request_in_flight_and_exits_0() {
         .await
         .unwrap();
     assert!(head.starts_with("HTTP/1.1 200 "), "{head}");
+    client
+}
+
+#[tokio::test]
+async fn serve_on_sigterm_finishes_the_request_in_flight_and_exits_0() {
+    let mut server = Serve::start(guests::HTTP_HOSTILE, &["--timeout=3s"]).await;
+    let port = server.addr.port();
+    let mut client = slow_stream(server.addr).await;
 
     // The raw body, as it comes, until the connection ends.
     let (received, receiving) = watch::channel((Vec::new(), false));
@@ -611,16 +618,7 @@ async fn serve_at_its_shutdown_timeout_cuts_off_what_still_runs_and_says_so() {
         &["--timeout=60s", "--shutdown-timeout=1s"],
     )
     .await;
-    let mut client = BufReader::new(TcpStream::connect(server.addr).await.unwrap());
-    client
-        .get_mut()
-        .write_all(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
-        .await
-        .unwrap();
-    let head = within("the head of /slow", read_head(&mut client))
-        .await
-        .unwrap();
-    assert!(head.starts_with("HTTP/1.1 200 "), "{head}");
+    let mut client = slow_stream(server.addr).await;
     server.terminate();
     let status = server.exited().await;
     assert_eq!(status.code(), Some(0), "{}", server.stderr());
