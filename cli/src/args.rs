@@ -165,6 +165,13 @@ pub(crate) struct ServeArgs {
     #[arg(long = "watch")]
     pub(crate) watch: bool,
 
+    /// Take a request's id from its x-request-id header (1 to 128 of
+    /// A-Z a-z 0-9 . _ : -), or its traceparent's trace id, instead of
+    /// making one: only behind a proxy that sets them, since a client
+    /// would choose the ids in the server's lines and trail
+    #[arg(long = "trust-request-id")]
+    pub(crate) trust_request_id: bool,
+
     /// As `moat run`'s; --timeout is per request.
     #[command(flatten)]
     pub(crate) run: RunArgs,

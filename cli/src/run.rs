@@ -205,6 +205,7 @@ fn serve(args: ServeArgs) -> ExitCode {
         tls,
         metrics: args.metrics.clone(),
         watch: args.watch,
+        trust_request_id: args.trust_request_id,
     };
     // Requests run side by side, one per core.
     launch(prepared, entry, Threads::PerCore, &args.run)

@@ -67,6 +67,9 @@ pub enum Entry {
         /// Whether to load the component again when its file changes, as
         /// at SIGHUP.
         watch: bool,
+        /// Whether a request's id is taken from its headers
+        /// ([`ServeOptions::trust_request_id`]).
+        trust_request_id: bool,
     },
 }
 
@@ -222,8 +225,10 @@ impl Launch {
                 tls,
                 metrics,
                 watch,
+                trust_request_id,
             } => {
                 let mut options = ServeOptions::new(addr, self.options);
+                options.trust_request_id = trust_request_id;
                 for addr in also {
                     options = options.also(addr);
                 }

@@ -401,6 +401,9 @@ fn run(prepared: Prepared, report: impl Fn(&str)) -> i32 {
             tls: None,
             metrics: None,
             watch: false,
+            // A pod's clients reach it through the cluster's network,
+            // not one proxy the operator vouches for.
+            trust_request_id: false,
         },
         None => Entry::Run,
     };

@@ -53,21 +53,58 @@ impl RequestIds {
         }
     }
 
-    /// The next request's identity.
+    /// The next request's identity: with the id `given` (one its headers
+    /// carried, trusted), or one of the server's.
     pub(crate) fn next(
         &self,
         peer: std::net::IpAddr,
         method: &hyper::Method,
         path: &str,
+        given: Option<String>,
     ) -> Arc<IncomingRequest> {
-        let number = self.next.fetch_add(1, Ordering::Relaxed);
+        let id = given.unwrap_or_else(|| {
+            let number = self.next.fetch_add(1, Ordering::Relaxed);
+            format!("{}-{number}", self.prefix)
+        });
         Arc::new(IncomingRequest {
-            id: format!("{}-{number}", self.prefix),
+            id,
             peer,
             method: method.as_str().to_owned(),
             path: path.to_owned(),
         })
     }
+}
+
+/// The longest `x-request-id` taken: 128 characters (a UUID is 36, a
+/// trace id 32; what proxies make fits well within).
+const GIVEN_ID_LEN: usize = 128;
+
+/// The id a request's headers carry, if well formed: its `x-request-id`
+/// (1 to [`GIVEN_ID_LEN`] of `A-Z a-z 0-9 . _ : -`, so that it is the same
+/// in a line, a record and a shell), or else its `traceparent`'s trace id
+/// (W3C Trace Context: 32 lower-case hex digits, not all zero).
+pub(crate) fn given_id(headers: &hyper::HeaderMap) -> Option<String> {
+    let plain = |c: u8| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b':' | b'-');
+    if let Some(id) = headers.get("x-request-id")
+        && (1..=GIVEN_ID_LEN).contains(&id.len())
+        && id.as_bytes().iter().all(|c| plain(*c))
+    {
+        return id.to_str().ok().map(str::to_owned);
+    }
+    let parent = headers.get("traceparent")?.to_str().ok()?;
+    let mut parts = parent.split('-');
+    let (version, trace) = (parts.next()?, parts.next()?);
+    let hex = |s: &str| {
+        s.bytes()
+            .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c))
+    };
+    (version.len() == 2
+        && hex(version)
+        && version != "ff"
+        && trace.len() == 32
+        && hex(trace)
+        && trace.bytes().any(|c| c != b'0'))
+    .then(|| trace.to_owned())
 }
 
 /// The failure lines of the current second.
@@ -184,6 +221,48 @@ mod tests {
             shown_path(&"a".repeat(PATH_SHOWN + 5)),
             format!("{}... (5 more characters)", "a".repeat(PATH_SHOWN))
         );
+    }
+
+    #[test]
+    fn a_given_id_is_taken_only_when_well_formed() {
+        let with = |pairs: &[(&'static str, &str)]| {
+            let mut headers = hyper::HeaderMap::new();
+            for (name, value) in pairs {
+                headers.insert(*name, value.parse().unwrap());
+            }
+            given_id(&headers)
+        };
+        let trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+        let parent = format!("00-{trace}-00f067aa0ba902b7-01");
+        assert_eq!(
+            with(&[("x-request-id", "req-42:a.b_c")]).as_deref(),
+            Some("req-42:a.b_c")
+        );
+        assert_eq!(with(&[("traceparent", &parent)]).as_deref(), Some(trace));
+        assert_eq!(
+            with(&[("x-request-id", "two words"), ("traceparent", &parent)]).as_deref(),
+            Some(trace),
+            "a malformed x-request-id falls back to the trace id"
+        );
+        for bad in [
+            &[("x-request-id", "a/b;c")][..],
+            &[("x-request-id", &"a".repeat(129))],
+            &[(
+                "traceparent",
+                "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+            )],
+            &[(
+                "traceparent",
+                "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            )],
+            &[(
+                "traceparent",
+                "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+            )],
+            &[],
+        ] {
+            assert_eq!(with(bad), None, "{bad:?}");
+        }
     }
 
     #[test]

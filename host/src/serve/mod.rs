@@ -179,6 +179,12 @@ pub struct ServeOptions {
     /// `addr` is, the operator's grant as `addr` is; none without. What it
     /// reports is in the module's documentation, under Metrics.
     pub metrics: Option<String>,
+    /// Take each request's id from its `x-request-id` header, or its
+    /// `traceparent`'s trace id, when it has a well-formed one
+    /// (`--trust-request-id`); otherwise (and by default) the server makes
+    /// one. Only behind a proxy that sets them: a client would choose the
+    /// ids in the server's failure lines and on its trail.
+    pub trust_request_id: bool,
 }
 
 impl ServeOptions {
@@ -190,6 +196,7 @@ impl ServeOptions {
             run,
             tls: None,
             metrics: None,
+            trust_request_id: false,
         }
     }
 
@@ -312,6 +319,7 @@ impl Moat {
             self.apart_from(guest),
         );
         shared.metrics = metrics;
+        shared.trust_request_id = options.trust_request_id;
         let shared = Arc::new(shared);
         for (_, bound) in &listeners {
             tracing::debug!(target: "moat::http", %bound, "listening");

@@ -66,6 +66,9 @@ pub(crate) struct Shared {
     pub(super) metrics: Option<Arc<Metrics>>,
     /// Each request's id.
     ids: RequestIds,
+    /// Whether a request's own id header is taken
+    /// ([`super::ServeOptions::trust_request_id`]).
+    pub(super) trust_request_id: bool,
     /// The operator's lines for failed handlers.
     failures: FailureLines,
 }
@@ -105,6 +108,7 @@ impl Shared {
             apart,
             metrics: None,
             ids: RequestIds::new(),
+            trust_request_id: false,
             failures: FailureLines::new(),
         }
     }
@@ -143,7 +147,11 @@ impl Shared {
         let path = request.uri().path().to_owned();
         let version = request.version();
         let scheme = if tls { Scheme::Https } else { Scheme::Http };
-        let incoming = self.ids.next(peer, &method, &path);
+        let given = self
+            .trust_request_id
+            .then(|| super::failures::given_id(request.headers()))
+            .flatten();
+        let incoming = self.ids.next(peer, &method, &path, given);
         let response = self
             .answer(request, scheme, &incoming, watch, places, place)
             .await;

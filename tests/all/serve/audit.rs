@@ -324,6 +324,65 @@ async fn a_client_requests_id_is_on_its_500_its_failure_line_and_its_handlers_re
     );
 }
 
+/// Issue 57: `--trust-request-id` takes the id a proxy put in
+/// `x-request-id` (or a `traceparent`'s trace id) for the 500, the failure
+/// line and the records; without it the same header is ignored and the
+/// server makes the id (a client must not choose what the operator's
+/// lines say).
+#[tokio::test]
+async fn a_request_id_from_the_proxy_is_taken_only_when_trusted() {
+    let trail = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("audit-serve-given-id.jsonl");
+    let _ = std::fs::remove_file(&trail);
+    let trap = |addr: SocketAddr, header: &str| {
+        exchange(
+            addr,
+            format!(
+                "GET /upload-then-trap?port=9&bytes=1 HTTP/1.1\r\nHost: x\r\n{header}\r\n\
+                 Connection: close\r\n\r\n"
+            ),
+            Vec::new(),
+        )
+    };
+    let mut trusting = Serve::start(
+        guests::HTTP_HOSTILE,
+        &[
+            "--trust-request-id",
+            &format!("--audit={}", trail.display()),
+        ],
+    )
+    .await;
+    let given = trap(trusting.addr, "X-Request-Id: edge-7f3a:42").await;
+    assert_eq!(given.failed_request(), "edge-7f3a:42");
+    trusting
+        .wait_for_stderr("moat: request edge-7f3a:42 (GET /upload-then-trap from 127.0.0.1) failed")
+        .await;
+    let traced = trap(
+        trusting.addr,
+        "traceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+    )
+    .await;
+    assert_eq!(traced.failed_request(), "4bf92f3577b34da6a3ce929d0e0e4736");
+    let odd = trap(trusting.addr, "X-Request-Id: two words").await;
+    assert_ne!(odd.failed_request(), "two", "a malformed id is not taken");
+    trusting.terminate();
+    assert_eq!(trusting.exited().await.code(), Some(0));
+    let records = crate::audit::records(&trail);
+    assert!(
+        records
+            .iter()
+            .any(|r| r["decision"] == "denied" && r["incoming"]["id"] == "edge-7f3a:42"),
+        "{records:#?}"
+    );
+
+    let doubting = Serve::start(guests::HTTP_HOSTILE, &[]).await;
+    let ignored = trap(doubting.addr, "X-Request-Id: edge-7f3a:42").await;
+    assert_ne!(
+        ignored.failed_request(),
+        "edge-7f3a:42",
+        "not trusted by default"
+    );
+}
+
 /// One client address's requests, however many, fill the trail no faster
 /// than its rate (--max-audit-rate-per-client) once they took a first
 /// request's share: a `client-rate-full` record says so (once per run of
