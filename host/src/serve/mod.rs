@@ -81,7 +81,8 @@
 //! | `moat_build_info`, `moat_handler_info` (1, for the handler served now) | gauge | `version`; `file`, `sha256` |
 //!
 //! Every series is there from the start, at 0. The same address answers
-//! `GET /healthz` (200) and `GET /readyz` (200, 503 once stopping).
+//! `GET /healthz` (200) and `GET /readyz` (200; once stopping, the
+//! address closes).
 //!
 //! No label is one a client or guest can multiply: `method` is one of the
 //! nine methods of RFC 9110 and PATCH, or `other`; `status` is the class

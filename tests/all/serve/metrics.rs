@@ -393,6 +393,60 @@ async fn serve_metrics_are_all_there_at_zero_before_the_first_request() {
     }
 }
 
+/// Issue 57: `/readyz` says ready while the server serves and stops
+/// answering once it is stopping (the metrics address closes with the
+/// stop, while a request in flight finishes): a load balancer sends no
+/// new request to a server that is going.
+#[tokio::test]
+async fn serve_readyz_stops_answering_once_the_server_is_stopping() {
+    let mut server = Serve::start(
+        guests::HTTP_HOSTILE,
+        &[
+            "--metrics=127.0.0.1:0",
+            "--timeout=60s",
+            "--shutdown-timeout=30s",
+        ],
+    )
+    .await;
+    let readyz = metrics_url(&server).replace("/metrics", "/readyz");
+    let ask = |url: String| async move {
+        let out = within(
+            "curl /readyz",
+            Command::new("curl")
+                .args(["-sS", "--max-time", "5", "--write-out", "%{http_code}"])
+                .arg(url)
+                .output(),
+        )
+        .await
+        .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    assert_eq!(
+        ask(readyz.clone()).await,
+        (Some(0), "ready\n200".to_owned())
+    );
+    // A request in flight keeps the process up after the stop.
+    let _slow = super::requests::slow_stream(server.addr).await;
+    server.terminate();
+    server
+        .wait_for_stderr("moat: stopping: finishing the requests in flight")
+        .await;
+    let mut refused = None;
+    for _ in 0..100 {
+        let (code, _) = ask(readyz.clone()).await;
+        // curl's 7: could not connect.
+        if code == Some(7) {
+            refused = code;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(refused, Some(7), "/readyz still answered while stopping");
+}
+
 /// A request body the client holds back keeps the only instance busy, and
 /// the next request waits for it: the scrape shows one busy and one
 /// waiting, then neither once the first client goes away and the second

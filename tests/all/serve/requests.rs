@@ -531,7 +531,7 @@ async fn serve_echoes_64_clients_at_once_each_its_own_body() {
 
 /// A client of http-hostile's `/slow` (a tick every 100 ms, without end),
 /// once the response's head has come.
-async fn slow_stream(addr: SocketAddr) -> BufReader<TcpStream> {
+pub(super) async fn slow_stream(addr: SocketAddr) -> BufReader<TcpStream> {
     let mut client = BufReader::new(TcpStream::connect(addr).await.unwrap());
     client
         .get_mut()
