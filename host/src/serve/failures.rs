@@ -31,6 +31,14 @@ pub(crate) const FAILURE_LINES_PER_SECOND: u32 = 10;
 /// there. A path may be as long as a request's head (64 KiB by default).
 const PATH_SHOWN: usize = 200;
 
+/// The longest part of a method a failure line shows (a client may make
+/// one up, as long as the head).
+const METHOD_SHOWN: usize = 32;
+
+/// The longest part of what happened a failure line shows: a handler's
+/// own error code may carry a message of the guest's, of any length.
+const WHY_SHOWN: usize = 300;
+
 /// Gives each request of a server its id.
 pub(crate) struct RequestIds {
     prefix: String,
@@ -164,23 +172,25 @@ impl FailureLines {
         drop(window);
         let _ = write!(
             text,
-            "moat: request {} ({} {} from {}) failed: {why}",
+            "moat: request {} ({} {} from {}) failed: {}",
             request.id,
-            request.method,
-            shown_path(&request.path),
+            shown(&request.method, METHOD_SHOWN),
+            shown(&request.path, PATH_SHOWN),
             request.peer.to_canonical(),
+            shown(why, WHY_SHOWN),
         );
         Some(text)
     }
 }
 
-/// `path` as a line shows it: control characters escaped (a client's
-/// bytes never move a terminal's cursor), at most [`PATH_SHOWN`]
-/// characters and a note of how many more.
-fn shown_path(path: &str) -> String {
+/// `text` (a client's or a guest's) as a line shows it: control
+/// characters escaped (their bytes never move a terminal's cursor or start
+/// a line of their own), at most `max` characters and a note of how many
+/// more.
+fn shown(text: &str, max: usize) -> String {
     let mut shown = String::new();
-    let mut chars = path.chars();
-    for c in chars.by_ref().take(PATH_SHOWN) {
+    let mut chars = text.chars();
+    for c in chars.by_ref().take(max) {
         if c.is_control() {
             shown.extend(c.escape_default());
         } else {
@@ -218,9 +228,18 @@ mod tests {
             )
         );
         assert_eq!(
-            shown_path(&"a".repeat(PATH_SHOWN + 5)),
+            shown(&"a".repeat(PATH_SHOWN + 5), PATH_SHOWN),
             format!("{}... (5 more characters)", "a".repeat(PATH_SHOWN))
         );
+        // What happened may be a guest's own text: escaped and cut too.
+        let why = format!(
+            "the handler failed:\nmoat: forged {}",
+            "x".repeat(WHY_SHOWN)
+        );
+        let line = lines.line(&request(), &why, Instant::now()).unwrap();
+        assert_eq!(line.lines().count(), 1, "{line}");
+        assert!(line.contains(r"failed:\nmoat: forged xx"), "{line}");
+        assert!(line.ends_with("... (33 more characters)"), "{line}");
     }
 
     #[test]
