@@ -1,14 +1,15 @@
 //! The `process_*` series Prometheus's own clients export, for `moat
 //! serve --metrics`: CPU, resident and virtual memory, start time, open
-//! and most descriptors. Read from `/proc/self` at each scrape; a figure
-//! that cannot be read is left out of that scrape rather than reported
-//! as 0.
+//! and most descriptors. Read at each scrape (CPU from the process's CPU
+//! clock, the rest from `/proc/self`); a figure that cannot be read is
+//! left out of that scrape rather than reported as 0.
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::Unit;
+use rustix::time::{ClockId, clock_gettime};
 
 use super::metrics::gauge;
 
@@ -16,7 +17,7 @@ use super::metrics::gauge;
 #[derive(Debug)]
 pub(crate) struct Process;
 
-/// What `/proc/self/stat` says, in seconds and bytes.
+/// The process's figures at one scrape, in seconds and bytes.
 struct Stat {
     cpu_seconds: f64,
     start_time_seconds: Option<f64>,
@@ -40,8 +41,13 @@ impl Stat {
                 .find_map(|l| l.strip_prefix("btime "))
                 .and_then(|b| b.trim().parse::<u64>().ok())
         });
+        // CPU time from the process's CPU clock (nanoseconds), not from
+        // utime and stime in the file: those are whole clock ticks (10 ms),
+        // and a server that started from the compile cache has often used
+        // less than one, so it read 0 seconds.
+        let cpu = clock_gettime(ClockId::ProcessCPUTime);
         Some(Stat {
-            cpu_seconds: (field(14)? + field(15)?) as f64 / ticks,
+            cpu_seconds: cpu.tv_sec as f64 + cpu.tv_nsec as f64 / 1e9,
             start_time_seconds: boot
                 .zip(field(22))
                 .map(|(boot, start)| boot as f64 + start as f64 / ticks),

@@ -360,6 +360,14 @@ async fn serve_metrics_are_all_there_at_zero_before_the_first_request() {
                 scraped.named(family)
             );
         }
+        // CPU time is read to the nanosecond: clock ticks (10 ms) read 0
+        // for a server started from the compile cache, and every figure
+        // they give is a whole number of hundredths.
+        let cpu = scraped.get("process_cpu_seconds_total{}");
+        assert!(
+            ((cpu * 100.0) - (cpu * 100.0).round()).abs() > 1e-9,
+            "process_cpu_seconds_total {cpu} is whole clock ticks"
+        );
         let handler = scraped.named("moat_handler_info");
         assert_eq!(handler.len(), 1, "{handler:?}");
         assert!(
