@@ -1,0 +1,25 @@
+/*
+   Copyright The containerd Authors.
+
+   Licensed under the Apache License, Version 2.0 (the "License");
+   you may not use this file except in compliance with the License.
+   You may obtain a copy of the License at
+
+       http://www.apache.org/licenses/LICENSE-2.0
+
+   Unless required by applicable law or agreed to in writing, software
+   distributed under the License is distributed on an "AS IS" BASIS,
+   WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+   See the License for the specific language governing permissions and
+   limitations under the License.
+*/
+
+//! VENDORED CODE FROM containerd-shim v0.8.0
+//!
+//! This module contains vendored code from the containerd-shim crate.
+//! It should be replaced with the upstream version when a new release is available.
+//!
+//! Source: https://github.com/containerd/rust-extensions/tree/shim-v0.8.0/crates/shim
+
+pub mod logger;
+mod sys;
