@@ -5,8 +5,11 @@
 //!
 //! ```text
 //! cargo build --release -p containerd-shim-moat --bin containerd-shim-moat-v1 --example density
-//! sudo target/release/examples/density 50 [path/to/py-handler.wasm]
+//! sudo target/release/examples/density [--containerd 1.7.24|2.1.9] 50 [path/to/py-handler.wasm]
 //! ```
+//!
+//! `--containerd` runs the node on a release `tests/shim/fetch-containerd`
+//! fetches (into `target/containerd/`) instead of the system's.
 //!
 //! 1. **Starts**: for each kind of pod, `ROUNDS` pods one after another,
 //!    each removed before the next: a runc pod running busybox's `nc` as
@@ -219,7 +222,20 @@ async fn density(node: &Arc<Node>, kind: Kind, n: usize, shim_binary: &str) {
 
 #[tokio::main]
 async fn main() {
-    let mut args = std::env::args().skip(1);
+    let mut args = std::env::args().skip(1).peekable();
+    let containerd = match args.peek().map(String::as_str) {
+        Some("--containerd") => {
+            args.next();
+            let upstream = args.next().expect("--containerd VERSION");
+            shim_support::Release::fetched(&upstream)
+        }
+        _ => shim_support::Release::system(),
+    };
+    let containerd = containerd.unwrap_or_else(|why| {
+        eprintln!("density: {why}");
+        std::process::exit(2);
+    });
+    eprintln!("density: {}", containerd.name);
     let n: usize = args
         .next()
         .map(|a| a.parse().expect("N is a number"))
@@ -239,7 +255,7 @@ async fn main() {
         "build the shim first: {}",
         release.display()
     );
-    let mut node = Node::start(release, 9, true).await;
+    let mut node = Node::start(release, 9, true, &containerd).await;
     node.retry = true;
     let node = Arc::new(node);
     node.import(

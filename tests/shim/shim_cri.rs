@@ -8,7 +8,7 @@
 //! `support::cri`'s.
 
 use crate::support::cri::{App, Node, busybox_layer};
-use crate::support::{self, Entry};
+use crate::support::{self, Entry, Release};
 
 use std::path::Path;
 
@@ -20,18 +20,37 @@ use moat_guests as guests;
 /// `MOAT_LOG` that shows what the compiled-code cache did.
 const CACHE_LOG: &str = "warn,moat_host::cache=debug";
 
-/// A CRI node for `test`, or `None` (the test skips) where this machine
-/// cannot run one.
-async fn node(test: &str, n: u8, restrict_oom_score_adj: bool) -> Option<Node> {
+/// A CRI node of containerd `release` (the system's when `None`) for
+/// `test`, or `None` (the test skips) where this machine cannot run one or
+/// the release cannot be fetched.
+async fn node(
+    test: &str,
+    n: u8,
+    restrict_oom_score_adj: bool,
+    release: Option<&str>,
+) -> Option<Node> {
     if support::skip_unless(test, support::cri::cannot_run_cri()) {
         return None;
     }
+    let release = match release {
+        None => Release::system(),
+        Some(upstream) => Release::fetched(upstream),
+    };
+    let release = match release {
+        Ok(release) => release,
+        Err(why) => {
+            support::skip_unless(test, Some(why));
+            return None;
+        }
+    };
+    eprintln!("{test}: {}", release.name);
     let shim = Path::new(env!("CARGO_BIN_EXE_containerd-shim-moat-v1"));
     Some(
         Node::start(
             shim.parent().expect("a directory"),
             n,
             restrict_oom_score_adj,
+            &release,
         )
         .await,
     )
@@ -78,11 +97,45 @@ fn reached(listener: &std::net::TcpListener) -> usize {
     }
 }
 
-/// The whole path kubelet takes, for a moat pod and a runc pod on one
-/// containerd.
+/// On Debian 12's containerd 1.6.20, the system's.
 #[tokio::test(flavor = "multi_thread")]
-async fn moat_pods_run_under_the_cri_path_as_kubelet_drives_it() {
-    let Some(node) = node("moat_pods_run_under_the_cri_path", 0, true).await else {
+async fn moat_pods_run_under_the_cri_path_of_containerd_1_6() {
+    pods_under_the_cri_path(
+        "moat_pods_run_under_the_cri_path_of_containerd_1_6",
+        0,
+        None,
+    )
+    .await;
+}
+
+/// On Debian 13's containerd 1.7.24, fetched beside the system's.
+#[tokio::test(flavor = "multi_thread")]
+async fn moat_pods_run_under_the_cri_path_of_containerd_1_7() {
+    pods_under_the_cri_path(
+        "moat_pods_run_under_the_cri_path_of_containerd_1_7",
+        2,
+        Some("1.7.24"),
+    )
+    .await;
+}
+
+/// On Debian unstable's containerd 2.1.9, with its version-3
+/// configuration, fetched beside the system's.
+#[tokio::test(flavor = "multi_thread")]
+async fn moat_pods_run_under_the_cri_path_of_containerd_2_1() {
+    pods_under_the_cri_path(
+        "moat_pods_run_under_the_cri_path_of_containerd_2_1",
+        3,
+        Some("2.1.9"),
+    )
+    .await;
+}
+
+/// The whole path kubelet takes, for a moat pod and a runc pod on one
+/// containerd (`release`, the system's when `None`; `n` tells the test's
+/// node apart).
+async fn pods_under_the_cri_path(test: &str, n: u8, release: Option<&str>) {
+    let Some(node) = node(test, n, true, release).await else {
         return;
     };
     let payload: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
@@ -146,6 +199,44 @@ async fn moat_pods_run_under_the_cri_path_as_kubelet_drives_it() {
         .await;
     let back = echo(&node, &format!("{}:8080", pod.ip), &payload).await;
     assert!(back == payload, "moat pod: {} bytes back", back.len());
+
+    // A wasm OCI image (the component a layer of type application/wasm,
+    // no root filesystem): containerd 1.7 and later import it, leaving the
+    // layer out of the unpack, and the shim reads it. containerd 1.6 fails
+    // the import (or a pull) as it unpacks, after it has recorded the
+    // image: CRI then knows the image, as kubelet's next try finds it, and
+    // a container of it runs (its root filesystem an empty snapshot).
+    let layered = "localhost/moat-echo-layer:cri";
+    let archive = support::wasm_layer_image(
+        node.work.path(),
+        layered,
+        &echo_server,
+        &["echo-server.wasm"],
+    );
+    let imported = node.try_import_archive(layered, &archive).await;
+    if node.containerd.release().runs_wasm_layers() {
+        imported.expect("containerd 1.7 and later import a wasm-layer image");
+    } else {
+        let why = imported.expect_err("containerd 1.6 cannot unpack a wasm-layer image");
+        assert!(
+            why.contains("mismatched image rootfs and manifest layers"),
+            "{why}"
+        );
+    }
+    node.start_container(
+        &mut pod,
+        App {
+            name: "layered",
+            attempt: 0,
+            image: layered,
+            command: &["echo-server.wasm", "0.0.0.0:8082"],
+            env: &[("MOAT_ALLOW_LISTEN", "0.0.0.0:8082")],
+            mounts: Vec::new(),
+        },
+    )
+    .await;
+    let back = echo(&node, &format!("{}:8082", pod.ip), &payload).await;
+    assert!(back == payload, "wasm-layer pod: {} bytes back", back.len());
 
     // A second container of the pod: granted a connect to the node, it
     // connects; ungranted, it is refused before any socket exists, and so
@@ -335,6 +426,20 @@ async fn moat_pods_run_under_the_cri_path_as_kubelet_drives_it() {
         .expect("RemoveContainer");
 
     node.remove_pod(&pod).await;
+    // containerd logged no error in the pods' whole lives. (Before the
+    // shim answered a kill of an exited task "not found", as runc's shim
+    // does, 1.7 and 2.x logged "ttrpc: received message on inactive
+    // stream" 3 to 8 times here.)
+    let log = node.containerd.log();
+    let errors: Vec<&str> = log
+        .lines()
+        .filter(|line| line.contains("level=error"))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "{}: {errors:#?}",
+        node.containerd.release().name
+    );
 }
 
 /// Where the node's containerd cannot lower a sandbox's OOM score (root
@@ -352,7 +457,7 @@ async fn a_sandbox_that_cannot_get_its_oom_score_says_so() {
         eprintln!("skipping {test}: this process may lower its OOM score (CAP_SYS_RESOURCE)");
         return;
     }
-    let Some(node) = node(test, 1, false).await else {
+    let Some(node) = node(test, 1, false, None).await else {
         return;
     };
     let config = node.pod_config("oom");

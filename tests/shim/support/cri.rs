@@ -10,7 +10,7 @@
 //! What kubelet does and this does not: pull images (they are imported
 //! with `ctr`), run probes, or set pods' security contexts and resources.
 
-use super::{Containerd, Entry};
+use super::{Containerd, Entry, Release};
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -79,10 +79,15 @@ pub struct Node {
 }
 
 impl Node {
-    /// A node whose containerd finds `containerd-shim-moat-v1` in
-    /// `shim_dir`; `n` tells apart the nodes of concurrent tests, and
+    /// A node of containerd `release` that finds `containerd-shim-moat-v1`
+    /// in `shim_dir`; `n` tells apart the nodes of concurrent tests, and
     /// `restrict_oom_score_adj` is containerd's CRI setting.
-    pub async fn start(shim_dir: &Path, n: u8, restrict_oom_score_adj: bool) -> Node {
+    pub async fn start(
+        shim_dir: &Path,
+        n: u8,
+        restrict_oom_score_adj: bool,
+        release: &Release,
+    ) -> Node {
         let work = tempfile::tempdir().expect("a temporary directory");
         let pid = std::process::id();
         let bridge = format!("mcri{}{n}", pid % 100_000);
@@ -109,28 +114,8 @@ impl Node {
             .to_string(),
         )
         .expect("the CNI configuration");
-        let cri = format!(
-            r#"[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "{PAUSE_IMAGE}"
-  # Root here lacks CAP_SYS_RESOURCE, so a sandbox's oom_score_adj of -998
-  # cannot be set (a real node does not need this).
-  restrict_oom_score_adj = {restrict_oom_score_adj}
-  stream_server_address = "127.0.0.1"
-  stream_server_port = "0"
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "overlayfs"
-    default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-      runtime_type = "io.containerd.runc.v2"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.moat]
-      runtime_type = "io.containerd.moat.v1"
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "/usr/lib/cni"
-    conf_dir = "{}"
-"#,
-            cni.display()
-        );
-        let containerd = Containerd::start_with(None, shim_dir, Some(&cri));
+        let cri = cri_config(release, &cni, restrict_oom_score_adj);
+        let containerd = Containerd::start_with(None, shim_dir, Some(&cri), release);
         let socket = containerd.socket().to_path_buf();
         let channel = Endpoint::try_from("http://[::]:0")
             .expect("an endpoint")
@@ -173,18 +158,30 @@ impl Node {
     /// namespace, and waits until CRI knows it.
     pub async fn import(&self, image: &str, entries: &[Entry<'_>], entrypoint: &[&str]) {
         let archive = super::rootfs_image(self.work.path(), image, entries, entrypoint, &[]);
+        self.import_archive(image, &archive).await;
+    }
+
+    /// Imports the image archive `archive` (named `image`) into CRI's
+    /// namespace, and waits until CRI knows it.
+    pub async fn import_archive(&self, image: &str, archive: &Path) {
+        if let Err(why) = self.try_import_archive(image, archive).await {
+            panic!("ctr image import {image}: {why}");
+        }
+    }
+
+    /// As [`Node::import_archive`], what `ctr image import` said when it
+    /// fails.
+    pub async fn try_import_archive(&self, image: &str, archive: &Path) -> Result<(), String> {
         let out = self
             .containerd
             .ctr(NAMESPACE)
             .args(["image", "import", "--all-platforms"])
-            .arg(&archive)
+            .arg(archive)
             .output()
             .expect("ctr runs");
-        assert!(
-            out.status.success(),
-            "ctr image import {image}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        if !out.status.success() {
+            return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+        }
         let images = self.images.clone();
         self.until(&format!("CRI knows {image}"), || {
             let mut images = images.clone();
@@ -200,6 +197,7 @@ impl Node {
             }
         })
         .await;
+        Ok(())
     }
 
     /// Polls `check` until it gives a value; fails the test with
@@ -586,6 +584,61 @@ pub struct Pod {
 /// The namespaces kubelet asks for, for a pod without `hostNetwork`,
 /// `hostIPC` or `shareProcessNamespace`: the pod's network and IPC, a PID
 /// namespace for each container.
+/// The CRI plugin's tables for `release`: the node's pause image, runc
+/// and moat as runtimes, the pod network's CNI configuration in `cni`.
+/// containerd 1.x reads them under `io.containerd.grpc.v1.cri` (version 2
+/// of the file); 2.x splits them among `io.containerd.cri.v1.images`,
+/// `io.containerd.cri.v1.runtime` and `io.containerd.grpc.v1.cri` (the
+/// streaming server) in version 3, where the pause image is a pinned
+/// image and CNI takes a list of plugin directories.
+fn cri_config(release: &Release, cni: &Path, restrict_oom_score_adj: bool) -> String {
+    // Root here lacks CAP_SYS_RESOURCE, so a sandbox's oom_score_adj of
+    // -998 cannot be set (a real node does not need the setting).
+    let cni = cni.display();
+    if release.config_version() >= 3 {
+        format!(
+            r#"[plugins."io.containerd.cri.v1.images"]
+  snapshotter = "overlayfs"
+  [plugins."io.containerd.cri.v1.images".pinned_images]
+    sandbox = "{PAUSE_IMAGE}"
+[plugins."io.containerd.cri.v1.runtime"]
+  restrict_oom_score_adj = {restrict_oom_score_adj}
+  [plugins."io.containerd.cri.v1.runtime".containerd]
+    default_runtime_name = "runc"
+    [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+    [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.moat]
+      runtime_type = "io.containerd.moat.v1"
+  [plugins."io.containerd.cri.v1.runtime".cni]
+    bin_dirs = ["/usr/lib/cni"]
+    conf_dir = "{cni}"
+[plugins."io.containerd.grpc.v1.cri"]
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+"#
+        )
+    } else {
+        format!(
+            r#"[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "{PAUSE_IMAGE}"
+  restrict_oom_score_adj = {restrict_oom_score_adj}
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.moat]
+      runtime_type = "io.containerd.moat.v1"
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = "{cni}"
+"#
+        )
+    }
+}
+
 fn kubelet_namespaces() -> NamespaceOption {
     NamespaceOption {
         network: NamespaceMode::Pod as i32,

@@ -9,6 +9,9 @@
 #![allow(dead_code)]
 
 pub mod cri;
+pub mod release;
+
+pub use release::Release;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -66,25 +69,6 @@ pub fn skip_unless(test: &str, why_not: Option<String>) -> bool {
             true
         }
     }
-}
-
-/// The (major, minor) version of the installed containerd.
-pub fn containerd_version() -> Option<(u32, u32)> {
-    let out = Command::new("containerd").arg("--version").output().ok()?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    // "containerd github.com/containerd/containerd 1.6.20~ds1 ..."
-    let version = text.split_whitespace().nth(2)?.trim_start_matches('v');
-    let mut parts = version.split(['.', '~', '-']);
-    Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
-}
-
-/// Whether containerd runs images whose layers are not filesystem diffs
-/// (a wasm component, a moat policy). containerd 1.6 unpacks every image
-/// it imports or runs and refuses one whose layers outnumber its rootfs
-/// diffs ("mismatched image rootfs and manifest layers"); 1.7 leaves such
-/// layers out of the unpack.
-pub fn runs_wasm_layers() -> bool {
-    containerd_version().is_some_and(|v| v >= (1, 7))
 }
 
 /// `sha256:` and the hex of `bytes`' SHA-256, as OCI digests (and moat's
@@ -207,11 +191,51 @@ pub fn rootfs_image(
     archive
 }
 
+/// A wasm OCI image archive (for `ctr image import`), as runwasi's shims
+/// and wasm OCI tooling lay one out: `component` as a layer of media type
+/// `application/wasm` (not a filesystem diff, so the image has no root
+/// filesystem), its configuration's architecture `wasm` and OS `wasip2`,
+/// `entrypoint` the process's first argument.
+pub fn wasm_layer_image(dir: &Path, name: &str, component: &[u8], entrypoint: &[&str]) -> PathBuf {
+    use oci_spec::image::{
+        Arch, ConfigBuilder, ImageConfigurationBuilder, MediaType, Os, RootFsBuilder,
+    };
+    let file = name.replace(['/', ':'], "_");
+    let layer = dir.join(format!("{file}.wasm"));
+    std::fs::write(&layer, component).expect("the component layer");
+    let mut builder = moat_oci_archive::Builder::default();
+    builder.add_layer_with_media_type(&layer, "application/wasm".to_owned());
+    let config = ConfigBuilder::default()
+        .entrypoint(entrypoint.iter().map(|w| w.to_string()).collect::<Vec<_>>())
+        .build()
+        .expect("an image config");
+    let image = ImageConfigurationBuilder::default()
+        .config(config)
+        .os(Os::Other("wasip2".to_owned()))
+        .architecture(Arch::Wasm)
+        .rootfs(
+            RootFsBuilder::default()
+                .typ("layers")
+                .diff_ids(Vec::<String>::new())
+                .build()
+                .expect("rootfs"),
+        )
+        .build()
+        .expect("an image configuration");
+    builder.add_config(image, name.to_owned(), MediaType::ImageConfig);
+    let archive = dir.join(format!("{file}.tar"));
+    builder
+        .build(std::fs::File::create(&archive).expect("the archive"))
+        .expect("the archive is written");
+    archive
+}
+
 /// A running containerd.
 pub struct Containerd {
     child: Child,
     dir: tempfile::TempDir,
     socket: PathBuf,
+    release: Release,
 }
 
 impl Containerd {
@@ -219,14 +243,22 @@ impl Containerd {
     /// directory when `None`), with `shim_dir` first on its PATH so that it
     /// finds `containerd-shim-moat-v1` there.
     pub fn start(socket: Option<&Path>, shim_dir: &Path) -> Containerd {
-        Containerd::start_with(socket, shim_dir, None)
+        let release = Release::system().expect("the system's containerd");
+        Containerd::start_with(socket, shim_dir, None, &release)
     }
 
-    /// As [`Containerd::start`], with containerd's CRI plugin on and
-    /// `cri` (TOML tables under `[plugins."io.containerd.grpc.v1.cri"]`,
-    /// `{d}` standing for containerd's own directory) as its
-    /// configuration; with `None`, the plugin is off.
-    pub fn start_with(socket: Option<&Path>, shim_dir: &Path, cri: Option<&str>) -> Containerd {
+    /// As [`Containerd::start`], containerd `release`, with its CRI plugin
+    /// on and `cri` (its plugins' TOML tables, in the configuration
+    /// version the release reads, `{d}` standing for containerd's own
+    /// directory) as its configuration; with `None`, the plugin is off.
+    /// The release's own binaries come before the system's on its PATH
+    /// (its runc shim is the one it starts).
+    pub fn start_with(
+        socket: Option<&Path>,
+        shim_dir: &Path,
+        cri: Option<&str>,
+        release: &Release,
+    ) -> Containerd {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let socket = socket
             .map(Path::to_path_buf)
@@ -239,11 +271,12 @@ impl Containerd {
         let plugins = match cri {
             // The CRI plugin serves kubelets; these tests talk to
             // containerd directly.
+            None if release.config_version() >= 3 => r#"disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.cri.v1.runtime", "io.containerd.cri.v1.images"]"#.to_owned(),
             None => r#"disabled_plugins = ["io.containerd.grpc.v1.cri"]"#.to_owned(),
             Some(cri) => cri.replace("{d}", &d.to_string()),
         };
         let config = format!(
-            r#"version = 2
+            r#"version = {version}
 root = "{d}/root"
 state = "{d}/state"
 {plugins}
@@ -257,13 +290,18 @@ state = "{d}/state"
 [debug]
   address = "{d}/debug.sock"
 "#,
-            socket = socket.display()
+            socket = socket.display(),
+            version = release.config_version(),
         );
         std::fs::write(dir.path().join("config.toml"), config).expect("the configuration");
         let log = std::fs::File::create(dir.path().join("containerd.log")).expect("the log");
-        let path = std::env::join_paths(std::iter::once(shim_dir.to_path_buf()).chain(
-            std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()),
-        ))
+        let path = std::env::join_paths(
+            std::iter::once(shim_dir.to_path_buf())
+                .chain(release.bin.clone())
+                .chain(std::env::split_paths(
+                    &std::env::var_os("PATH").unwrap_or_default(),
+                )),
+        )
         .expect("a PATH");
         // The shim's node settings: a compiled-code cache of this
         // containerd's own.
@@ -273,7 +311,8 @@ state = "{d}/state"
             format!("cache-dir = \"{}/moat-cache\"\n", dir.path().display()),
         )
         .expect("the shim's settings");
-        let child = Command::new("containerd")
+        let child = release
+            .command("containerd")
             .args(["--log-level", "debug"])
             .arg("--config")
             .arg(dir.path().join("config.toml"))
@@ -284,7 +323,12 @@ state = "{d}/state"
             .stderr(log)
             .spawn()
             .expect("containerd starts");
-        let mut containerd = Containerd { child, dir, socket };
+        let mut containerd = Containerd {
+            child,
+            dir,
+            socket,
+            release: release.clone(),
+        };
         let started = Instant::now();
         loop {
             if std::os::unix::net::UnixStream::connect(&containerd.socket).is_ok() {
@@ -302,6 +346,11 @@ state = "{d}/state"
             std::thread::sleep(Duration::from_millis(20));
         }
         containerd
+    }
+
+    /// Which containerd it is.
+    pub fn release(&self) -> &Release {
+        &self.release
     }
 
     /// Its socket.
@@ -326,7 +375,7 @@ state = "{d}/state"
 
     /// `ctr` against this containerd, in `namespace`.
     pub fn ctr(&self, namespace: &str) -> Command {
-        let mut ctr = Command::new("ctr");
+        let mut ctr = self.release.command("ctr");
         ctr.arg("--address")
             .arg(&self.socket)
             .arg("--namespace")

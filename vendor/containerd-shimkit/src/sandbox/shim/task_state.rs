@@ -1,4 +1,4 @@
-use crate::sandbox::Error::FailedPrecondition;
+use crate::sandbox::Error::{FailedPrecondition, NotFound};
 use crate::sandbox::Result;
 
 #[derive(Debug, Clone, Copy)]
@@ -24,6 +24,13 @@ impl TaskState {
     pub fn kill(&mut self) -> Result<()> {
         *self = match self {
             Self::Started => Ok(Self::Started),
+            // As containerd's runc shim answers: containerd's
+            // `WithProcessKill` then waits for the `Wait` it sent beside
+            // the kill instead of cancelling it (which, with a
+            // FailedPrecondition, it did: the shim's answer to that `Wait`
+            // then came on a stream the client had dropped, and containerd
+            // 1.7 and 2.x log "received message on inactive stream").
+            Self::Exited | Self::Deleting => Err(NotFound("process already finished".to_owned())),
             _ => state_transition_error(*self, "Killing"),
         }?;
         Ok(())
