@@ -419,3 +419,57 @@ fn the_embedding_page_shows_the_program_that_is_built() {
     let demo = std::fs::read_to_string(root().join("demo.sh")).unwrap();
     assert!(demo.contains("target/debug/quickstart"), "demo.sh runs it");
 }
+
+/// Issue 58: a manifest or installer file of deploy/ that sends its reader
+/// to `docs/PAGE.md, "Heading"` (or `the README, "Heading"`) names a page
+/// and heading that exist (before, three manifests pointed at a README
+/// section that had moved). Comment lines are joined, so that a reference
+/// may wrap.
+#[test]
+fn every_reference_of_deploy_to_the_docs_leads_to_a_heading() {
+    let mut wrong = Vec::new();
+    let mut checked = 0;
+    let mut files = vec![root().join("deploy")];
+    while let Some(path) = files.pop() {
+        if path.is_dir() {
+            files.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        let joined: String = text
+            .lines()
+            .map(|l| l.trim().trim_start_matches('#').trim())
+            .collect::<Vec<_>>()
+            .join(" ");
+        for (prefix, page) in [("docs/", None), ("the README, \"", Some("README.md"))] {
+            for (at, _) in joined.match_indices(prefix) {
+                let rest = &joined[at + prefix.len()..];
+                let (page, heading) = match page {
+                    Some(page) => (page.to_owned(), rest.split('"').next().unwrap()),
+                    None => {
+                        let Some((page, after)) = rest.split_once(".md, \"") else {
+                            continue;
+                        };
+                        if page.contains(' ') {
+                            continue;
+                        }
+                        (format!("docs/{page}.md"), after.split('"').next().unwrap())
+                    }
+                };
+                checked += 1;
+                let Ok(target) = std::fs::read_to_string(root().join(&page)) else {
+                    wrong.push(format!("{}: {page} is not there", path.display()));
+                    continue;
+                };
+                if !headings(&target).iter().any(|h| h == heading) {
+                    wrong.push(format!(
+                        "{}: {page} has no heading {heading:?}",
+                        path.display()
+                    ));
+                }
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    assert!(checked >= 3, "the references were found ({checked})");
+}
