@@ -75,6 +75,11 @@ pub struct NodeSettings {
     pub compile_timeout: std::time::Duration,
     /// The CPUs' time that process may take ([`DEFAULT_COMPILE_CPUS`]).
     pub compile_cpus: u32,
+    /// The Kubernetes namespaces whose pods may set `MOAT_OBSERVE` (let
+    /// through what their grants refuse, recording each as would-deny):
+    /// none unless the node's operator names them, since observe mode
+    /// does not contain the program.
+    pub observe_namespaces: Vec<String>,
 }
 
 /// The memory the process that compiles a tenant's component for the
@@ -104,6 +109,7 @@ impl Default for NodeSettings {
             max_compile_memory: DEFAULT_MAX_COMPILE_MEMORY,
             compile_timeout: DEFAULT_COMPILE_TIMEOUT,
             compile_cpus: DEFAULT_COMPILE_CPUS,
+            observe_namespaces: Vec::new(),
         }
     }
 }
@@ -120,7 +126,7 @@ pub enum SettingsError {
     /// A key the shim does not know.
     #[error(
         "{SETTINGS_FILE}: `{0}` is not a setting (the settings are cache-dir, max-cache-size, \
-         max-compile-memory, compile-timeout and compile-cpus)"
+         max-compile-memory, compile-timeout, compile-cpus and observe-namespaces)"
     )]
     Unknown(String),
     /// A value of the wrong kind or out of range.
@@ -142,7 +148,43 @@ fn size(key: &'static str, value: &toml::Value) -> Result<u64, SettingsError> {
     moat_host::settings::parse_size(text).map_err(|why| SettingsError::Value { key, why })
 }
 
+/// A list of Kubernetes namespace names (DNS labels: 1 to 63 of `a-z`,
+/// `0-9` and `-`, a letter or digit at each end).
+fn namespaces(key: &'static str, value: &toml::Value) -> Result<Vec<String>, SettingsError> {
+    let bad = |why: String| SettingsError::Value { key, why };
+    let list = value
+        .as_array()
+        .ok_or_else(|| bad("a list of namespaces, such as [\"agents-dev\"]".to_owned()))?;
+    list.iter()
+        .map(|item| {
+            let name = item
+                .as_str()
+                .ok_or_else(|| bad(format!("{item:?} is not a namespace's name")))?;
+            let label = (1..=63).contains(&name.len())
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && !name.starts_with('-')
+                && !name.ends_with('-');
+            if label {
+                Ok(name.to_owned())
+            } else {
+                Err(bad(format!(
+                    "{name:?} is not a Kubernetes namespace's name"
+                )))
+            }
+        })
+        .collect()
+}
+
 impl NodeSettings {
+    /// Whether a pod of Kubernetes namespace `namespace` may run in observe
+    /// mode: only one the node's operator named, and never a container CRI
+    /// did not place in a namespace.
+    pub fn allows_observe(&self, namespace: Option<&str>) -> bool {
+        namespace.is_some_and(|ns| self.observe_namespaces.iter().any(|n| n == ns))
+    }
+
     /// The settings in `text` (the file's contents).
     ///
     /// # Errors
@@ -195,6 +237,9 @@ impl NodeSettings {
                             key: "compile-cpus",
                             why: "a whole number of CPUs, 1 or more".to_owned(),
                         })?;
+                }
+                "observe-namespaces" => {
+                    settings.observe_namespaces = namespaces("observe-namespaces", value)?;
                 }
                 other => return Err(SettingsError::Unknown(other.to_owned())),
             }
@@ -630,6 +675,12 @@ mod tests {
     #[test]
     fn the_node_settings_are_read_strictly() {
         assert_eq!(NodeSettings::parse("").unwrap(), NodeSettings::default());
+        // Issue 56: observe mode is the node's to allow, by namespace.
+        let observe = NodeSettings::parse("observe-namespaces = [\"agents-dev\", \"ci\"]").unwrap();
+        assert!(observe.allows_observe(Some("ci")));
+        assert!(!observe.allows_observe(Some("default")));
+        assert!(!observe.allows_observe(None));
+        assert!(!NodeSettings::default().allows_observe(Some("ci")));
         let set =
             NodeSettings::parse("cache-dir = \"/srv/moat-cache\"\nmax-cache-size = \"512MiB\"\n")
                 .unwrap();
@@ -656,6 +707,16 @@ mod tests {
             ("compile-cpus = 0", "1 or more"),
             ("compile-cpus = \"2\"", "a whole number of CPUs"),
             ("cache-dir = ", "TOML"),
+            ("observe-namespaces = \"dev\"", "a list of namespaces"),
+            (
+                "observe-namespaces = [\"Dev\"]",
+                "not a Kubernetes namespace's name",
+            ),
+            (
+                "observe-namespaces = [\"-dev\"]",
+                "not a Kubernetes namespace's name",
+            ),
+            ("observe-namespaces = [3]", "not a namespace's name"),
         ] {
             let error = NodeSettings::parse(text).unwrap_err().to_string();
             assert!(

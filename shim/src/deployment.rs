@@ -188,12 +188,18 @@ pub enum DeploymentError {
         "MOAT_SECRET: secrets are not offered under the shim: a binding would read a value of the node's and choose where it goes, and the node has no setting yet that says which of its values a pod may bind"
     )]
     SecretUnderShim,
-    /// `MOAT_OBSERVE` is on: a pod spec may not turn its grants off
-    /// until the node's own settings say its pods may.
+    /// `MOAT_OBSERVE` is on in a pod the node's settings do not let run
+    /// so: a pod spec may not turn its grants off on its own.
     #[error(
-        "MOAT_OBSERVE: observe mode is not offered under the shim: it lets through what the grants refuse, and the node has no setting yet that says which of its pods may run so"
+        "MOAT_OBSERVE: this node lets no pod of this namespace run in observe mode (it lets through what the grants refuse); the node's operator names the namespaces that may in observe-namespaces of /etc/moat/shim.toml"
     )]
-    ObserveUnderShim,
+    ObserveNotAllowed,
+    /// `MOAT_OBSERVE` is on without `MOAT_AUDIT=-`: what observe mode
+    /// lets through would go unrecorded.
+    #[error(
+        "MOAT_OBSERVE: observe mode's record of what it let through is the audit trail: set MOAT_AUDIT=- too"
+    )]
+    ObserveWithoutAudit,
     /// The image's policy sets `audit`: where the trail goes is the pod
     /// spec's to say, not the image's.
     #[error(
@@ -407,10 +413,14 @@ impl Deployment {
     ///
     /// # Errors
     /// [`DeploymentError`]: the container must not start.
+    ///
+    /// `observe_allowed`: whether the node's settings let this pod run in
+    /// observe mode ([`crate::cache::NodeSettings::allows_observe`]).
     pub fn read(
         envs: &[String],
         image_env: &[String],
         layer: Option<&PolicyLayer>,
+        observe_allowed: bool,
     ) -> Result<Deployment, DeploymentError> {
         let mut from_env = Settings::new();
         let mut guest_env = Vec::new();
@@ -476,8 +486,11 @@ impl Deployment {
             if setting == Setting::Secret && !value.trim().is_empty() {
                 return Err(DeploymentError::SecretUnderShim);
             }
-            if setting == Setting::Observe && !matches!(value.trim(), "" | "false" | "0" | "no") {
-                return Err(DeploymentError::ObserveUnderShim);
+            if setting == Setting::Observe
+                && !matches!(value.trim(), "" | "false" | "0" | "no")
+                && !observe_allowed
+            {
+                return Err(DeploymentError::ObserveNotAllowed);
             }
             if setting == Setting::Audit && !matches!(value.trim(), "" | "-") {
                 return Err(DeploymentError::AuditFile {
@@ -526,8 +539,12 @@ impl Deployment {
                 parse_layer(layer)?
             }
         };
+        let settings = from_image.and(from_env);
+        if settings.policy.observes() && settings.audit.is_none() {
+            return Err(DeploymentError::ObserveWithoutAudit);
+        }
         Ok(Deployment {
-            settings: from_image.and(from_env),
+            settings,
             guest_env,
             dirs,
             http_addr,
@@ -588,7 +605,24 @@ mod tests {
 
     /// The deployment of a container whose image sets no environment.
     fn read(envs: &[String], layer: Option<&PolicyLayer>) -> Result<Deployment, DeploymentError> {
-        Deployment::read(envs, &[], layer)
+        Deployment::read(envs, &[], layer, false)
+    }
+
+    /// Issue 56: observe mode under the shim only where the node's
+    /// settings allow the pod's namespace, and only with its trail.
+    #[test]
+    fn observe_mode_is_the_nodes_to_allow_and_needs_the_trail() {
+        let asked = envs(&["MOAT_OBSERVE=1", "MOAT_AUDIT=-"]);
+        let e = Deployment::read(&asked, &[], None, false).unwrap_err();
+        assert!(matches!(e, DeploymentError::ObserveNotAllowed), "{e}");
+        assert!(e.to_string().contains("observe-namespaces"), "{e}");
+        let d = Deployment::read(&asked, &[], None, true).unwrap();
+        assert!(d.settings.policy.observes());
+        let e = Deployment::read(&envs(&["MOAT_OBSERVE=1"]), &[], None, true).unwrap_err();
+        assert!(matches!(e, DeploymentError::ObserveWithoutAudit), "{e}");
+        // Off is off, allowed or not.
+        let d = Deployment::read(&envs(&["MOAT_OBSERVE=false"]), &[], None, false).unwrap();
+        assert!(!d.settings.policy.observes());
     }
 
     fn envs(list: &[&str]) -> Vec<String> {
@@ -847,7 +881,7 @@ mod tests {
         ]);
         // What the container holds when the pod spec says nothing: the
         // image's entries, merged in.
-        let d = Deployment::read(&image_env, &image_env, None).unwrap();
+        let d = Deployment::read(&image_env, &image_env, None, false).unwrap();
         assert!(!allows(&d, Capability::Connect, "127.0.0.1", 80));
         assert!(!allows(&d, Capability::Listen, "0.0.0.0", 80));
         assert!(d.dirs.is_empty());
@@ -864,7 +898,7 @@ mod tests {
             "MOAT_ALLOW-LISTEN=*",
             "MOAT_IMAGE_POLICY=ignore",
         ]);
-        let d = Deployment::read(&pod, &image_env, None).unwrap();
+        let d = Deployment::read(&pod, &image_env, None, false).unwrap();
         assert!(allows(&d, Capability::Connect, "db.internal", 5432));
         assert!(!allows(&d, Capability::Connect, "127.0.0.1", 80));
         assert!(!allows(&d, Capability::Listen, "0.0.0.0", 80));
@@ -924,7 +958,7 @@ mod tests {
         );
         // The image's own MOAT_HTTP_ADDR serves nothing: the pod spec grants.
         let own = envs(&["MOAT_HTTP_ADDR=0.0.0.0:80"]);
-        let d = Deployment::read(&own, &own, None).unwrap();
+        let d = Deployment::read(&own, &own, None, false).unwrap();
         assert_eq!(d.http_addr, None);
         assert_eq!(d.audit.ignored, ["MOAT_HTTP_ADDR"]);
         for bad in ["localhost:8080", "8080", "0.0.0.0"] {

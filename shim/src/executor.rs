@@ -28,6 +28,8 @@ pub(crate) struct MoatExecutor {
     pub(crate) role: Role,
     /// Where the node's cache is mounted for this container, if it is.
     pub(crate) compiled_code: Option<std::path::PathBuf>,
+    /// Whether the node's settings let this pod run in observe mode.
+    pub(crate) observe_allowed: bool,
     /// What the shim read of the image before the container was created.
     pub(crate) image: Image,
     /// The container's containerd namespace and id, for the audit trail.
@@ -49,6 +51,7 @@ impl Executor for MoatExecutor {
             namespace: self.namespace.clone(),
             id: self.id.clone(),
             compiled_code: self.compiled_code.clone(),
+            observe_allowed: self.observe_allowed,
         };
         let status = MoatSandbox::default().run(&container);
         std::process::exit(status)

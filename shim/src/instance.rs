@@ -72,6 +72,8 @@ struct Build {
     oom_score_adj: Option<i32>,
     /// Where the node's cache is mounted for the container, if it is.
     compiled_code: Option<PathBuf>,
+    /// Whether the node's settings let this pod run in observe mode.
+    observe_allowed: bool,
 }
 
 /// `error` and each of its sources, joined by `: ` (libcontainer's own
@@ -108,6 +110,7 @@ fn build(build: Build) -> Result<(), String> {
         role,
         oom_score_adj,
         compiled_code,
+        observe_allowed,
     } = build;
     if let Some(adj) = oom_score_adj {
         set_oom_score_adj(adj)?;
@@ -118,6 +121,7 @@ fn build(build: Build) -> Result<(), String> {
     let executor = MoatExecutor {
         role,
         compiled_code,
+        observe_allowed,
         image,
         namespace: cfg.namespace.clone(),
         id: id.clone(),
@@ -226,10 +230,25 @@ impl Instance for MoatInstance {
                 }
             }
         };
-        let compiled_code = match role {
+        let settings = match role {
             Role::Sandbox => None,
-            Role::Workload => node_cache(&id, &cfg.bundle, &spec, &image).await,
+            Role::Workload => match cache::NodeSettings::read() {
+                Ok(settings) => Some(settings),
+                Err(e) => {
+                    tracing::warn!(
+                        "{e}; containers start without the node's compiled-code cache, and no pod may observe"
+                    );
+                    None
+                }
+            },
         };
+        let compiled_code = match &settings {
+            None => None,
+            Some(settings) => node_cache(&id, &cfg.bundle, &spec, &image, settings).await,
+        };
+        let observe_allowed = settings.as_ref().is_some_and(|settings| {
+            settings.allows_observe(pod::namespace(spec.annotations().as_ref()).as_deref())
+        });
         let termination_log = spec
             .mounts()
             .iter()
@@ -253,6 +272,7 @@ impl Instance for MoatInstance {
                     role,
                     oom_score_adj,
                     compiled_code,
+                    observe_allowed,
                 },
             )
             .inspect_err(|e| tracing::info!(container = %id, "cannot be created: {e}"))?;
@@ -310,14 +330,13 @@ impl Instance for MoatInstance {
 /// ([`cache`]): where the container sees it, or `None` when the node has
 /// no cache or this container cannot use it (it then compiles its
 /// component itself, and says why if it cannot).
-async fn node_cache(id: &str, bundle: &Path, spec: &Spec, image: &Image) -> Option<PathBuf> {
-    let settings = match cache::NodeSettings::read() {
-        Ok(settings) => settings,
-        Err(e) => {
-            tracing::warn!("{e}; containers start without the node's compiled-code cache");
-            return None;
-        }
-    };
+async fn node_cache(
+    id: &str,
+    bundle: &Path,
+    spec: &Spec,
+    image: &Image,
+    settings: &cache::NodeSettings,
+) -> Option<PathBuf> {
     let dir = settings.cache_dir.clone()?;
     let component = match image {
         Image::Unreadable(_) => return None,
@@ -356,6 +375,7 @@ async fn node_cache(id: &str, bundle: &Path, spec: &Spec, image: &Image) -> Opti
         return None;
     }
     let bundle = bundle.to_owned();
+    let settings = settings.clone();
     let prepared = tokio::task::spawn_blocking(move || {
         cache::compile(&dir, &settings, &component)?;
         cache::mount_into(&bundle, &dir)

@@ -28,6 +28,19 @@ pub const CONTAINER_TYPE: &str = "io.kubernetes.cri.container-type";
 /// id); containerd groups a pod's containers in one shim by it.
 pub const SANDBOX_ID: &str = "io.kubernetes.cri.sandbox-id";
 
+/// The annotation CRI sets to the pod's Kubernetes namespace, on the
+/// sandbox and on each container, in the same list as the two above.
+pub const SANDBOX_NAMESPACE: &str = "io.kubernetes.cri.sandbox-namespace";
+
+/// The Kubernetes namespace of the pod whose container's spec carries
+/// `annotations`, when CRI said (`ctr run` says nothing).
+pub fn namespace(annotations: Option<&HashMap<String, String>>) -> Option<String> {
+    annotations?
+        .get(SANDBOX_NAMESPACE)
+        .filter(|ns| !ns.is_empty())
+        .cloned()
+}
+
 /// What a container is to the shim.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Role {

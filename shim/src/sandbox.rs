@@ -52,6 +52,10 @@ pub struct Container {
     /// the container finds at that path could be the image's.
     #[serde(default)]
     pub compiled_code: Option<PathBuf>,
+    /// Whether the node's settings let this container's pod run in
+    /// observe mode (`observe-namespaces`); only the shim says so.
+    #[serde(default)]
+    pub observe_allowed: bool,
 }
 
 /// What the shim knows of a container's image.
@@ -203,6 +207,14 @@ impl MoatSandbox {
         };
         init_logging(&deployment.log);
         let _ = writeln!(std::io::stderr(), "moat: {}", deployment.audit);
+        if deployment.settings.policy.observes() {
+            let _ = writeln!(
+                std::io::stderr(),
+                "moat: OBSERVE MODE (the node allows it for this pod's namespace): what no grant \
+                 allows goes through, each recorded as would-deny on the audit trail (deny \
+                 entries still hold); this drafts grants, it does not contain the program"
+            );
+        }
         run(prepared, |why| self.report(why))
     }
 }
@@ -323,7 +335,12 @@ impl MoatSandbox {
             Image::Read(facts) => facts.env.as_slice(),
             _ => &[],
         };
-        let deployment = Deployment::read(&container.env, image_env, policy.as_ref())?;
+        let deployment = Deployment::read(
+            &container.env,
+            image_env,
+            policy.as_ref(),
+            container.observe_allowed,
+        )?;
         // Refusals name the pod spec's variables, not `moat run`'s flags;
         // the container's process runs this one guest, so its descriptors
         // are bounded by the guest's own caps, not containerd's million.
@@ -354,7 +371,8 @@ impl MoatSandbox {
         if let Some(destination) = &settings.audit {
             let guest = GuestIdentity::of(Path::new(path), &component);
             let context = audit::Context::new(Some(guest))
-                .in_container(container.namespace.clone(), container.id.clone());
+                .in_container(container.namespace.clone(), container.id.clone())
+                .observing(settings.policy.observes());
             let trail = Audit::to_destination(
                 destination,
                 context,

@@ -479,3 +479,78 @@ async fn a_sandbox_that_cannot_get_its_oom_score_says_so() {
         assert!(message.contains(part), "{part:?} in {message:?}");
     }
 }
+
+/// Issue 56: observe mode under the shim, only where the node allows it.
+/// With `observe-namespaces = ["agents-dev"]` in the node's settings, a
+/// pod of that namespace that sets `MOAT_OBSERVE=1` (and `MOAT_AUDIT=-`)
+/// connects where no grant allows, says so loudly in its log, and its
+/// trail records the would-deny; the same container in namespace
+/// `default` does not start, says why, and connects nowhere. Before,
+/// observe mode was refused on every node.
+#[tokio::test(flavor = "multi_thread")]
+async fn observe_mode_runs_only_in_the_namespaces_the_node_allows() {
+    let test = "observe_mode_runs_only_in_the_namespaces_the_node_allows";
+    let Some(node) = node(test, 4, true, None).await else {
+        return;
+    };
+    node.containerd
+        .add_shim_setting(r#"observe-namespaces = ["agents-dev"]"#);
+    let probe = std::fs::read(guests::PROBE).expect("the guest is built");
+    node.import(
+        "localhost/moat-probe:observe",
+        &[Entry::File("probe.wasm", &probe, 0o644)],
+        &["/probe.wasm"],
+    )
+    .await;
+    // The pod network's bridge (the node's address) comes with the first
+    // pod.
+    let mut pod = node.run_pod_in("observed", "moat", "agents-dev").await;
+    let (listener, port) = peer(&node);
+    let gateway = node.gateway();
+    let port_text = port.to_string();
+    let connect = ["/probe.wasm", "connect", gateway.as_str(), &port_text];
+    let app = || App {
+        name: "probe",
+        attempt: 0,
+        image: "localhost/moat-probe:observe",
+        command: &connect,
+        env: &[("MOAT_OBSERVE", "1"), ("MOAT_AUDIT", "-")],
+        mounts: Vec::new(),
+    };
+
+    let id = node.start_container(&mut pod, app()).await;
+    assert_eq!(
+        node.exit_code(&id).await,
+        0,
+        "{}",
+        node.log("observed", "probe", 0)
+    );
+    assert_eq!(
+        reached(&listener),
+        1,
+        "observe mode let the connect through"
+    );
+    let log = node.log_with(("observed", "probe", 0), "would-deny").await;
+    assert!(log.contains("OBSERVE MODE"), "{log}");
+    assert!(
+        log.contains(&format!("MOAT_ALLOW_NET={gateway}:{port}")),
+        "the record names the grant that would allow it: {log}"
+    );
+    node.remove_pod(&pod).await;
+
+    let mut pod = node.run_pod("refused", "moat").await;
+    let id = node.start_container(&mut pod, app()).await;
+    assert_eq!(
+        node.exit_code(&id).await,
+        2,
+        "{}",
+        node.log("refused", "probe", 0)
+    );
+    node.log_with(
+        ("refused", "probe", 0),
+        "MOAT_OBSERVE: this node lets no pod of this namespace run in observe mode",
+    )
+    .await;
+    assert_eq!(reached(&listener), 0, "the refused pod connected nowhere");
+    node.remove_pod(&pod).await;
+}

@@ -33,6 +33,7 @@ fn file(guest: &str, args: &[&str], env: &[&str]) -> Container {
         namespace: "moat-test".to_owned(),
         id: "sandbox-test".to_owned(),
         compiled_code: None,
+        observe_allowed: false,
     }
 }
 

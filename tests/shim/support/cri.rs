@@ -223,13 +223,19 @@ impl Node {
 
     /// The pod sandbox config of pod `name`.
     pub fn pod_config(&self, name: &str) -> PodSandboxConfig {
+        self.pod_config_in(name, "default")
+    }
+
+    /// As [`Node::pod_config`], for a pod of Kubernetes namespace
+    /// `namespace`.
+    pub fn pod_config_in(&self, name: &str, namespace: &str) -> PodSandboxConfig {
         let logs = self.work.path().join("pods").join(name);
         std::fs::create_dir_all(&logs).expect("the pod's log directory");
         PodSandboxConfig {
             metadata: Some(PodSandboxMetadata {
                 name: name.to_owned(),
                 uid: format!("uid-{name}-{}", std::process::id()),
-                namespace: "default".to_owned(),
+                namespace: namespace.to_owned(),
                 attempt: 0,
             }),
             hostname: name.to_owned(),
@@ -248,7 +254,12 @@ impl Node {
 
     /// `RunPodSandbox` of pod `name` under `handler`: its id and address.
     pub async fn run_pod(&self, name: &str, handler: &str) -> Pod {
-        let config = self.pod_config(name);
+        self.run_pod_in(name, handler, "default").await
+    }
+
+    /// As [`Node::run_pod`], a pod of Kubernetes namespace `namespace`.
+    pub async fn run_pod_in(&self, name: &str, handler: &str, namespace: &str) -> Pod {
+        let config = self.pod_config_in(name, namespace);
         let mut tries = 0;
         let id = loop {
             match self

@@ -363,6 +363,17 @@ state = "{d}/state"
         self.dir.path().join("moat-cache")
     }
 
+    /// Adds `line` to the node's settings for its shims (read at each
+    /// container's start).
+    pub fn add_shim_setting(&self, line: &str) {
+        use std::io::Write as _;
+        let mut settings = std::fs::OpenOptions::new()
+            .append(true)
+            .open(self.dir.path().join("moat-shim.toml"))
+            .expect("the shim's settings");
+        writeln!(settings, "{line}").expect("the setting is written");
+    }
+
     /// Its own directory.
     pub fn dir(&self) -> &Path {
         self.dir.path()
