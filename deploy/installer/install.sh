@@ -191,6 +191,9 @@ leases=/apis/coordination.k8s.io/v1/namespaces/$LOCK_NAMESPACE/leases
 # Takes the restart lock, waiting while another node holds it.
 lock() {
   [ -n "$NODE_NAME" ] || return 0
+  for tool in curl jq; do
+    command -v "$tool" >/dev/null 2>&1 || fail "lock: $tool is needed to take the restart lock"
+  done
   waited=0
   while :; do
     body=$(printf '{"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{"name":"%s"},"spec":{"holderIdentity":"%s","leaseDurationSeconds":%s,"acquireTime":"%s","renewTime":"%s"}}' \
@@ -202,11 +205,16 @@ lock() {
       *) fail "lock: the API answered $status to taking $LOCK_NAMESPACE/$LOCK_NAME" ;;
     esac
     held=$(api GET "$leases/$LOCK_NAME")
-    holder=$(printf '%s' "$held" | jq -r '.spec.holderIdentity // ""')
-    renewed=$(printf '%s' "$held" | jq -r '.spec.renewTime // ""')
-    version=$(printf '%s' "$held" | jq -r '.metadata.resourceVersion // ""')
+    holder=$(printf '%s' "$held" | jq -r '.spec.holderIdentity // ""' 2>/dev/null) || holder=
+    renewed=$(printf '%s' "$held" | jq -r '.spec.renewTime // ""' 2>/dev/null) || renewed=
+    version=$(printf '%s' "$held" | jq -r '.metadata.resourceVersion // ""' 2>/dev/null) || version=
     age=$(($(date -u +%s) - $(date -u -d "${renewed:-1970-01-01T00:00:00Z}" +%s 2>/dev/null || echo 0)))
-    if [ "$holder" = "$NODE_NAME" ] || [ "$age" -ge "$LOCK_STALE" ]; then
+    if [ -z "$version" ]; then
+      # Not read (the API failed, or the Lease went meanwhile): nothing
+      # to take over; ask again.
+      holder="a holder the API did not name"
+      age="an unknown number of"
+    elif [ "$holder" = "$NODE_NAME" ] || [ "$age" -ge "$LOCK_STALE" ]; then
       # Left by this node's own earlier run, or by one that died: taken
       # over only as it was read (resourceVersion), so that two nodes
       # cannot both take it over.

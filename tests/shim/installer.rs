@@ -892,4 +892,38 @@ fn nodes_restart_their_containerd_one_at_a_time() {
         api.get("lease", "moat-installer-restart").is_none(),
         "{said}"
     );
+
+    // A Lease another node holds that the API fails to show: not taken
+    // over blind (an unread Lease has no version to delete it by); the
+    // installer waits, then gives up, restarting nothing.
+    let now = Command::new("date")
+        .args(["-u", "+%Y-%m-%dT%H:%M:%S.000000Z"])
+        .output()
+        .expect("date");
+    let fresh = format!(
+        r#"{{"metadata":{{"name":"moat-installer-restart","resourceVersion":"2000"}},"spec":{{"holderIdentity":"busy","renewTime":"{}"}}}}"#,
+        String::from_utf8_lossy(&now.stdout).trim()
+    );
+    std::fs::write(
+        api.state.path().join("lease-moat-installer-restart.json"),
+        fresh,
+    )
+    .expect("a held lease");
+    std::fs::write(api.state.path().join("fail-get"), "").expect("GETs fail");
+    let node = ScratchNode::new();
+    let mut env = api.env("node-blind");
+    env.push(("LOCK_WAIT", "2".to_owned()));
+    env.push((
+        "VALIDATE",
+        r#"containerd --config "$HOST_ROOT$1" config dump"#.to_owned(),
+    ));
+    let (ok, said) = node.run(&env);
+    assert!(!ok, "{said}");
+    assert!(said.contains("waited 2 s (LOCK_WAIT)"), "{said}");
+    assert!(node.recorded("nsenter").is_empty(), "{said}");
+    assert_eq!(
+        api.get("lease", "moat-installer-restart")
+            .expect("still held")["spec"]["holderIdentity"],
+        "busy"
+    );
 }

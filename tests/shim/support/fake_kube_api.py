@@ -7,8 +7,10 @@ resourceVersion precondition) and a merge patch of a node's labels.
 
 Listens on 127.0.0.1 (a free port), writes the port to STATE_DIR/port,
 and keeps what it holds as JSON files in STATE_DIR (lease-NAME.json,
-node-NAME.json), so that a test can read or seed them. One request at a
-time, as the API server's storage orders writes to one object.
+node-NAME.json), so that a test can read or seed them. While the file
+STATE_DIR/fail-get exists, every GET fails with 500 and a body that is
+not JSON. One request at a time, as the API server's storage orders
+writes to one object.
 """
 
 import http.server
@@ -68,6 +70,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.reply(201, load("lease", name))
 
     def do_GET(self):
+        if os.path.exists(os.path.join(STATE, "fail-get")):
+            body = b"<html>internal error</html>"
+            self.send_response(500)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
         m = LEASE.match(self.path)
         lease = load("lease", m.group(2)) if m and m.group(2) else None
         self.reply(200 if lease else 404, lease or {})
