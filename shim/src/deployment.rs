@@ -411,11 +411,11 @@ impl Deployment {
     /// those `MOAT_*` entries never count), and the image's policy layer,
     /// if it has one.
     ///
-    /// # Errors
-    /// [`DeploymentError`]: the container must not start.
-    ///
     /// `observe_allowed`: whether the node's settings let this pod run in
     /// observe mode ([`crate::cache::NodeSettings::allows_observe`]).
+    ///
+    /// # Errors
+    /// [`DeploymentError`]: the container must not start.
     pub fn read(
         envs: &[String],
         image_env: &[String],
