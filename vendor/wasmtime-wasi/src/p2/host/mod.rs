@@ -1,0 +1,12 @@
+mod clocks;
+mod env;
+mod exit;
+pub(crate) mod filesystem;
+mod instance_network;
+mod io;
+pub(crate) mod network;
+mod random;
+mod tcp;
+mod tcp_create_socket;
+mod udp;
+mod udp_create_socket;

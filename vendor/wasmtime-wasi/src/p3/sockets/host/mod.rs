@@ -1,0 +1,2 @@
+mod ip_name_lookup;
+mod types;

@@ -1,0 +1,3 @@
+mod api;
+mod async_;
+mod sync;
