@@ -405,6 +405,19 @@ impl WasiCtxBuilder {
         self
     }
 
+    /// A function told of the bytes each TCP stream of the guest moves,
+    /// in `wasi:sockets` 0.2 and 0.3 alike: how many, and which way. It
+    /// is called on the task that moved them, after the kernel took or
+    /// gave them, and must not block (counting into an atomic is the use
+    /// it is for: metering a guest's traffic).
+    pub fn tcp_bytes_observer<F>(&mut self, observer: F) -> &mut Self
+    where
+        F: Fn(crate::sockets::TcpBytes, usize) + Send + Sync + 'static,
+    {
+        self.sockets.tcp_bytes = crate::sockets::TcpBytesObserver::new(observer);
+        self
+    }
+
     /// Allow usage of `wasi:sockets/ip-name-lookup`
     ///
     /// By default this is disabled.

@@ -69,6 +69,7 @@ impl HasData for WasiSockets {
 pub struct WasiSocketsCtx {
     pub(crate) socket_addr_check: SocketAddrCheck,
     pub(crate) allowed_network_uses: AllowedNetworkUses,
+    pub(crate) tcp_bytes: TcpBytesObserver,
 }
 
 pub struct WasiSocketsCtxView<'a> {
@@ -158,6 +159,37 @@ impl Deref for SocketAddrCheck {
 
     fn deref(&self) -> &Self::Target {
         self.0.as_ref()
+    }
+}
+
+/// Which way the bytes a [`WasiCtxBuilder::tcp_bytes_observer`] is told
+/// of went.
+///
+/// [`WasiCtxBuilder::tcp_bytes_observer`]: crate::WasiCtxBuilder::tcp_bytes_observer
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TcpBytes {
+    /// Written into a socket by the guest (the kernel took them).
+    Sent,
+    /// Read from a socket by the guest.
+    Received,
+}
+
+/// Told of the bytes every TCP stream of the guest moves; none by default.
+#[derive(Clone, Default)]
+pub(crate) struct TcpBytesObserver(Option<Arc<dyn Fn(TcpBytes, usize) + Send + Sync>>);
+
+impl TcpBytesObserver {
+    pub(crate) fn new(f: impl Fn(TcpBytes, usize) + Send + Sync + 'static) -> Self {
+        Self(Some(Arc::new(f)))
+    }
+
+    /// Tells the observer, if there is one, that `n` bytes went `way`.
+    pub(crate) fn moved(&self, way: TcpBytes, n: usize) {
+        if let Some(f) = &self.0 {
+            if n > 0 {
+                f(way, n);
+            }
+        }
     }
 }
 

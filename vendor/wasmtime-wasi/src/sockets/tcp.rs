@@ -1,6 +1,7 @@
 use crate::runtime::with_ambient_tokio_runtime;
 use crate::sockets::{
-    ErrorCode, MaybeReady, SocketAddrCheck, SocketAddrUse, SocketAddressFamily, WasiSocketsCtx,
+    ErrorCode, MaybeReady, SocketAddrCheck, SocketAddrUse, SocketAddressFamily, TcpBytes,
+    TcpBytesObserver, WasiSocketsCtx,
     get_receive_buffer_size, get_send_buffer_size, get_unicast_hop_limit, is_valid_address_family,
     is_valid_remote_address, is_valid_unicast_address, set_receive_buffer_size,
     set_send_buffer_size, set_unicast_hop_limit, unspecified_addr,
@@ -103,6 +104,9 @@ pub struct TcpSocket {
     /// The checks to perform before doing any noteworthy syscall.
     permissions: SocketAddrCheck,
 
+    /// Told of the bytes the socket's streams move.
+    tcp_bytes: TcpBytesObserver,
+
     /// Persisted socket options to manually apply to newly accepted client
     /// sockets on platforms that don't inherit socket options from the listener.
     listener_options: NonInheritedOptions,
@@ -129,6 +133,7 @@ impl TcpSocket {
             is_bound: false,
             listener_options: Default::default(),
             permissions: ctx.socket_addr_check.clone(),
+            tcp_bytes: ctx.tcp_bytes.clone(),
         })
     }
 
@@ -333,6 +338,7 @@ impl TcpSocket {
             listener_options: self.listener_options.clone(),
             family: self.family,
             permissions: self.permissions.clone(),
+            tcp_bytes: self.tcp_bytes.clone(),
             pending_accept: None,
         })
     }
@@ -345,6 +351,7 @@ impl TcpSocket {
                 *send_taken = true;
                 Ok(TcpSendStream {
                     inner: stream.clone(),
+                    tcp_bytes: self.tcp_bytes.clone(),
                 })
             }
             TcpState::Closed(err) => Err(*err),
@@ -362,6 +369,7 @@ impl TcpSocket {
                 *receive_taken = true;
                 Ok(TcpReceiveStream {
                     inner: stream.clone(),
+                    tcp_bytes: self.tcp_bytes.clone(),
                 })
             }
             TcpState::Closed(err) => Err(*err),
@@ -553,6 +561,7 @@ pub(crate) struct TcpListenStream {
     family: SocketAddressFamily,
     listener_options: NonInheritedOptions,
     permissions: SocketAddrCheck,
+    tcp_bytes: TcpBytesObserver,
     pending_accept: Option<MaybeReady<Result<(tokio::net::TcpStream, SocketAddr), ErrorCode>>>,
 }
 impl TcpListenStream {
@@ -572,6 +581,7 @@ impl TcpListenStream {
             is_bound: true,
             listener_options: Default::default(),
             permissions: self.permissions.clone(),
+            tcp_bytes: self.tcp_bytes.clone(),
         })
     }
 
@@ -615,6 +625,7 @@ impl TcpListenStream {
 
 pub(crate) struct TcpSendStream {
     inner: Arc<tokio::net::TcpStream>,
+    tcp_bytes: TcpBytesObserver,
 }
 impl TcpSendStream {
     pub(crate) fn poll_ready(&mut self, cx: &mut std::task::Context<'_>) -> Poll<()> {
@@ -628,7 +639,10 @@ impl TcpSendStream {
     ) -> Poll<Result<usize, ErrorCode>> {
         loop {
             return match self.inner.try_write(buf) {
-                Ok(n) => Poll::Ready(Ok(n)),
+                Ok(n) => {
+                    self.tcp_bytes.moved(TcpBytes::Sent, n);
+                    Poll::Ready(Ok(n))
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                     match self.inner.poll_write_ready(cx) {
                         Poll::Ready(Ok(())) => continue,
@@ -659,6 +673,7 @@ impl Drop for TcpSendStream {
 
 pub(crate) struct TcpReceiveStream {
     inner: Arc<tokio::net::TcpStream>,
+    tcp_bytes: TcpBytesObserver,
 }
 impl TcpReceiveStream {
     pub(crate) fn poll_ready(&mut self, cx: &mut std::task::Context<'_>) -> Poll<()> {
@@ -676,7 +691,10 @@ impl TcpReceiveStream {
         loop {
             return match self.inner.try_read(buf) {
                 Ok(0) => Poll::Ready(Ok(0)),
-                Ok(n) => Poll::Ready(Ok(n)),
+                Ok(n) => {
+                    self.tcp_bytes.moved(TcpBytes::Received, n);
+                    Poll::Ready(Ok(n))
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                     match self.inner.poll_read_ready(cx) {
                         Poll::Ready(Ok(())) => continue,
