@@ -13,6 +13,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::error::MoatError;
+use crate::figures::{Loaded, LoadedFrom};
 use crate::memory_reset::MemoryReset;
 use crate::moat::{Guest, Moat};
 use crate::net::TlsIdentity;
@@ -214,10 +215,22 @@ impl Launch {
 
     async fn go(self, launcher: &dyn Launcher) -> Result<Ended, MoatError> {
         let moat = Arc::new(Moat::new(&self.config)?);
+        let loading = std::time::Instant::now();
         let guest = launcher.load(&self.source, &|| match &self.source {
             ComponentSource::File(path) => moat.load(path),
             ComponentSource::Bytes { bytes, name } => moat.load_bytes(bytes, name),
         })?;
+        if let Some(figures) = self.options.figures_counted() {
+            let cached = moat.cache_use().is_some_and(|used| used.hits > 0);
+            figures.set_loaded(Loaded {
+                from: if cached {
+                    LoadedFrom::Cache
+                } else {
+                    LoadedFrom::Compiled
+                },
+                took: loading.elapsed(),
+            });
+        }
         match self.entry {
             Entry::Serve {
                 addr,

@@ -13,6 +13,9 @@
 //!   process's descriptor limit that follows the socket cap.
 //! - [`audit`]: the audit trail, a record of every network decision with
 //!   the rule that made it.
+//! - [`figures`]: a run's counts (decisions, connections, bytes, its
+//!   component's load) for a node agent, as a file in Prometheus' text
+//!   format.
 //! - [`settings`]: grants, deny lists and bounds as flags, a policy file
 //!   or a container's environment state them, and how they add up
 //!   (moat-policy's, re-exported), with the limits and run options they
@@ -110,6 +113,7 @@ mod cache;
 pub mod descriptors;
 mod engines;
 mod error;
+pub mod figures;
 pub mod kit;
 pub mod launch;
 pub mod limits;

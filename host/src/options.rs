@@ -11,6 +11,7 @@ use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 
 use crate::audit::Audit;
 use crate::cache::{CacheDir, MAX_CACHE_BYTES};
+use crate::figures::Figures;
 use crate::memory_reset::MemoryReset;
 pub(crate) use crate::net::limits::DEFAULT_LINGER;
 use crate::net::{Limits, NetConfig, Notices, Resolver, Secret, TlsTrust};
@@ -211,6 +212,8 @@ pub struct RunOptions {
     pub(crate) stdout: Output,
     pub(crate) stderr: Output,
     pub(crate) notices: NoticesTo,
+    /// Where the run's figures are counted, if anywhere.
+    pub(crate) figures: Option<Arc<Figures>>,
 }
 
 /// Where a run's denial lines go.
@@ -397,8 +400,32 @@ impl RunOptions {
     /// none): see [`crate::audit`]. The trail is finished when its last
     /// clone is dropped, or by [`Audit::finish`].
     pub fn audit(mut self, audit: Audit) -> RunOptions {
-        self.net.audit = audit;
+        self.net.audit = match &self.figures {
+            Some(figures) => audit.counting(Arc::clone(figures.decisions())),
+            None => audit,
+        };
         self
+    }
+
+    /// Counts the run's decisions, traffic and load into `figures`
+    /// ([`crate::figures`]), whatever its audit trail (set before or
+    /// after this). A served component's figures are its server's: every
+    /// handler's and the server's own decisions and traffic.
+    pub fn figures(mut self, figures: Arc<Figures>) -> RunOptions {
+        self.net.audit = self
+            .net
+            .audit
+            .clone()
+            .counting(Arc::clone(figures.decisions()));
+        self.net.traffic = Some(Arc::clone(figures.traffic()));
+        self.figures = Some(figures);
+        self
+    }
+
+    /// Where the run's figures are counted, if [`figures`](Self::figures)
+    /// set it.
+    pub fn figures_counted(&self) -> Option<&Arc<Figures>> {
+        self.figures.as_ref()
     }
 
     /// The run's audit trail (off unless [`audit`](Self::audit) set one).

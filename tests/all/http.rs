@@ -516,6 +516,44 @@ async fn a_refused_request_body_is_read_so_the_guest_sees_the_refusal() {
     );
 }
 
+/// Issue 58: the run's figures count the bodies, once, as HTTP (not as
+/// the TCP its client's connection carried), and the connection.
+#[tokio::test]
+async fn the_runs_figures_count_the_bodies_each_way_and_the_connection() {
+    use moat_host::figures::Figures;
+    use moat_host::net::{Direction, Opened, Transport};
+    let up = Upstream::start(Reply::Echo).await;
+    let names = Names::new(&[]);
+    let figures = Figures::new(Vec::new());
+    let options = RunOptions::new(grant(&format!("127.0.0.1:{}", up.port)))
+        .resolver(Arc::clone(&names) as Arc<dyn Resolver>)
+        .figures(Arc::clone(&figures));
+    let done = run_with(
+        guests::HTTP_PROBE,
+        options,
+        &["post", &up.url("/echo"), "300000"],
+    )
+    .await;
+    assert_eq!(
+        done.stdout, "sent 300000\nstatus: 200\nreceived 300000\n",
+        "{}",
+        done.stderr
+    );
+    let traffic = figures.traffic();
+    assert_eq!(traffic.bytes(Transport::Http, Direction::Sent), 300_000);
+    assert_eq!(traffic.bytes(Transport::Http, Direction::Received), 300_000);
+    assert_eq!(traffic.bytes(Transport::Tcp, Direction::Sent), 0);
+    assert_eq!(traffic.bytes(Transport::Tcp, Direction::Received), 0);
+    assert_eq!(traffic.connections(Opened::Connected), 1);
+    assert_eq!(
+        figures.decisions().get(
+            moat_host::audit::Operation::HttpRequest,
+            moat_host::audit::Decided::Allowed
+        ),
+        1
+    );
+}
+
 #[tokio::test]
 async fn bodies_stream_both_ways_byte_for_byte() {
     let up = Upstream::start(Reply::Echo).await;

@@ -16,6 +16,7 @@ mod chat;
 mod cli;
 mod dns_faults;
 mod docs;
+mod figures;
 mod files;
 mod foreign;
 mod hostile;

@@ -41,6 +41,7 @@ use super::error::{LimitReached, NetError, TimedOut};
 use super::limits::{DEFAULT_ANSWER_LIFETIME, MAX_NOTICES, MAX_WASI_UDP_RECEIVES, SocketSlot};
 use super::own_listeners::OwnListener;
 use super::run::{Admitted, Run, capability_of, unspecified_destination};
+use super::traffic::Traffic;
 use crate::audit::{AuditError, Event, Operation, Outcome, Reason};
 use moat_policy::policy::{Capability, Denied, DenyReason, Host, LookupDenied, Provenance};
 use moat_policy::setting::{Setting, Spelling, Worded};
@@ -483,6 +484,12 @@ impl AddressGate {
     /// A place in the run's socket count, shared with moat:net sockets.
     pub(crate) fn socket_slot(&self) -> Result<SocketSlot, NetError> {
         self.run.slots.try_take()
+    }
+
+    /// What the run's guest sent and received, which its wasi:sockets
+    /// count into.
+    pub(crate) fn traffic(&self) -> &Arc<Traffic> {
+        &self.run.traffic
     }
 
     /// The words the run's refusals are shown in.

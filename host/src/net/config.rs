@@ -8,6 +8,7 @@ use super::dns::Resolver;
 use super::limits::Limits;
 use super::secrets::Secrets;
 use super::tls::TlsTrust;
+use super::traffic::Traffic;
 use crate::audit::Audit;
 
 /// What one run's network is made from: its policy, its bounds, and where
@@ -35,6 +36,9 @@ pub struct NetConfig {
     /// Who is asked about a call no grant allows before it is refused
     /// (`moat run --prompt`; none by default: refused at once).
     pub prompt: Option<Arc<dyn super::prompt::Prompter>>,
+    /// Where the run counts what its guest sends and receives (`None`: a
+    /// count of its own, read with [`Net::traffic`](super::Net::traffic)).
+    pub traffic: Option<Arc<Traffic>>,
 }
 
 impl NetConfig {
@@ -57,6 +61,7 @@ impl std::fmt::Debug for NetConfig {
             .field("audit", &self.audit)
             .field("secrets", &self.secrets)
             .field("prompt", &self.prompt.as_ref().map(|_| "custom"))
+            .field("traffic", &self.traffic)
             .finish()
     }
 }

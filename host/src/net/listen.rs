@@ -32,6 +32,7 @@ use super::run::{Admitted, Run};
 use super::tasks::Tasks;
 use super::tcp::TcpConn;
 use super::tls::{ServerTls, handshake_server};
+use super::traffic::Opened;
 
 /// First delay after a failed accept: short enough that a transient error
 /// (a connection aborted before accept) costs nothing noticeable.
@@ -332,6 +333,7 @@ impl AcceptQueue {
         if self.inner.closed.load(Ordering::Acquire) {
             return None;
         }
+        self.inner.tasks.traffic().connection(Opened::Accepted);
         let mut conn = TcpConn::with_io(io, self.inner.tasks.clone(), slot);
         conn.set_accepted_from(peer);
         Some((conn, peer))

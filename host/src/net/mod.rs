@@ -24,7 +24,7 @@
 //! A run's shared state and the checks every call passes are in `run`
 //! (private), the listeners a connect may reach without a grant (the
 //! program's own) in `own_listeners`; the host tasks in `tasks`; the host-memory budget in
-//! `budget`; the checks of socket option values in `options`.
+//! `budget`; what the guest sent and received in `traffic`; the checks of socket option values in `options`.
 
 mod address_gate;
 #[cfg(test)]
@@ -45,6 +45,7 @@ pub mod secrets;
 mod tasks;
 mod tcp;
 mod tls;
+mod traffic;
 mod udp;
 
 use std::sync::{Arc, OnceLock};
@@ -66,6 +67,7 @@ pub use secrets::{Secret, SecretMisplaced, Secrets};
 pub use tasks::PendingWrites;
 pub use tcp::{ConnectOptions, Keepalive, Reader, SideEnd, TcpConn, Upgrade, Upgraded, Writer};
 pub use tls::{TlsClientOptions, TlsContext, TlsIdentity, TlsServerOptions, TlsTrust};
+pub use traffic::{Direction, Opened, Traffic, Transport};
 pub use udp::{BindOptions, Datagram, MulticastInterface, UdpSocket};
 
 use tokio_rustls::TlsAcceptor;
@@ -108,11 +110,13 @@ impl Net {
             audit,
             secrets,
             prompt,
+            traffic,
         } = config;
-        let tasks = Tasks::new(pending);
+        let tasks = Tasks::counting_into(pending, traffic.unwrap_or_default());
         tasks.set_close_linger(limits.close_linger);
         audit.cap(limits.max_audit_size, policy.spelling());
         let mut run = Run::new(policy, limits, resolver);
+        run.traffic = Arc::clone(tasks.traffic());
         run.audit = audit;
         run.secrets = secrets;
         run.prompt = prompt.map(prompt::Prompting::new);
@@ -136,6 +140,11 @@ impl Net {
     /// The run's audit trail (off unless [`NetConfig::audit`] set one).
     pub fn audit(&self) -> &Audit {
         &self.run.audit
+    }
+
+    /// What this network's guest sent and received so far.
+    pub fn traffic(&self) -> &Arc<Traffic> {
+        &self.run.traffic
     }
 
     /// The limits every socket of this network counts against.

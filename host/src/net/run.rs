@@ -35,6 +35,7 @@ use super::error::NetError;
 use super::limits::{Limits, SocketSlot, SocketSlots, WaitingCalls};
 use super::own_listeners::OwnListeners;
 use super::secrets::Secrets;
+use super::traffic::Traffic;
 use crate::audit::{Audit, Event, HttpLink, Operation, Outcome, Reason, Refusal};
 use moat_policy::policy::{
     Capability, Denied, DenyReason, Host, OwnListenerOnPort, Policy, Provenance, Source,
@@ -140,6 +141,9 @@ pub(crate) struct Run {
     pub(crate) names: Mutex<ResolvedNames>,
     /// The run's host memory ([`Limits::max_host_memory`]).
     pub(crate) budget: Arc<Budget>,
+    /// What the run's guest sent and received ([`Traffic`]), shared with
+    /// its socket tasks.
+    pub(crate) traffic: Arc<Traffic>,
     /// Where the run's decisions are recorded (off by default).
     pub(crate) audit: Audit,
     /// The run's listeners: a connect to one through loopback needs no
@@ -166,6 +170,7 @@ impl Run {
             waiting: WaitingCalls::new(limits.max_waiting_calls),
             names: Mutex::new(ResolvedNames::new(limits.max_recorded_addresses, &budget)),
             budget,
+            traffic: Arc::default(),
             policy,
             limits,
             audit: Audit::off(),

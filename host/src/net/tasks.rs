@@ -8,6 +8,8 @@
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::traffic::Traffic;
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -36,6 +38,8 @@ pub(crate) struct TasksInner {
     close_linger_ms: AtomicU64,
     /// The run's host memory, which send backlogs are paid from.
     budget: Mutex<Arc<Budget>>,
+    /// The run's traffic, which its TCP streams count into.
+    traffic: Arc<Traffic>,
 }
 
 impl std::ops::Deref for Tasks {
@@ -47,14 +51,26 @@ impl std::ops::Deref for Tasks {
 }
 
 impl Tasks {
+    #[cfg(test)]
     pub(crate) fn new(pending: Arc<PendingWrites>) -> Tasks {
+        Tasks::counting_into(pending, Arc::default())
+    }
+
+    /// [`Tasks::new`], whose sockets count their bytes into `traffic`.
+    pub(crate) fn counting_into(pending: Arc<PendingWrites>, traffic: Arc<Traffic>) -> Tasks {
         Tasks(Arc::new(TasksInner {
             tracker: TaskTracker::new(),
             stop: CancellationToken::new(),
             pending,
             close_linger_ms: AtomicU64::new(millis(DEFAULT_CLOSE_LINGER)),
             budget: Mutex::new(Budget::new(None)),
+            traffic,
         }))
+    }
+
+    /// The run's traffic.
+    pub(crate) fn traffic(&self) -> &Arc<Traffic> {
+        &self.traffic
     }
 
     /// The run's host memory.

@@ -291,7 +291,13 @@ impl Moat {
         }
         let mut run = options.run;
         let metrics = options.metrics.as_ref().map(|_| {
-            let metrics = Arc::new(metrics::Metrics::new(guest.identity.clone()));
+            let mut metrics = metrics::Metrics::new(guest.identity.clone());
+            // One count of decisions for the metrics and the run's figures
+            // (the audit counts into one).
+            if let Some(figures) = &run.figures {
+                metrics.decisions = Arc::clone(figures.decisions());
+            }
+            let metrics = Arc::new(metrics);
             run.net.audit = run
                 .net
                 .audit

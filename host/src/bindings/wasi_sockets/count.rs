@@ -24,6 +24,7 @@ use wasmtime_wasi::sockets::{WasiSockets, WasiSocketsView};
 
 use super::WasiNetView;
 use crate::net::limits::SocketSlot;
+use crate::net::{Direction, Opened};
 use moat_policy::setting::Worded as _;
 
 const P2_TCP: &str = "wasi:sockets/tcp@0.2.12";
@@ -108,6 +109,11 @@ pub(super) fn add_p2_to_linker<T: WasiNetView + 'static>(
                         .wasi_net()
                         .created
                         .insert(socket.rep(), std::sync::Arc::new(slot));
+                    state
+                        .wasi_net()
+                        .gate()
+                        .traffic()
+                        .connection(Opened::Accepted);
                     Ok((Ok((socket, input, output)),))
                 }
                 Err(_) => {
@@ -232,7 +238,13 @@ pub(super) fn add_p3_to_linker<T: WasiNetView + 'static>(
                 let wasi = accessor.with_getter::<WasiSockets>(<T as WasiSocketsView>::sockets);
                 let received: P3Result<(Vec<u8>, p3::IpSocketAddress)> =
                     match <WasiSockets as HostUdpSocketWithStore<T>>::receive(&wasi, socket).await {
-                        Ok(datagram) => Ok((Ok(datagram),)),
+                        Ok(datagram) => {
+                            let len = datagram.0.len();
+                            super::traffic::count(accessor, |t| {
+                                t.datagram(Direction::Received, len);
+                            });
+                            Ok((Ok(datagram),))
+                        }
                         Err(err) => Ok((Err(err.downcast()?),)),
                     };
                 received

@@ -16,7 +16,10 @@
 //! - the program's loopback listeners registered as its own, so that it
 //!   may connect to itself without a connect grant ([`own`]);
 //! - wasi 0.3 TCP streams that keep their socket's place in the count for
-//!   as long as they hold its descriptor ([`streams`]).
+//!   as long as they hold its descriptor ([`streams`]);
+//! - the run's traffic counted: TCP bytes (through wasmtime-wasi's
+//!   observer, [`WasiNet::configure`]), connections and datagrams
+//!   ([`traffic`]).
 //!
 //! An embedder gets it through the kit ([`crate::kit`]): its context
 //! builder calls [`WasiNet::configure`] on the embedder's
@@ -26,16 +29,17 @@ pub mod count;
 pub mod lookup;
 mod own;
 pub mod streams;
+mod traffic;
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use wasmtime::component::Linker;
-use wasmtime_wasi::sockets::SocketAddrUse;
+use wasmtime_wasi::sockets::{SocketAddrUse, TcpBytes};
 use wasmtime_wasi::{WasiCtxBuilder, WasiView};
 
 use crate::net::own_listeners::OwnListener;
-use crate::net::{AddressGate, AddressUse, Net, Notices};
+use crate::net::{AddressGate, AddressUse, Direction, Net, Notices, Transport};
 use streams::{Held, Wakeups};
 
 /// One run's wasi:sockets state: its gate and the places its sockets hold
@@ -77,8 +81,17 @@ impl WasiNet {
     }
 
     /// Enables TCP, UDP and name lookups on `builder`, with every address
-    /// judged by this run's gate before its syscall.
+    /// judged by this run's gate before its syscall, and the bytes of its
+    /// TCP streams counted into the run's traffic.
     pub fn configure(&self, builder: &mut WasiCtxBuilder) {
+        let traffic = Arc::clone(self.gate.traffic());
+        builder.tcp_bytes_observer(move |way, n| {
+            let direction = match way {
+                TcpBytes::Sent => Direction::Sent,
+                TcpBytes::Received => Direction::Received,
+            };
+            traffic.bytes_moved(Transport::Tcp, direction, n);
+        });
         let gate = Arc::clone(&self.gate);
         let wakeups = self.wakeups.clone();
         // wasmtime-wasi calls the hook on tasks of its own: the records it
@@ -164,6 +177,7 @@ pub(crate) fn add_p2_to_linker<T: WasiNetView + 'static>(
     super::shadowing(linker, |linker| {
         lookup::add_p2_to_linker(linker)?;
         count::add_p2_to_linker(linker)?;
+        traffic::add_p2_to_linker(linker)?;
         own::add_p2_to_linker(linker)
     })
 }
@@ -176,6 +190,7 @@ pub(crate) fn add_p3_to_linker<T: WasiNetView + 'static>(
     super::shadowing(linker, |linker| {
         lookup::add_p3_to_linker(linker)?;
         count::add_p3_to_linker(linker)?;
+        traffic::add_p3_to_linker(linker)?;
         streams::add_to_linker(linker)
     })
 }

@@ -28,6 +28,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll, Waker};
+
+use crate::net::Opened;
 use std::time::Duration;
 
 use tokio::sync::oneshot;
@@ -356,6 +358,11 @@ impl<T: WasiNetView + 'static> StreamConsumer<T> for Relay {
                     .wasi_net()
                     .created
                     .insert(connection.rep(), Arc::new(slot));
+                state
+                    .wasi_net()
+                    .gate()
+                    .traffic()
+                    .connection(Opened::Accepted);
                 handoff.connection = Some(connection);
                 if let Some(hand) = handoff.hand.take() {
                     hand.wake();

@@ -18,6 +18,7 @@ use super::{HttpError, RequestBody};
 use crate::audit::{HttpConnection, HttpEnd, HttpExchange, HttpRequest, TrailShare};
 use crate::net::budget::Charge;
 use crate::net::run::Run;
+use crate::net::traffic::{Direction, Traffic, Transport};
 use moat_policy::policy::Host;
 use moat_policy::setting::Worded as _;
 
@@ -52,12 +53,15 @@ pub(super) struct Made {
     pub(super) address: SocketAddr,
 }
 
-/// `body`, counting the bytes of its data into `sent` as hyper takes
-/// them.
-fn counted(body: RequestBody, sent: Arc<AtomicU64>) -> RequestBody {
+/// `body`, counting the bytes of its data into the run's `traffic` (and
+/// into `sent`, for a record) as hyper takes them.
+fn counted(body: RequestBody, traffic: Arc<Traffic>, sent: Option<Arc<AtomicU64>>) -> RequestBody {
     body.map_frame(move |frame: Frame<Bytes>| {
         if let Some(data) = frame.data_ref() {
-            sent.fetch_add(data.len() as u64, Ordering::Relaxed);
+            traffic.bytes_moved(Transport::Http, Direction::Sent, data.len());
+            if let Some(sent) = &sent {
+                sent.fetch_add(data.len() as u64, Ordering::Relaxed);
+            }
         }
         frame
     })
@@ -111,12 +115,9 @@ impl Exchange {
         }
     }
 
-    /// `body`, its bytes counted for the record; as it is without one.
+    /// `body`, its bytes counted into the run's traffic and the record.
     pub(super) fn counting(&self, body: RequestBody) -> RequestBody {
-        match &self.sent {
-            Some(sent) => counted(body, Arc::clone(sent)),
-            None => body,
-        }
+        counted(body, Arc::clone(&self.run.traffic), self.sent.clone())
     }
 
     /// The request goes on `made`, `reused` from an earlier one or not.
@@ -141,6 +142,9 @@ impl Exchange {
 
     /// `bytes` more of the response's body arrived.
     pub(super) fn received(&mut self, bytes: usize) {
+        self.run
+            .traffic
+            .bytes_moved(Transport::Http, Direction::Received, bytes);
         if let Some(record) = &mut self.record {
             record.received += bytes as u64;
         }

@@ -12,6 +12,7 @@ use crate::net::error::NetError;
 use crate::net::limits::SocketSlot;
 use crate::net::options::buffer_size;
 use crate::net::run::{Admitted, Run};
+use crate::net::traffic::Opened;
 use moat_policy::policy::{Capability, Host};
 
 /// Options for [`crate::net::Net::connect`]. The default is what the
@@ -140,6 +141,7 @@ pub(crate) async fn connect_resolved(
         }
     };
     run.allowed(admitted, resolved.as_ref(), Some(used))?;
+    run.traffic.connection(Opened::Connected);
     tracing::debug!(
         target: "moat::net",
         host = %target, port = admitted.port, peer = %used, local = ?stream.local_addr().ok(),

@@ -14,6 +14,7 @@ use tokio::net::TcpStream;
 use super::{Core, SideEnd, TcpConn};
 use crate::net::error::NetError;
 use crate::net::io::{Io, TlsStream, lock};
+use crate::net::traffic::{Direction, Transport};
 
 /// The read side's bookkeeping inside the socket.
 #[derive(Default)]
@@ -122,28 +123,44 @@ impl Reader {
         let Some(core) = self.core.upgrade() else {
             return Poll::Ready(Ok(0));
         };
-        if let Some(end) = self.ended(&core) {
+        let read = self.poll_read_from(cx, &core, buf);
+        if let Poll::Ready(Ok(n)) = read {
+            core.tasks
+                .traffic()
+                .bytes_moved(Transport::Tcp, Direction::Received, n);
+        }
+        read
+    }
+
+    /// [`Reader::poll_read`] on the socket's `core`, uncounted.
+    fn poll_read_from(
+        &mut self,
+        cx: &mut Context<'_>,
+        core: &Arc<Core>,
+        buf: &mut [u8],
+    ) -> Poll<Result<usize, NetError>> {
+        if let Some(end) = self.ended(core) {
             return Poll::Ready(end);
         }
         let stream = match &core.io {
             Io::Plain(stream) => stream,
-            Io::Tls(tls) => return self.poll_read_tls(cx, &core, tls, buf),
+            Io::Tls(tls) => return self.poll_read_tls(cx, core, tls, buf),
         };
         if buf.is_empty() {
-            return self.poll_ready(cx, &core, stream).map(|_| Ok(0));
+            return self.poll_ready(cx, core, stream).map(|_| Ok(0));
         }
         loop {
             match stream.try_read(buf) {
-                Ok(0) => return Poll::Ready(self.end(&core, Ok(())).map(|()| 0)),
+                Ok(0) => return Poll::Ready(self.end(core, Ok(())).map(|()| 0)),
                 Ok(n) => return Poll::Ready(Ok(n)),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    match ready!(self.poll_ready(cx, &core, stream)) {
-                        Err(e) => return Poll::Ready(self.end(&core, Err(e)).map(|()| 0)),
+                    match ready!(self.poll_ready(cx, core, stream)) {
+                        Err(e) => return Poll::Ready(self.end(core, Err(e)).map(|()| 0)),
                         Ok(()) if core.is_closed() => return Poll::Ready(Ok(0)),
                         Ok(()) => {}
                     }
                 }
-                Err(e) => return Poll::Ready(self.end(&core, Err(e.into())).map(|()| 0)),
+                Err(e) => return Poll::Ready(self.end(core, Err(e.into())).map(|()| 0)),
             }
         }
     }

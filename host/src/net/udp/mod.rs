@@ -36,6 +36,7 @@ use tokio::sync::Notify;
 use super::error::NetError;
 use super::limits::SocketSlot;
 use super::run::{Admitted, Resolved, Run};
+use super::traffic::Direction;
 use crate::audit::Operation;
 use moat_policy::policy::Host;
 
@@ -202,7 +203,10 @@ impl UdpSocket {
             // only for it.
             let mut buf = self.shared.pool.take()?;
             match self.shared.socket.try_recv_from(&mut buf) {
-                Ok((n, from)) => return Ok(datagram(&buf, n, from)),
+                Ok((n, from)) => {
+                    self.shared.run.traffic.datagram(Direction::Received, n);
+                    return Ok(datagram(&buf, n, from));
+                }
                 // Another receive took the datagram: wait again.
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
                 Err(e) => return Err(e.into()),
@@ -301,7 +305,10 @@ impl UdpSocket {
             .run
             .allowed(&to.admitted, to.resolved.as_ref(), Some(to.addr))?;
         match self.shared.socket.send_to(data, to.addr).await {
-            Ok(_) => Ok(()),
+            Ok(n) => {
+                self.shared.run.traffic.datagram(Direction::Sent, n);
+                Ok(())
+            }
             Err(e) if is_too_long(&e) => Err(NetError::InvalidArgument(format!(
                 "a datagram of {} bytes is longer than the protocol allows",
                 data.len()

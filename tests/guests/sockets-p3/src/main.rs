@@ -4,6 +4,8 @@
 //! ```text
 //! sockets-p3 lookup NAME                     print the name's addresses
 //! sockets-p3 tcp-client HOST PORT MESSAGE    connect (IPv4), send, half-close, print the reply
+//! sockets-p3 udp-client HOST PORT MESSAGE    send MESSAGE in one datagram (IPv4, from
+//!                                            127.0.0.1), print the reply datagram
 //! sockets-p3 tcp-sockets N ROUNDS            ROUNDS times: create N TCP sockets, drop them
 //! sockets-p3 udp-park N FAILURES SIGNAL_PORT park N receives on one socket; once FAILURES
 //!                                            of them failed, connect to 127.0.0.1:SIGNAL_PORT
@@ -74,6 +76,7 @@ impl wasip3::exports::cli::run::Guest for SocketsP3 {
         let result = match arg(0) {
             "lookup" => lookup(arg(1)).await,
             "tcp-client" => tcp_client(arg(1), num(2) as u16, arg(3)).await,
+            "udp-client" => udp_client(arg(1), num(2) as u16, arg(3)).await,
             "tcp-sockets" => tcp_sockets(num(1), num(2)),
             "udp-park" => udp_park(num(1), num(2), num(3) as u16).await,
             "hold-streams" => {
@@ -177,6 +180,19 @@ fn tcp_sockets(n: usize, rounds: usize) -> Result<(), String> {
             return Err(code(e));
         }
     }
+    Ok(())
+}
+
+async fn udp_client(host: &str, port: u16, message: &str) -> Result<(), String> {
+    let ip = first_v4(host).await?;
+    let socket = UdpSocket::create(IpAddressFamily::Ipv4).map_err(code)?;
+    socket.bind(v4(Ipv4Addr::LOCALHOST, 0)).map_err(code)?;
+    socket
+        .send(message.as_bytes().to_vec(), Some(v4(ip, port)))
+        .await
+        .map_err(code)?;
+    let (reply, _from) = socket.receive().await.map_err(code)?;
+    println!("reply: {}", String::from_utf8_lossy(&reply));
     Ok(())
 }
 

@@ -17,6 +17,7 @@ use tokio::task::JoinHandle;
 use super::{Core, SideEnd, State, TcpConn};
 use crate::net::error::NetError;
 use crate::net::io::Io;
+use crate::net::traffic::{Direction, Transport};
 use plain::Backlog;
 
 /// The write side's bookkeeping inside the socket.
@@ -200,10 +201,16 @@ impl Writer {
             // The last drain is over; release its task.
             state.send.drain = None;
         }
-        match &core.io {
+        let written = match &core.io {
             Io::Plain(stream) => plain::poll_write(cx, &core, &mut state, stream, buf),
             Io::Tls(session) => tls::poll_write(cx, &core, &mut state, session, buf),
+        };
+        if let Poll::Ready(Ok(n)) = written {
+            core.tasks
+                .traffic()
+                .bytes_moved(Transport::Tcp, Direction::Sent, n);
         }
+        written
     }
 }
 
