@@ -48,6 +48,9 @@ pub enum Trusted {
     /// A secret's value (`--secret`'s `from=file:`): what the guest is
     /// given a placeholder of and must never read.
     SecretFile,
+    /// The run's figures ([`crate::figures`]): what a node agent reports
+    /// of the run.
+    Figures,
 }
 
 impl Trusted {
@@ -62,6 +65,7 @@ impl Trusted {
             Trusted::CaFile => "the CA file",
             Trusted::Cache => "moat's compiled-code cache",
             Trusted::SecretFile => "a secret's file",
+            Trusted::Figures => "the run's figures",
         }
     }
 
@@ -77,6 +81,7 @@ impl Trusted {
             Trusted::TlsKey => "read the server's private key",
             Trusted::Cache => "plant native code that a later run executes",
             Trusted::SecretFile => "read the value it was given a placeholder of",
+            Trusted::Figures => "rewrite what its operator is told it did",
         }
     }
 
@@ -104,7 +109,7 @@ impl Trusted {
             // An API key or a token is at most a few KiB.
             Trusted::SecretFile => 64 << 10,
             // Appended to, never read: its bound is --max-audit-size.
-            Trusted::Trail | Trusted::Cache => u64::MAX,
+            Trusted::Trail | Trusted::Cache | Trusted::Figures => u64::MAX,
         }
     }
 }

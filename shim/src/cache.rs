@@ -80,6 +80,12 @@ pub struct NodeSettings {
     /// none unless the node's operator names them, since observe mode
     /// does not contain the program.
     pub observe_namespaces: Vec<String>,
+    /// Where each container's figures are written, in a directory of its
+    /// own ([`crate::figures`]); `None`: nowhere.
+    pub figures_dir: Option<PathBuf>,
+    /// How often a running container's figures are brought up to date
+    /// ([`moat_host::figures::DEFAULT_FIGURES_INTERVAL`]).
+    pub figures_interval: std::time::Duration,
 }
 
 /// The memory the process that compiles a tenant's component for the
@@ -110,6 +116,8 @@ impl Default for NodeSettings {
             compile_timeout: DEFAULT_COMPILE_TIMEOUT,
             compile_cpus: DEFAULT_COMPILE_CPUS,
             observe_namespaces: Vec::new(),
+            figures_dir: Some(PathBuf::from(crate::figures::DEFAULT_FIGURES_DIR)),
+            figures_interval: moat_host::figures::DEFAULT_FIGURES_INTERVAL,
         }
     }
 }
@@ -126,7 +134,8 @@ pub enum SettingsError {
     /// A key the shim does not know.
     #[error(
         "{SETTINGS_FILE}: `{0}` is not a setting (the settings are cache-dir, max-cache-size, \
-         max-compile-memory, compile-timeout, compile-cpus and observe-namespaces)"
+         max-compile-memory, compile-timeout, compile-cpus, observe-namespaces, figures-dir \
+         and figures-interval)"
     )]
     Unknown(String),
     /// A value of the wrong kind or out of range.
@@ -146,6 +155,22 @@ fn size(key: &'static str, value: &toml::Value) -> Result<u64, SettingsError> {
         why: "a size such as \"2GiB\"".to_owned(),
     })?;
     moat_host::settings::parse_size(text).map_err(|why| SettingsError::Value { key, why })
+}
+
+/// An absolute directory, or `"off"` (`None`).
+fn dir_or_off(key: &'static str, value: &toml::Value) -> Result<Option<PathBuf>, SettingsError> {
+    let dir = value.as_str().ok_or_else(|| SettingsError::Value {
+        key,
+        why: "a path, or \"off\"".to_owned(),
+    })?;
+    match dir {
+        "off" => Ok(None),
+        dir if Path::new(dir).is_absolute() => Ok(Some(PathBuf::from(dir))),
+        _ => Err(SettingsError::Value {
+            key,
+            why: format!("{dir:?} is not an absolute path"),
+        }),
+    }
 }
 
 /// A list of Kubernetes namespace names (DNS labels: 1 to 63 of `a-z`,
@@ -195,21 +220,20 @@ impl NodeSettings {
         let mut settings = NodeSettings::default();
         for (key, value) in &table {
             match key.as_str() {
-                "cache-dir" => {
-                    let dir = value.as_str().ok_or_else(|| SettingsError::Value {
-                        key: "cache-dir",
-                        why: "a path, or \"off\"".to_owned(),
+                "cache-dir" => settings.cache_dir = dir_or_off("cache-dir", value)?,
+                "figures-dir" => settings.figures_dir = dir_or_off("figures-dir", value)?,
+                "figures-interval" => {
+                    let text = value.as_str().ok_or_else(|| SettingsError::Value {
+                        key: "figures-interval",
+                        why: "a duration such as \"10s\"".to_owned(),
                     })?;
-                    settings.cache_dir = match dir {
-                        "off" => None,
-                        dir if Path::new(dir).is_absolute() => Some(PathBuf::from(dir)),
-                        _ => {
-                            return Err(SettingsError::Value {
-                                key: "cache-dir",
-                                why: format!("{dir:?} is not an absolute path"),
-                            });
-                        }
-                    };
+                    settings.figures_interval = moat_host::settings::parse_duration(text)
+                        .ok()
+                        .filter(|d| *d >= std::time::Duration::from_secs(1))
+                        .ok_or_else(|| SettingsError::Value {
+                            key: "figures-interval",
+                            why: format!("{text:?} is not a duration of 1s or more"),
+                        })?;
                 }
                 "max-cache-size" => settings.max_cache_size = size("max-cache-size", value)?,
                 "max-compile-memory" => {
@@ -616,28 +640,7 @@ pub fn compile_main(args: &[String]) -> i32 {
 /// # Errors
 /// [`Uncached::Spec`] when the spec cannot be read or written.
 pub fn mount_into(bundle: &Path, dir: &Path) -> Result<(), Uncached> {
-    use oci_spec::runtime::{MountBuilder, Spec};
-    let path = bundle.join("config.json");
-    let spec_error = |e: &dyn std::fmt::Display| Uncached::Spec(e.to_string());
-    let mut spec = Spec::load(&path).map_err(|e| spec_error(&e))?;
-    let mount = MountBuilder::default()
-        .destination(MOUNT)
-        .typ("bind")
-        .source(dir)
-        .options(
-            ["rbind", "ro", "nosuid", "nodev", "noexec"]
-                .map(str::to_owned)
-                .to_vec(),
-        )
-        .build()
-        .map_err(|e| spec_error(&e))?;
-    let mut mounts = spec.mounts().clone().unwrap_or_default();
-    mounts.push(mount);
-    spec.set_mounts(Some(mounts));
-    // Written beside it and renamed: libcontainer reads a whole spec.
-    let written = path.with_extension("json.moat");
-    spec.save(&written).map_err(|e| spec_error(&e))?;
-    std::fs::rename(&written, &path).map_err(|e| spec_error(&e))
+    crate::spec_mount::bind(bundle, dir, MOUNT, false).map_err(Uncached::Spec)
 }
 
 #[cfg(test)]
@@ -698,7 +701,30 @@ mod tests {
                 .cache_dir,
             None
         );
+        // Issue 58: each container's figures, where and how often.
+        let figures =
+            NodeSettings::parse("figures-dir = \"/srv/figures\"\nfigures-interval = \"30s\"")
+                .unwrap();
+        assert_eq!(
+            figures.figures_dir.as_deref(),
+            Some(Path::new("/srv/figures"))
+        );
+        assert_eq!(figures.figures_interval, std::time::Duration::from_secs(30));
+        assert_eq!(
+            NodeSettings::parse("figures-dir = \"off\"")
+                .unwrap()
+                .figures_dir,
+            None
+        );
+        assert_eq!(
+            NodeSettings::default().figures_dir.as_deref(),
+            Some(Path::new("/run/moat/figures"))
+        );
         for (text, says) in [
+            ("figures-dir = \"figures\"", "not an absolute path"),
+            ("figures-interval = \"0s\"", "1s or more"),
+            ("figures-interval = \"100ms\"", "1s or more"),
+            ("figures-interval = 10", "a duration"),
             ("cache_dir = \"/x\"", "`cache_dir` is not a setting"),
             ("cache-dir = \"relative\"", "not an absolute path"),
             ("cache-dir = 3", "a path"),

@@ -30,6 +30,8 @@ pub(crate) struct MoatExecutor {
     pub(crate) compiled_code: Option<std::path::PathBuf>,
     /// Whether the node's settings let this pod run in observe mode.
     pub(crate) observe_allowed: bool,
+    /// Where its figures go, if anywhere.
+    pub(crate) figures: Option<crate::figures::FiguresTarget>,
     /// What the shim read of the image before the container was created.
     pub(crate) image: Image,
     /// The container's containerd namespace and id, for the audit trail.
@@ -52,6 +54,7 @@ impl Executor for MoatExecutor {
             id: self.id.clone(),
             compiled_code: self.compiled_code.clone(),
             observe_allowed: self.observe_allowed,
+            figures: self.figures.clone(),
         };
         let status = MoatSandbox::default().run(&container);
         std::process::exit(status)

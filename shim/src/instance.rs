@@ -29,6 +29,7 @@ use rustix::process::{Pid, PidfdFlags, WaitId, WaitIdOptions};
 use crate::cache;
 use crate::deployment::POLICY_LAYER_MEDIA_TYPE;
 use crate::executor::MoatExecutor;
+use crate::figures::{self, FiguresTarget};
 use crate::image;
 use crate::pod::{self, Role};
 use crate::reaper;
@@ -59,6 +60,10 @@ pub struct MoatInstance {
     /// The host file mounted at the container's [`TERMINATION_LOG`], if
     /// any (kubelet mounts one for every app container).
     termination_log: Option<PathBuf>,
+    /// The figures removed when the container is deleted: the node's
+    /// figures directory, and the pod directory in it (a sandbox's pod, or
+    /// a container that is a pod of its own).
+    figures_removed: Option<(PathBuf, String)>,
 }
 
 /// What the zygote needs to build the container.
@@ -74,6 +79,8 @@ struct Build {
     compiled_code: Option<PathBuf>,
     /// Whether the node's settings let this pod run in observe mode.
     observe_allowed: bool,
+    /// Where its figures go, if anywhere.
+    figures: Option<FiguresTarget>,
 }
 
 /// `error` and each of its sources, joined by `: ` (libcontainer's own
@@ -111,6 +118,7 @@ fn build(build: Build) -> Result<(), String> {
         oom_score_adj,
         compiled_code,
         observe_allowed,
+        figures,
     } = build;
     if let Some(adj) = oom_score_adj {
         set_oom_score_adj(adj)?;
@@ -122,6 +130,7 @@ fn build(build: Build) -> Result<(), String> {
         role,
         compiled_code,
         observe_allowed,
+        figures,
         image,
         namespace: cfg.namespace.clone(),
         id: id.clone(),
@@ -246,6 +255,24 @@ impl Instance for MoatInstance {
             None => None,
             Some(settings) => node_cache(&id, &cfg.bundle, &spec, &image, settings).await,
         };
+        let place = figures::Place::of(spec.annotations().as_ref(), &id);
+        let figures = match &settings {
+            Some(settings) => figures_of(&id, &place, &cfg.bundle, &spec, settings),
+            None => None,
+        };
+        let figures_removed = match role {
+            // A pod's end takes its containers' figures; nothing was
+            // written for the sandbox itself, and no settings were read.
+            Role::Sandbox => cache::NodeSettings::read()
+                .ok()
+                .and_then(|s| s.figures_dir)
+                .map(|dir| (dir, id.clone())),
+            Role::Workload if place.alone(&id) => settings
+                .as_ref()
+                .and_then(|s| s.figures_dir.clone())
+                .map(|dir| (dir, id.clone())),
+            Role::Workload => None,
+        };
         let observe_allowed = settings.as_ref().is_some_and(|settings| {
             settings.allows_observe(pod::namespace(spec.annotations().as_ref()).as_deref())
         });
@@ -261,6 +288,7 @@ impl Instance for MoatInstance {
             exit: WaitableCell::new(),
             id: id.clone(),
             termination_log,
+            figures_removed,
         };
         instance
             .in_zygote(
@@ -273,6 +301,7 @@ impl Instance for MoatInstance {
                     oom_score_adj,
                     compiled_code,
                     observe_allowed,
+                    figures,
                 },
             )
             .inspect_err(|e| tracing::info!(container = %id, "cannot be created: {e}"))?;
@@ -317,7 +346,11 @@ impl Instance for MoatInstance {
     }
 
     async fn delete(&self) -> Result<(), Error> {
-        self.in_zygote(delete, ())
+        self.in_zygote(delete, ())?;
+        if let Some((dir, pod)) = &self.figures_removed {
+            figures::remove(dir, pod);
+        }
+        Ok(())
     }
 
     async fn wait(&self) -> (u32, DateTime<Utc>) {
@@ -388,6 +421,34 @@ async fn node_cache(
             None
         }
         Err(_) => None,
+    }
+}
+
+/// Gives container `id` a directory of its own (at `place`) in the node's
+/// figures directory, mounted into it ([`figures`]): where its moat writes its
+/// figures, and what labels them; `None` when the node writes none, or
+/// this container's cannot be (it starts all the same, and the shim's log
+/// says why).
+fn figures_of(
+    id: &str,
+    place: &figures::Place,
+    bundle: &Path,
+    spec: &Spec,
+    settings: &cache::NodeSettings,
+) -> Option<FiguresTarget> {
+    let base = settings.figures_dir.as_ref()?;
+    let user = spec.process().as_ref().map(|p| p.user());
+    let owner = user.map_or((0, 0), |u| (u.uid(), u.gid()));
+    match figures::prepare(base, place, owner, bundle) {
+        Ok(_) => Some(FiguresTarget {
+            dir: PathBuf::from(figures::MOUNT),
+            labels: figures::labels(spec.annotations().as_ref(), id),
+            interval: settings.figures_interval,
+        }),
+        Err(e) => {
+            tracing::info!(container = %id, "its figures are not written: {e}");
+            None
+        }
     }
 }
 

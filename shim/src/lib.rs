@@ -9,6 +9,8 @@
 //! - [`deployment`]: what the pod spec grants (`MOAT_*` variables), what
 //!   becomes of the image's policy, and which directories the guest sees;
 //!   the one place a container's grants are decided.
+//! - [`figures`]: each container's figures on the node (decisions,
+//!   connections, bytes, its component's load), for a node agent.
 //! - [`image`]: what the shim reads of the image from containerd (its own
 //!   environment, its wasm layers), so that the image cannot grant.
 //! - [`instance`]: the container's lifecycle for containerd.
@@ -17,6 +19,7 @@
 //! - `pause`: a pod's sandbox, held by the shim's own code.
 //! - `confine`: where the node's compile of a tenant's component runs.
 //! - `reaper`: the exit status of a process the shim library reaped first.
+//! - `spec_mount`: a node directory bind-mounted into a container's spec.
 //! - [`sandbox`]: one container's run, in the container's process: a
 //!   component under moat, or a refusal. Nothing else ever runs there.
 //!
@@ -29,12 +32,14 @@ pub mod cache;
 mod confine;
 pub mod deployment;
 mod executor;
+pub mod figures;
 pub mod image;
 pub mod instance;
 mod pause;
 pub mod pod;
 mod reaper;
 pub mod sandbox;
+mod spec_mount;
 
 pub use deployment::POLICY_LAYER_MEDIA_TYPE;
 pub use image::{COMPONENT_LAYER_MEDIA_TYPE, LAYER_TYPES};

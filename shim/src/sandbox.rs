@@ -13,7 +13,10 @@
 use std::io::{Read as _, Write as _};
 use std::path::{Path, PathBuf};
 
+use std::sync::Arc;
+
 use moat_host::audit::{self, Audit, GuestIdentity};
+use moat_host::figures::{Figures, FiguresFile};
 use moat_host::launch::{ComponentSource, Entry, Launch, Plain, Threads};
 use moat_host::preopen::Preopen;
 use moat_host::preopen::{self, PreopenError};
@@ -22,6 +25,7 @@ use moat_host::trusted::{Kept, Trusted};
 use moat_host::{CacheDir, MoatConfig, MoatError, REFUSED_EXIT, RunOptions};
 
 use crate::deployment::HTTP_ADDR_VAR;
+use crate::figures::FiguresTarget;
 
 use crate::deployment::{
     Deployment, DeploymentError, MAX_POLICY_LAYER, POLICY_FILE, POLICY_LAYER_MEDIA_TYPE,
@@ -56,6 +60,11 @@ pub struct Container {
     /// observe mode (`observe-namespaces`); only the shim says so.
     #[serde(default)]
     pub observe_allowed: bool,
+    /// Where the container's moat writes its figures, when the shim gave
+    /// it a directory for them ([`crate::figures`]); only the shim says
+    /// so.
+    #[serde(default)]
+    pub figures: Option<FiguresTarget>,
 }
 
 /// What the shim knows of a container's image.
@@ -317,6 +326,8 @@ struct Prepared {
     http_addr: Option<std::net::SocketAddr>,
     /// The node's cache, as [`Container::compiled_code`] says.
     compiled_code: Option<PathBuf>,
+    /// Where the figures go, as [`Container::figures`] says.
+    figures: Option<FiguresTarget>,
 }
 
 impl MoatSandbox {
@@ -353,6 +364,12 @@ impl MoatSandbox {
             .compiled_code
             .iter()
             .map(|dir| Kept::new(dir, Trusted::Cache))
+            .chain(
+                container
+                    .figures
+                    .iter()
+                    .map(|f| Kept::new(&f.dir, Trusted::Figures)),
+            )
             .collect();
         for dir in &deployment.dirs {
             let checked = preopen::check_against(&self.in_root(&dir.host), dir.writable, &kept)
@@ -388,6 +405,7 @@ impl MoatSandbox {
                 options,
                 http_addr: deployment.http_addr,
                 compiled_code: container.compiled_code.clone(),
+                figures: container.figures.clone(),
             },
             deployment,
         ))
@@ -425,6 +443,18 @@ fn run(prepared: Prepared, report: impl Fn(&str)) -> i32 {
         },
         None => Entry::Run,
     };
+    let mut options = prepared.options;
+    let figures = prepared.figures.and_then(|target| {
+        let figures = Figures::new(target.labels);
+        options = std::mem::take(&mut options).figures(Arc::clone(&figures));
+        match FiguresFile::start(figures, &target.dir, target.interval) {
+            Ok(file) => Some(file),
+            Err(e) => {
+                report_figures(&e);
+                None
+            }
+        }
+    });
     let launch = Launch {
         // The node's cache, read-only, when the shim mounted it; never one
         // of the container's own root filesystem, which is the image's.
@@ -435,7 +465,7 @@ fn run(prepared: Prepared, report: impl Fn(&str)) -> i32 {
                 .map_or(CacheDir::Off, CacheDir::At),
             ..MoatConfig::default()
         },
-        options: prepared.options,
+        options,
         source: ComponentSource::Bytes {
             bytes: prepared.component,
             name: PathBuf::from(&prepared.name),
@@ -449,7 +479,13 @@ fn run(prepared: Prepared, report: impl Fn(&str)) -> i32 {
         // whole grace period (30 s by default) and then SIGKILL it.
         stop_on_signal: true,
     };
-    match launch.start(&Plain) {
+    let ended = launch.start(&Plain);
+    if let Some(file) = figures
+        && let Err(e) = file.finish()
+    {
+        report_figures(&e);
+    }
+    match ended {
         Ok(ended) => ended.status(),
         Err(MoatError::NoEntryPoint { reason, .. }) if reason.http_handler.is_some() => {
             report(&format!(
@@ -466,6 +502,12 @@ fn run(prepared: Prepared, report: impl Fn(&str)) -> i32 {
             e.exit_status().into()
         }
     }
+}
+
+/// Says on the container's stderr (its log) that its figures could not
+/// be written: the run goes on without them.
+fn report_figures(error: &moat_host::figures::FiguresError) {
+    eprintln!("moat: {error}; the node's figures of this container are not up to date");
 }
 
 #[cfg(test)]

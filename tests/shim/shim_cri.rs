@@ -139,6 +139,10 @@ async fn pods_under_the_cri_path(test: &str, n: u8, release: Option<&str>) {
         return;
     };
     let payload: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+    // Each container's figures brought up to date every second, so that a
+    // running one's can be watched.
+    node.containerd
+        .add_shim_setting(r#"figures-interval = "1s""#);
 
     // The control: a runc pod with a native echo (busybox nc), on the same
     // containerd, pause image and pod network.
@@ -363,6 +367,81 @@ async fn pods_under_the_cri_path(test: &str, n: u8, release: Option<&str>) {
         "echo-server's and the probe's: {entries:?}"
     );
 
+    // Per-pod figures (issue 58), where the node's settings put them: a
+    // directory per container, labelled with the pod's names. The ended
+    // container's say what it did and that its code came from the node's
+    // cache; the running echo's follow the bytes it moved.
+    let figures = |name: &str| {
+        std::fs::read_to_string(
+            node.containerd
+                .figures_dir()
+                .join(&pod.id)
+                .join(name)
+                .join(moat_host::figures::FIGURES_FILE),
+        )
+        .unwrap_or_default()
+    };
+    let labels = |name: &str, id: &str| {
+        format!(r#"namespace="default",pod="moat-pod",container="{name}",container_id="{id}""#)
+    };
+    let ended = figures("granted");
+    let granted_labels = labels("granted", &again);
+    for line in [
+        format!(
+            r#"moat_decisions_total{{{granted_labels},operation="connect",outcome="allowed"}} 1"#
+        ),
+        format!(r#"moat_tcp_connections_total{{{granted_labels},opened="connected"}} 1"#),
+    ] {
+        assert!(ended.lines().any(|l| l == line), "no {line} in\n{ended}");
+    }
+    assert!(
+        ended.contains(&format!(
+            r#"moat_component_load_seconds{{{granted_labels},from="cache"}} "#
+        )),
+        "{ended}"
+    );
+    let echo_labels = labels("echo", &echo_id);
+    let moved = [
+        format!(
+            r#"moat_traffic_bytes_total{{{echo_labels},transport="tcp",direction="sent"}} 100000"#
+        ),
+        format!(
+            r#"moat_traffic_bytes_total{{{echo_labels},transport="tcp",direction="received"}} 100000"#
+        ),
+    ];
+    node.until("the echo's figures", || async {
+        let now = figures("echo");
+        moved
+            .iter()
+            .all(|line| now.lines().any(|l| l == line))
+            .then_some(())
+    })
+    .await;
+    // As an operator's node agent collects them: node_exporter's textfile
+    // collector, with the glob docs/kubernetes.md gives.
+    if let Some(scraped) = scraped_by_node_exporter(test, &node.containerd.figures_dir()) {
+        assert!(
+            scraped.lines().any(|l| l == "node_textfile_scrape_error 0"),
+            "{scraped}"
+        );
+        let sorted = |name: &str, id: &str| {
+            format!(
+                r#"container="{name}",container_id="{id}",direction="sent",namespace="default",pod="moat-pod",transport="tcp"}} 100000"#
+            )
+        };
+        assert!(
+            scraped
+                .lines()
+                .any(|l| l.starts_with("moat_traffic_bytes_total{")
+                    && l.ends_with(&sorted("echo", &echo_id))),
+            "{scraped}"
+        );
+        assert!(
+            scraped.contains(&format!(r#"container="granted",container_id="{again}""#)),
+            "{scraped}"
+        );
+    }
+
     // A native entrypoint is refused, and says why where an operator
     // looks: the termination message kubelet reads, and containerd's log.
     let termination = node.work.path().join("native.termination-log");
@@ -420,12 +499,25 @@ async fn pods_under_the_cri_path(test: &str, n: u8, release: Option<&str>) {
     node.runtime
         .clone()
         .remove_container(RemoveContainerRequest {
-            container_id: echo_id,
+            container_id: echo_id.clone(),
         })
         .await
         .expect("RemoveContainer");
 
+    assert!(
+        node.containerd
+            .figures_dir()
+            .join(&pod.id)
+            .join("echo")
+            .exists(),
+        "a removed container's figures stay until the pod ends"
+    );
     node.remove_pod(&pod).await;
+    // The pod's figures go with it.
+    node.until("the ended pod's figures removed", || async {
+        (!node.containerd.figures_dir().join(&pod.id).exists()).then_some(())
+    })
+    .await;
     // containerd logged no error in the pods' whole lives. (Before the
     // shim answered a kill of an exited task "not found", as runc's shim
     // does, 1.7 and 2.x logged "ttrpc: received message on inactive
@@ -449,6 +541,57 @@ async fn pods_under_the_cri_path(test: &str, n: u8, release: Option<&str>) {
         "{}: {errors:#?}",
         node.containerd.release().name
     );
+}
+
+/// What node_exporter's textfile collector (Debian's
+/// prometheus-node-exporter) reports of the figures under `dir`, read
+/// with `--collector.textfile.directory=DIR/*/*`; `None` (the test goes on
+/// without it) where it is not installed, outside CI.
+fn scraped_by_node_exporter(test: &str, dir: &std::path::Path) -> Option<String> {
+    use std::io::{Read as _, Write as _};
+    let program = "prometheus-node-exporter";
+    let installed = std::process::Command::new(program)
+        .arg("--version")
+        .output()
+        .is_ok();
+    if support::skip_unless(
+        test,
+        (!installed).then(|| format!("{program} is not installed (apt-get install {program})")),
+    ) {
+        return None;
+    }
+    let port = support::free_port();
+    let mut exporter = std::process::Command::new(program)
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .arg("--collector.disable-defaults")
+        .arg("--collector.textfile")
+        .arg(format!(
+            "--collector.textfile.directory={}/*/*",
+            dir.display()
+        ))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("node_exporter starts");
+    let started = std::time::Instant::now();
+    let scraped = loop {
+        if let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+            stream
+                .write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
+                .expect("the scrape is sent");
+            let mut answer = String::new();
+            stream.read_to_string(&mut answer).expect("the scrape");
+            break answer;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(30),
+            "node_exporter did not listen on {port}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let _ = exporter.kill();
+    let _ = exporter.wait();
+    Some(scraped)
 }
 
 /// The error lines of containerd's log, each followed by the name of the

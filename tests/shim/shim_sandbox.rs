@@ -9,6 +9,7 @@
 
 use std::path::Path;
 
+use containerd_shim_moat::figures::FiguresTarget;
 use containerd_shim_moat::image::{ImageFacts, Layer};
 use containerd_shim_moat::{
     COMPONENT_LAYER_MEDIA_TYPE, Container, Image, MoatSandbox, POLICY_LAYER_MEDIA_TYPE,
@@ -34,6 +35,7 @@ fn file(guest: &str, args: &[&str], env: &[&str]) -> Container {
         id: "sandbox-test".to_owned(),
         compiled_code: None,
         observe_allowed: false,
+        figures: None,
     }
 }
 
@@ -551,5 +553,87 @@ async fn an_http_handler_is_served_where_its_pod_spec_says_and_nowhere_without_i
     assert!(
         answer.starts_with("HTTP/1.1 200") && answer.contains("hello from a wasi:http handler\n"),
         "{answer}"
+    );
+}
+
+/// Issue 58: a container's figures, as the shim's mount gives it their
+/// directory: labelled with the container's names, its decisions, bytes
+/// and load counted, written at its end; and no directory of the guest's
+/// may reach them.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_containers_figures_are_written_where_the_shim_says_and_kept_from_its_guest() {
+    let node = Node::new();
+    let figures_dir = node.dir.path().join("root/state/figures");
+    std::fs::create_dir_all(&figures_dir).expect("the figures' directory");
+    let target = FiguresTarget {
+        dir: figures_dir.clone(),
+        labels: vec![
+            ("namespace".to_owned(), "team-a".to_owned()),
+            ("pod".to_owned(), "echo-1".to_owned()),
+        ],
+        interval: std::time::Duration::from_secs(3600),
+    };
+    let (listener, port) = peer();
+    let grant = format!("MOAT_ALLOW_NET=127.0.0.1:{port}");
+    let mut container = file(
+        &node.place(guests::STD_NET),
+        &["tcp-client", "127.0.0.1", &port, "ping"],
+        &[&grant],
+    );
+    container.figures = Some(target.clone());
+    let listener = served(listener);
+    let serve = tokio::spawn(async move {
+        let (mut stream, _) = listener.accept().await.expect("the guest connects");
+        let mut got = Vec::new();
+        stream.read_to_end(&mut got).await.expect("its bytes");
+        tokio::io::AsyncWriteExt::write_all(&mut stream, b"pong!")
+            .await
+            .expect("the reply");
+        got
+    });
+    assert_eq!(
+        node.run(&container).await,
+        0,
+        "{}",
+        node.termination_message()
+    );
+    assert_eq!(serve.await.expect("the server"), b"ping");
+    let text = std::fs::read_to_string(figures_dir.join(moat_host::figures::FIGURES_FILE))
+        .expect("the figures");
+    let labels = r#"namespace="team-a",pod="echo-1""#;
+    for line in [
+        format!(r#"moat_traffic_bytes_total{{{labels},transport="tcp",direction="sent"}} 4"#),
+        format!(r#"moat_traffic_bytes_total{{{labels},transport="tcp",direction="received"}} 5"#),
+        format!(r#"moat_tcp_connections_total{{{labels},opened="connected"}} 1"#),
+        format!(r#"moat_decisions_total{{{labels},operation="connect",outcome="allowed"}} 1"#),
+    ] {
+        assert!(text.lines().any(|l| l == line), "no {line} in\n{text}");
+    }
+    assert!(
+        text.contains(&format!(
+            r#"moat_component_load_seconds{{{labels},from="compiled"}} "#
+        )),
+        "{text}"
+    );
+
+    // A writable directory of the guest's that reaches them: refused, and
+    // the guest never runs.
+    let mut container = file(
+        &node.place(guests::FS_PROBE),
+        &["write", "/state/figures/figures.prom", "forged"],
+        &["MOAT_DIRS=/state:rw"],
+    );
+    container.figures = Some(FiguresTarget {
+        dir: figures_dir.clone(),
+        ..target
+    });
+    assert_eq!(node.run(&container).await, moat_host::REFUSED_EXIT as i32);
+    let message = node.termination_message();
+    assert!(message.contains("the run's figures"), "{message}");
+    assert_eq!(
+        std::fs::read_to_string(figures_dir.join(moat_host::figures::FIGURES_FILE))
+            .expect("the figures"),
+        text,
+        "the figures were changed"
     );
 }

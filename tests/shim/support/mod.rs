@@ -303,12 +303,15 @@ state = "{d}/state"
                 )),
         )
         .expect("a PATH");
-        // The shim's node settings: a compiled-code cache of this
-        // containerd's own.
+        // The shim's node settings: a compiled-code cache and a figures
+        // directory of this containerd's own.
         let settings = dir.path().join("moat-shim.toml");
         std::fs::write(
             &settings,
-            format!("cache-dir = \"{}/moat-cache\"\n", dir.path().display()),
+            format!(
+                "cache-dir = \"{d}/moat-cache\"\nfigures-dir = \"{d}/moat-figures\"\n",
+                d = dir.path().display()
+            ),
         )
         .expect("the shim's settings");
         let child = release
@@ -361,6 +364,11 @@ state = "{d}/state"
     /// The compiled-code cache of its shims.
     pub fn cache_dir(&self) -> PathBuf {
         self.dir.path().join("moat-cache")
+    }
+
+    /// Where its shims write each container's figures.
+    pub fn figures_dir(&self) -> PathBuf {
+        self.dir.path().join("moat-figures")
     }
 
     /// Adds `line` to the node's settings for its shims (read at each
