@@ -23,6 +23,7 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use super::listen::{Listener, Listening};
+use super::process_metrics::gauge;
 use super::refused::Refused;
 use crate::audit::{Decided, DecisionCounts, GuestIdentity, Operation};
 use crate::net::Net;
@@ -345,19 +346,6 @@ impl std::fmt::Debug for Now {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Now").finish_non_exhaustive()
     }
-}
-
-/// Encodes one gauge without labels.
-pub(super) fn gauge(
-    encoder: &mut DescriptorEncoder,
-    name: &str,
-    help: &str,
-    unit: Option<&Unit>,
-    value: u64,
-) -> Result<(), std::fmt::Error> {
-    let value = ConstGauge::new(i64::try_from(value).unwrap_or(i64::MAX));
-    let metric = encoder.encode_descriptor(name, help, unit, value.metric_type())?;
-    value.encode(metric)
 }
 
 impl Collector for Now {

@@ -11,8 +11,6 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::Unit;
 use rustix::time::{ClockId, clock_gettime};
 
-use super::metrics::gauge;
-
 /// The process's figures, read when scraped.
 #[derive(Debug)]
 pub(crate) struct Process;
@@ -116,6 +114,19 @@ impl Collector for Process {
         }
         Ok(())
     }
+}
+
+/// Encodes one gauge without labels.
+pub(super) fn gauge(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    unit: Option<&Unit>,
+    value: u64,
+) -> Result<(), std::fmt::Error> {
+    let value = ConstGauge::new(i64::try_from(value).unwrap_or(i64::MAX));
+    let metric = encoder.encode_descriptor(name, help, unit, value.metric_type())?;
+    value.encode(metric)
 }
 
 #[cfg(test)]
