@@ -240,6 +240,36 @@ pub fn ab_table(report: &Report) -> String {
             ));
         }
     }
+    let mut stock = String::new();
+    for w in &report.workloads {
+        let mut first = true;
+        for m in &w.metrics {
+            let (Some(new), Some(old)) = (
+                m.servers.get(&Kind::MoatStd),
+                m.servers.get(&Kind::MoatStdBaseline),
+            ) else {
+                continue;
+            };
+            let ratio = if old.median == 0.0 {
+                "-".to_owned()
+            } else {
+                format!("{:.2}", new.median / old.median)
+            };
+            stock.push_str(&format!(
+                "| {} | {} | {} | {} | {ratio} |\n",
+                if first { w.name.as_str() } else { "" },
+                m.label(),
+                m.cell(Kind::MoatStdBaseline),
+                m.cell(Kind::MoatStd),
+            ));
+            first = false;
+        }
+    }
+    if !stock.is_empty() {
+        out.push_str("\n| workload | metric | moat, std::net guest, baseline | moat, std::net guest | ratio |\n");
+        out.push_str("|---|---|---|---|---|\n");
+        out.push_str(&stock);
+    }
     out
 }
 

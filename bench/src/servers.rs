@@ -34,6 +34,8 @@ pub enum Kind {
     /// `moat run` with the same std::net guest: wasi:sockets under moat's
     /// policy, beside wasmtime-wasi's own (the rows it can run).
     MoatStd,
+    /// The same, with the baseline build's `moat` and guest.
+    MoatStdBaseline,
     /// `moat run` with `examples/hyper-serve` (hyper 1 on moat-sdk), beside
     /// `Moat` running `examples/http-server` (HTTP written by hand).
     MoatHyper,
@@ -51,6 +53,7 @@ impl Kind {
             Kind::WasmtimeWasi => "wasmtime-wasi",
             Kind::WasmtimeWasiBaseline => "wasmtime-wasi (baseline)",
             Kind::MoatStd => "moat, std::net guest",
+            Kind::MoatStdBaseline => "moat, std::net guest (baseline)",
             Kind::MoatHyper => "moat, hyper-serve",
             Kind::MoatAudited => "moat --audit",
         }
@@ -65,6 +68,7 @@ impl Kind {
             Kind::WasmtimeWasi => "wasmtime-wasi",
             Kind::WasmtimeWasiBaseline => "wasmtime-wasi-baseline",
             Kind::MoatStd => "moat-std",
+            Kind::MoatStdBaseline => "moat-std-baseline",
             Kind::MoatHyper => "moat-hyper",
             Kind::MoatAudited => "moat-audit",
         }
@@ -268,6 +272,9 @@ impl Setup {
     pub fn kinds_with_std(&self) -> Vec<Kind> {
         let mut kinds = self.kinds();
         kinds.push(Kind::MoatStd);
+        if self.baseline.is_some() {
+            kinds.push(Kind::MoatStdBaseline);
+        }
         kinds
     }
 
@@ -280,7 +287,7 @@ impl Setup {
     /// The `moat` binary of a moat kind.
     pub fn moat_binary(&self, kind: Kind) -> &Path {
         match kind {
-            Kind::MoatBaseline => &self.baseline().moat,
+            Kind::MoatBaseline | Kind::MoatStdBaseline => &self.baseline().moat,
             _ => &self.moat,
         }
     }
@@ -296,7 +303,7 @@ impl Setup {
     /// Where `kind`'s copy of `guest` is.
     pub fn guest(&self, kind: Kind, guest: Guest) -> PathBuf {
         match kind {
-            Kind::MoatBaseline | Kind::WasmtimeWasiBaseline => self
+            Kind::MoatBaseline | Kind::WasmtimeWasiBaseline | Kind::MoatStdBaseline => self
                 .baseline()
                 .guests
                 .join(format!("{}.wasm", guest.package())),
@@ -343,7 +350,7 @@ impl Setup {
 
     pub fn cache_for(&self, kind: Kind) -> PathBuf {
         match kind {
-            Kind::MoatBaseline => self.cache.join("baseline"),
+            Kind::MoatBaseline | Kind::MoatStdBaseline => self.cache.join("baseline"),
             _ => self.cache.clone(),
         }
     }
@@ -454,7 +461,9 @@ impl Server {
                     }
                 }
             }
-            Kind::MoatHyper | Kind::MoatStd if matches!(mode, Mode::WasiHttp) => {
+            Kind::MoatHyper | Kind::MoatStd | Kind::MoatStdBaseline
+                if matches!(mode, Mode::WasiHttp) =>
+            {
                 bail!("the {} server has no wasi:http mode", kind.label());
             }
             Kind::MoatHyper => {
@@ -466,12 +475,12 @@ impl Server {
                     .arg(setup.guest(kind, Guest::HyperServe))
                     .arg(&listen);
             }
-            Kind::MoatStd => {
+            Kind::MoatStd | Kind::MoatStdBaseline => {
                 let rest = mode_args.split_off(1);
                 command
-                    .arg(&setup.moat)
+                    .arg(setup.moat_binary(kind))
                     .arg("run")
-                    .arg(format!("--cache-dir={}", setup.cache.display()))
+                    .arg(format!("--cache-dir={}", setup.cache_for(kind).display()))
                     .arg("--allow-listen=127.0.0.1:0")
                     .arg("--allow-net=127.0.0.1")
                     .args(setup.uncapped(kind))
