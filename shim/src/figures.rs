@@ -69,8 +69,12 @@ pub struct FiguresTarget {
 /// the same).
 #[derive(Debug, thiserror::Error)]
 pub enum FiguresRefused {
-    /// The id could name another file.
-    #[error("{0:?} is not a container id the shim makes a directory for")]
+    /// A pod's sandbox id or a container's name that could name another
+    /// file.
+    #[error(
+        "{0:?} is not a name the shim makes a directory of (a pod's sandbox id or a \
+         container's name: letters, digits and ._-, not starting with a dot)"
+    )]
     Id(String),
     /// The directory or its parents are not the shim's alone.
     #[error(

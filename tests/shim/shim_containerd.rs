@@ -171,6 +171,7 @@ async fn ctr_runs_echo_server_under_the_grants_of_its_deployment() {
         return;
     };
     let containerd = &node.containerd;
+    containerd.add_shim_setting(r#"figures-interval = "1s""#);
     let port = support::free_port();
     let policy = format!("allow-listen = [\"127.0.0.1:{port}\"]\nmax-connections = 8\n");
     let image = "localhost/moat-echo-server:e2e";
@@ -231,10 +232,39 @@ async fn ctr_runs_echo_server_under_the_grants_of_its_deployment() {
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+    // Its figures (issue 58): a container without a pod is a pod of its
+    // own, its directory named by its id twice.
+    let own = containerd.figures_dir().join(&id);
+    let listened = format!(
+        r#"moat_decisions_total{{namespace="",pod="",container="",container_id="{id}",operation="listen",outcome="allowed"}} 1"#
+    );
+    let started = std::time::Instant::now();
+    loop {
+        let figures = std::fs::read_to_string(own.join(&id).join(moat_host::figures::FIGURES_FILE))
+            .unwrap_or_default();
+        if figures.lines().any(|l| l == listened) {
+            break;
+        }
+        assert!(
+            started.elapsed() < START_DEADLINE,
+            "no {listened} in the running container's figures:\n{figures}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     run(containerd
         .ctr(NAMESPACE)
         .args(["task", "kill", "--signal", "SIGKILL", &id]));
     let status = ctr_run.wait().expect("ctr ends with its task");
+    // ... and they go with it.
+    let started = std::time::Instant::now();
+    while own.exists() {
+        assert!(
+            started.elapsed() < START_DEADLINE,
+            "the ended container's figures are left: {}",
+            own.display()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     let output = container_log();
     assert_eq!(status.code(), Some(137), "killed: 128 + SIGKILL\n{output}");
     assert!(
