@@ -2,7 +2,7 @@
 //! `from=file:`) when the run starts; what the run does with it is
 //! [`crate::net::secrets`]'s.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use zeroize::Zeroizing;
 
@@ -14,9 +14,9 @@ use moat_policy::settings::{SecretBinding, SecretSource};
 /// Why a secret's value could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum SecretError {
-    /// The variable is not set in moat's own environment, or is not
-    /// text.
-    #[error("secret {name}: the variable {var} is not set in moat's environment (or is not UTF-8)")]
+    /// The variable is not set in the environment the value is read
+    /// from (moat's own; a container's, under the shim), or is not text.
+    #[error("secret {name}: the variable {var} is not set (or is not UTF-8)")]
     Env {
         /// The secret's name.
         name: String,
@@ -54,22 +54,36 @@ pub enum SecretError {
 /// [`SecretError`]: the value is missing, unreadable, not text, or not
 /// one a secret may have.
 pub fn read(binding: SecretBinding) -> Result<Secret, SecretError> {
+    read_from(binding, |var| std::env::var(var).ok(), Path::to_owned)
+}
+
+/// [`read`], with the variables of an environment other than this
+/// process's (`env`: a variable's value, if set), and the file where
+/// `place` puts the binding's path (the containerd shim reads both as
+/// the container has them).
+///
+/// # Errors
+/// As [`read`].
+pub fn read_from(
+    binding: SecretBinding,
+    env: impl FnOnce(&str) -> Option<String>,
+    place: impl FnOnce(&Path) -> PathBuf,
+) -> Result<Secret, SecretError> {
     let name = binding.name.clone();
     let value = match &binding.from {
-        SecretSource::Env(var) => {
-            std::env::var(var)
-                .map(Zeroizing::new)
-                .map_err(|_| SecretError::Env {
-                    name,
-                    var: var.clone(),
-                })?
-        }
+        SecretSource::Env(var) => env(var)
+            .map(Zeroizing::new)
+            .ok_or_else(|| SecretError::Env {
+                name,
+                var: var.clone(),
+            })?,
         SecretSource::File(path) => {
-            let bytes =
-                trusted::read(path, Trusted::SecretFile).map_err(|source| SecretError::File {
+            let bytes = trusted::read(&place(path), Trusted::SecretFile).map_err(|source| {
+                SecretError::File {
                     name: name.clone(),
                     source,
-                })?;
+                }
+            })?;
             let mut text = match String::from_utf8(bytes) {
                 Ok(text) => Zeroizing::new(text),
                 Err(e) => {

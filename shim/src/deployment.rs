@@ -53,7 +53,9 @@ use std::path::Path;
 
 use moat_host::preopen::Preopen;
 use moat_host::preopen::PreopenSpecError;
-use moat_host::settings::{Origin, PolicyFile, PolicyFileError, Setting, SettingError, Settings};
+use moat_host::settings::{
+    Origin, PolicyFile, PolicyFileError, SecretSource, Setting, SettingError, Settings,
+};
 use sha2::{Digest, Sha256};
 
 /// The prefix of every variable the shim reads and takes out of the guest's
@@ -74,6 +76,12 @@ pub const DIRS_VAR: &str = "MOAT_DIRS";
 /// that exports a wasi:http handler does not start without it;
 /// the pod spec is what grants listening there.
 pub const HTTP_ADDR_VAR: &str = "MOAT_HTTP_ADDR";
+
+/// The variable that names CA certificates (PEM files of the container's,
+/// comma-separated) the guest's TLS connections trust besides the
+/// built-in Mozilla roots: a cluster's private CA, from a ConfigMap or
+/// Secret volume. `moat run`'s `--ca-file`.
+pub const CA_FILE_VAR: &str = "MOAT_CA_FILE";
 
 /// Container paths never given to a guest, nor anything below them: the
 /// container's processes, kernel state and devices, and the termination
@@ -181,13 +189,21 @@ pub enum DeploymentError {
         /// The value given.
         value: String,
     },
-    /// `MOAT_SECRET` is set: a binding reads a value on the node and
-    /// names where it goes, which a pod spec may not choose until the
-    /// node's own settings say which values its pods may bind.
+    /// A `MOAT_CA_FILE` entry is not an absolute path of the container.
+    #[error("MOAT_CA_FILE: {file:?} is not an absolute path of the container")]
+    CaFileNotAbsolute {
+        /// The entry as written.
+        file: String,
+    },
+    /// A secret's name is also a variable of the pod spec's: the guest's
+    /// variable of that name is the placeholder.
     #[error(
-        "MOAT_SECRET: secrets are not offered under the shim: a binding would read a value of the node's and choose where it goes, and the node has no setting yet that says which of its values a pod may bind"
+        "MOAT_SECRET: {name} is a secret's name, and the pod spec also sets {name}: the guest's {name} is the secret's placeholder (leave the variable out, or name the secret otherwise)"
     )]
-    SecretUnderShim,
+    SecretNameSet {
+        /// The name.
+        name: String,
+    },
     /// `MOAT_OBSERVE` is on in a pod the node's settings do not let run
     /// so: a pod spec may not turn its grants off on its own.
     #[error(
@@ -286,11 +302,17 @@ pub enum DeploymentError {
 
 /// Every variable the shim reads, as the table spells it.
 fn known_vars() -> Vec<String> {
-    [IMAGE_POLICY_VAR, LOG_VAR, DIRS_VAR, HTTP_ADDR_VAR]
-        .into_iter()
-        .map(str::to_owned)
-        .chain(Setting::ALL.iter().map(|s| s.variable().to_owned()))
-        .collect()
+    [
+        IMAGE_POLICY_VAR,
+        LOG_VAR,
+        DIRS_VAR,
+        HTTP_ADDR_VAR,
+        CA_FILE_VAR,
+    ]
+    .into_iter()
+    .map(str::to_owned)
+    .chain(Setting::ALL.iter().map(|s| s.variable().to_owned()))
+    .collect()
 }
 
 /// Whether `var` is in moat's namespace: `MOAT_` or `MOAT-` in any ASCII
@@ -354,6 +376,9 @@ pub struct Deployment {
     pub dirs: Vec<Preopen>,
     /// Where to serve an HTTP handler (`MOAT_HTTP_ADDR`).
     pub http_addr: Option<std::net::SocketAddr>,
+    /// CA certificates the guest's TLS trusts besides the Mozilla roots
+    /// (`MOAT_CA_FILE`), container paths.
+    pub ca_files: Vec<std::path::PathBuf>,
     /// moat's log filter (`MOAT_LOG`).
     pub log: String,
     /// For the start's audit line: each `MOAT_*` setting as written, and
@@ -428,6 +453,7 @@ impl Deployment {
         let mut log = DEFAULT_LOG.to_owned();
         let mut dirs = Vec::new();
         let mut http_addr = None;
+        let mut ca_files = Vec::new();
         let mut audit = Audit::default();
         for entry in envs {
             let (var, value) = entry.split_once('=').unwrap_or((entry.as_str(), ""));
@@ -466,6 +492,19 @@ impl Deployment {
                 audit.env.push(entry.clone());
                 continue;
             }
+            if var == CA_FILE_VAR {
+                for file in value.split(',').map(str::trim).filter(|f| !f.is_empty()) {
+                    let path = std::path::PathBuf::from(file);
+                    if !path.is_absolute() {
+                        return Err(DeploymentError::CaFileNotAbsolute {
+                            file: file.to_owned(),
+                        });
+                    }
+                    ca_files.push(path);
+                }
+                audit.env.push(entry.clone());
+                continue;
+            }
             if var == HTTP_ADDR_VAR {
                 let addr: std::net::SocketAddr =
                     value
@@ -483,9 +522,6 @@ impl Deployment {
                     var: var.to_owned(),
                 });
             };
-            if setting == Setting::Secret && !value.trim().is_empty() {
-                return Err(DeploymentError::SecretUnderShim);
-            }
             if setting == Setting::Observe
                 && !matches!(value.trim(), "" | "false" | "0" | "no")
                 && !observe_allowed
@@ -543,11 +579,25 @@ impl Deployment {
         if settings.policy.observes() && settings.audit.is_none() {
             return Err(DeploymentError::ObserveWithoutAudit);
         }
+        // A secret's value read from a variable of the pod spec's is the
+        // guest's no longer: only moat reads it. Its name is the guest's
+        // variable for the placeholder.
+        for binding in &settings.secrets {
+            if let SecretSource::Env(var) = &binding.from {
+                guest_env.retain(|(name, _)| name != var);
+            }
+            if guest_env.iter().any(|(name, _)| *name == binding.name) {
+                return Err(DeploymentError::SecretNameSet {
+                    name: binding.name.clone(),
+                });
+            }
+        }
         Ok(Deployment {
             settings,
             guest_env,
             dirs,
             http_addr,
+            ca_files,
             log,
             audit,
         })
@@ -666,6 +716,42 @@ mod tests {
             d.audit.to_string(),
             "pod spec: MOAT_ALLOW_LISTEN=0.0.0.0:8080 MOAT_ALLOW_NET=db.internal:5432 \
              MOAT_DENY_NET=metadata MOAT_MAX_SOCKETS=64; image policy: none"
+        );
+    }
+
+    /// Issue 56 under the shim: a secret binds a value of the pod's own;
+    /// the variable it is read from is the guest's no longer, and the
+    /// guest's variable of its name is the placeholder's alone.
+    #[test]
+    fn a_secret_takes_its_variable_out_of_the_guests_environment() {
+        let binding = "MOAT_SECRET=API_KEY;from=env:API_TOKEN;to=https://api.example.com/v1/;\
+                       header=authorization;form=Bearer {}";
+        let d = read(
+            &envs(&[binding, "API_TOKEN=sk-live-7Hq2mZ9xR4tW8vB1nK6p", "HOME=/"]),
+            None,
+        )
+        .unwrap();
+        assert_eq!(d.settings.secrets.len(), 1);
+        assert_eq!(d.guest_env, vec![("HOME".to_owned(), "/".to_owned())]);
+        let e = read(&envs(&[binding, "API_KEY=mine"]), None).unwrap_err();
+        assert!(matches!(e, DeploymentError::SecretNameSet { .. }), "{e}");
+        assert!(e.to_string().contains("API_KEY"), "{e}");
+    }
+
+    #[test]
+    fn ca_files_are_absolute_paths_of_the_container() {
+        let d = read(&envs(&["MOAT_CA_FILE=/etc/ca/a.pem, /etc/ca/b.pem"]), None).unwrap();
+        assert_eq!(
+            d.ca_files,
+            [
+                std::path::PathBuf::from("/etc/ca/a.pem"),
+                std::path::PathBuf::from("/etc/ca/b.pem")
+            ]
+        );
+        let e = read(&envs(&["MOAT_CA_FILE=ca.pem"]), None).unwrap_err();
+        assert!(
+            matches!(e, DeploymentError::CaFileNotAbsolute { .. }),
+            "{e}"
         );
     }
 

@@ -18,9 +18,10 @@ use std::sync::Arc;
 use moat_host::audit::{self, Audit, GuestIdentity};
 use moat_host::figures::{Figures, FiguresFile};
 use moat_host::launch::{ComponentSource, Entry, Launch, Plain, Threads};
+use moat_host::net::TlsTrust;
 use moat_host::preopen::Preopen;
 use moat_host::preopen::{self, PreopenError};
-use moat_host::settings::{Spelling, Worded};
+use moat_host::settings::{SecretSource, Spelling, Worded};
 use moat_host::trusted::{Kept, Trusted};
 use moat_host::{CacheDir, MoatConfig, MoatError, REFUSED_EXIT, RunOptions};
 
@@ -127,6 +128,19 @@ pub enum StartError {
     /// The image could not be read from containerd.
     #[error("cannot read the container's image: {0}")]
     ImageUnreadable(String),
+    /// A `MOAT_CA_FILE` file could not be read or is not PEM
+    /// certificates.
+    #[error("MOAT_CA_FILE: {}: {why}", .file.display())]
+    CaFile {
+        /// The file, as the container has it.
+        file: PathBuf,
+        /// Why.
+        why: String,
+    },
+    /// A secret's value (`MOAT_SECRET`) could not be read from the
+    /// container's environment or files.
+    #[error("MOAT_SECRET: {0}")]
+    Secret(#[source] moat_host::secrets::SecretError),
     /// The image's layers hold no component.
     #[error("the image has no component layer")]
     NoComponent,
@@ -360,6 +374,14 @@ impl MoatSandbox {
             .args(container.args.iter().cloned());
         // The node's cache, whichever the settings name (every default one
         // is kept by the host too).
+        let secret_files = settings.secrets.iter().filter_map(|b| match &b.from {
+            SecretSource::File(path) => Some(Kept::new(self.in_root(path), Trusted::SecretFile)),
+            SecretSource::Env(_) => None,
+        });
+        let ca_files = deployment
+            .ca_files
+            .iter()
+            .map(|file| Kept::new(self.in_root(file), Trusted::CaFile));
         let kept: Vec<Kept> = container
             .compiled_code
             .iter()
@@ -370,6 +392,8 @@ impl MoatSandbox {
                     .iter()
                     .map(|f| Kept::new(&f.dir, Trusted::Figures)),
             )
+            .chain(secret_files)
+            .chain(ca_files)
             .collect();
         for dir in &deployment.dirs {
             let checked = preopen::check_against(&self.in_root(&dir.host), dir.writable, &kept)
@@ -384,6 +408,42 @@ impl MoatSandbox {
         }
         for (key, value) in &deployment.guest_env {
             options = options.env(key, value);
+        }
+        if !deployment.ca_files.is_empty() {
+            let mut trust = TlsTrust::webpki();
+            for file in &deployment.ca_files {
+                let bad = |why: String| StartError::CaFile {
+                    file: file.clone(),
+                    why,
+                };
+                let pem = moat_host::trusted::read(&self.in_root(file), Trusted::CaFile)
+                    .map_err(|e| bad(e.to_string()))?;
+                trust = trust.with_pem(&pem).map_err(|e| bad(e.to_string()))?;
+            }
+            options = options.tls_trust(trust);
+        }
+        // Each secret's value, from the container's own environment (the
+        // pod spec's, which the guest no longer gets) or a file of its
+        // filesystem (a Secret volume), kept from every directory of the
+        // guest's; the guest gets its placeholder.
+        if !settings.secrets.is_empty()
+            && let Err(e) = moat_host::secrets::keep_out_of_core_dumps()
+        {
+            tracing::warn!("cannot keep the secrets out of core dumps: {e}");
+        }
+        for binding in &settings.secrets {
+            let secret = moat_host::secrets::read_from(
+                binding.clone(),
+                |var| {
+                    container.env.iter().find_map(|entry| {
+                        let (name, value) = entry.split_once('=')?;
+                        (name == var).then(|| value.to_owned())
+                    })
+                },
+                |path| self.in_root(path),
+            )
+            .map_err(StartError::Secret)?;
+            options = options.secret(secret);
         }
         if let Some(destination) = &settings.audit {
             let guest = GuestIdentity::of(Path::new(path), &component);

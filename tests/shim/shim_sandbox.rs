@@ -637,3 +637,179 @@ async fn a_containers_figures_are_written_where_the_shim_says_and_kept_from_its_
         "the figures were changed"
     );
 }
+
+/// The value of the pods' secret: what no guest may hold.
+const SECRET_VALUE: &str = "sk-live-7Hq2mZ9xR4tW8vB1nK6p";
+
+/// An HTTPS server on 127.0.0.1 for `localhost` under `ca`, that records
+/// each request's head and answers 200 with the request's
+/// `authorization` echoed back in `x-echo` and in the body.
+struct Recorder {
+    port: u16,
+    heads: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl Recorder {
+    async fn start(ca: &support::certs::Ca) -> Recorder {
+        use tokio::io::AsyncWriteExt as _;
+        let acceptor = ca.leaf(&["localhost"]).acceptor(&["http/1.1"]);
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let port = listener.local_addr().expect("its port").port();
+        let heads: std::sync::Arc<std::sync::Mutex<Vec<String>>> = std::sync::Arc::default();
+        let seen = std::sync::Arc::clone(&heads);
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let (acceptor, seen) = (acceptor.clone(), std::sync::Arc::clone(&seen));
+                tokio::spawn(async move {
+                    let Ok(mut tls) = acceptor.accept(stream).await else {
+                        return;
+                    };
+                    let mut head = Vec::new();
+                    let mut byte = [0u8; 1];
+                    while !head.ends_with(b"\r\n\r\n") && head.len() < 65_536 {
+                        match tls.read(&mut byte).await {
+                            Ok(1) => head.push(byte[0]),
+                            _ => return,
+                        }
+                    }
+                    let head = String::from_utf8_lossy(&head).into_owned();
+                    let auth = head
+                        .lines()
+                        .find_map(|l| {
+                            let (name, value) = l.split_once(':')?;
+                            name.eq_ignore_ascii_case("authorization")
+                                .then(|| value.trim().to_owned())
+                        })
+                        .unwrap_or_default();
+                    seen.lock().expect("the record").push(head);
+                    let body = format!("got {auth}");
+                    let response = format!(
+                        "HTTP/1.1 200 OK\r\nx-echo: {auth}\r\ncontent-length: {}\r\n\
+                         connection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = tls.write_all(response.as_bytes()).await;
+                    let _ = tls.shutdown().await;
+                });
+            }
+        });
+        Recorder { port, heads }
+    }
+
+    fn heads(&self) -> Vec<String> {
+        self.heads.lock().expect("the record").clone()
+    }
+}
+
+/// Issue 56 under the shim: a pod binds a value of its own (a variable
+/// of its spec, or a file of its Secret volume) to an HTTPS host it
+/// trusts through `MOAT_CA_FILE`. The value arrives there, in the bound
+/// header; the guest sends and gets back only the placeholder, and holds
+/// the value nowhere in its memory (its run exits 5 if it does), though
+/// the server echoes it; the placeholder sent elsewhere is refused before
+/// anything is sent; a directory of the guest's that reaches the value's
+/// file is refused. Before, the shim refused every `MOAT_SECRET`.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pods_secret_reaches_its_bound_host_and_never_its_guest() {
+    let node = Node::new();
+    let root = node.dir.path().join("root");
+    let ca = support::certs::Ca::new("moat shim secrets CA");
+    std::fs::create_dir_all(root.join("etc/ca")).expect("a directory");
+    std::fs::write(root.join("etc/ca/ca.pem"), ca.pem()).expect("the CA");
+    std::fs::create_dir_all(root.join("run/secrets/api")).expect("a directory");
+    std::fs::write(
+        root.join("run/secrets/api/token"),
+        format!("{SECRET_VALUE}\n"),
+    )
+    .expect("the secret's file");
+    let api = Recorder::start(&ca).await;
+    let port = api.port;
+    let guest = node.place(guests::HTTP_PROBE);
+    let url = format!("https://localhost:{port}/v1/chat");
+    let scan = format!(
+        "scan:{}",
+        SECRET_VALUE
+            .bytes()
+            .map(|b| format!("{:02x}", b ^ 0x55))
+            .collect::<String>()
+    );
+    let grant = format!("MOAT_ALLOW_NET=localhost:{port}");
+    let binding = |from: &str| {
+        format!(
+            "MOAT_SECRET=API_KEY;from={from};to=https://localhost:{port}/v1/;\
+             header=authorization;form=Bearer {{}}"
+        )
+    };
+    let token = format!("API_TOKEN={SECRET_VALUE}");
+    // The variable the value is read from is set for the first binding
+    // only, which takes it out of the guest's environment; a guest given
+    // it would hold the value (its run exits 5: seen when this test set it
+    // for the second binding too).
+    for (from, env) in [
+        ("env:API_TOKEN", token.as_str()),
+        ("file:/run/secrets/api/token", "HOME=/"),
+    ] {
+        let container = file(
+            &guest,
+            &[
+                "send",
+                "GET",
+                &url,
+                "h:authorization=Bearer ${API_KEY}",
+                &scan,
+            ],
+            &[&grant, "MOAT_CA_FILE=/etc/ca/ca.pem", &binding(from), env],
+        );
+        assert_eq!(
+            node.run(&container).await,
+            0,
+            "from={from}: {}",
+            node.termination_message()
+        );
+    }
+    let heads = api.heads();
+    assert_eq!(heads.len(), 2, "{heads:?}");
+    for head in &heads {
+        assert!(head.starts_with("GET /v1/chat HTTP/1.1\r\n"), "{head}");
+        assert!(
+            head.lines()
+                .any(|l| l.eq_ignore_ascii_case(&format!("authorization: Bearer {SECRET_VALUE}"))),
+            "the value in the bound header: {head}"
+        );
+    }
+
+    // The placeholder to a host the binding does not name: refused
+    // before any connection.
+    let (listener, other) = peer();
+    let container = file(
+        &guest,
+        &[
+            "send",
+            "GET",
+            &format!("http://127.0.0.1:{other}/v1/chat"),
+            "h:authorization=Bearer ${API_KEY}",
+        ],
+        &[
+            &format!("MOAT_ALLOW_NET=127.0.0.1:{other}"),
+            &binding("env:API_TOKEN"),
+            &token,
+        ],
+    );
+    assert_eq!(node.run(&container).await, 1, "the request failed");
+    assert!(!reached(&listener), "the placeholder went elsewhere");
+
+    // A writable directory of the guest's that holds the value's file.
+    let container = file(
+        &guest,
+        &["send", "GET", &url],
+        &[
+            &grant,
+            "MOAT_DIRS=/run/secrets:rw",
+            &binding("file:/run/secrets/api/token"),
+        ],
+    );
+    assert_eq!(node.run(&container).await, moat_host::REFUSED_EXIT as i32);
+    let message = node.termination_message();
+    assert!(message.contains("a secret's file"), "{message}");
+    assert_eq!(api.heads().len(), 2, "nothing more was sent");
+}

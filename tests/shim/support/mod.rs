@@ -8,6 +8,8 @@
 
 #![allow(dead_code)]
 
+#[path = "../../support/certs.rs"]
+pub mod certs;
 pub mod cri;
 pub mod release;
 

@@ -60,7 +60,8 @@
 //!                                       "body: TEXT"; with scan:, also "in memory: yes|no",
 //!                                       whether the guest's linear memory holds the bytes
 //!                                       whose XOR with 0x55 is HEX (so the needle itself is
-//!                                       never in memory); with follow, a 3xx response's
+//!                                       never in memory; found, the run exits with 5);
+//!                                       with follow, a 3xx response's
 //!                                       Location is requested next with the same headers
 //!                                       (once), as a client that follows redirects does
 //! ```
@@ -638,6 +639,9 @@ fn send_with(method: &str, url: &str, rest: &[String]) -> Result<(), Failure> {
     if let Some(hex) = scan {
         let found = in_memory(&hex)?;
         println!("in memory: {}", if found { "yes" } else { "no" });
+        if found {
+            exit(5);
+        }
     }
     Ok(())
 }
