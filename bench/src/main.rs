@@ -182,6 +182,11 @@ fn write_outputs(report: &Report, out: &Path) -> anyhow::Result<()> {
         println!("{audit}");
         std::fs::write(out.join("latest-audit.md"), &audit)?;
     }
+    let secret = report::secret_table(report);
+    if !secret.is_empty() {
+        println!("{secret}");
+        std::fs::write(out.join("latest-secret.md"), &secret)?;
+    }
     let ab = report::ab_table(report);
     if !ab.is_empty() {
         println!("{ab}");

@@ -352,16 +352,28 @@ pub fn hyper_table(report: &Report) -> String {
 /// moat with the audit trail on (`moat run --audit=FILE`) beside moat
 /// without it, for the workloads that ran both. Empty if none did.
 pub fn audit_table(report: &Report) -> String {
+    beside_moat(report, Kind::MoatAudited, "--audit")
+}
+
+/// moat with a secret set (`moat run --secret=...`, bound elsewhere)
+/// beside moat without one. Empty if no workload ran both.
+pub fn secret_table(report: &Report) -> String {
+    beside_moat(report, Kind::MoatSecret, "--secret")
+}
+
+/// moat run as `kind` (moat with one `option` more) beside moat, for the
+/// workloads that ran both. Empty if none did.
+fn beside_moat(report: &Report, kind: Kind, option: &str) -> String {
     let mut out = String::new();
-    out.push_str("| workload | metric | moat | moat --audit | --audit / moat |\n");
+    out.push_str(&format!(
+        "| workload | metric | moat | moat {option} | {option} / moat |\n"
+    ));
     out.push_str("|---|---|---|---|---|\n");
     let mut rows = 0;
     for w in &report.workloads {
         for (i, m) in w.metrics.iter().enumerate() {
-            let (Some(plain), Some(audited)) = (
-                m.servers.get(&Kind::Moat),
-                m.servers.get(&Kind::MoatAudited),
-            ) else {
+            let (Some(plain), Some(with)) = (m.servers.get(&Kind::Moat), m.servers.get(&kind))
+            else {
                 continue;
             };
             out.push_str(&format!(
@@ -369,8 +381,8 @@ pub fn audit_table(report: &Report) -> String {
                 if i == 0 { w.name.as_str() } else { "" },
                 m.label(),
                 m.cell(Kind::Moat),
-                m.cell(Kind::MoatAudited),
-                audited.median / plain.median,
+                m.cell(kind),
+                with.median / plain.median,
             ));
             rows += 1;
         }

@@ -42,6 +42,10 @@ pub enum Kind {
     /// `Moat` with the audit trail on (`--audit=FILE`): what recording
     /// every decision costs.
     MoatAudited,
+    /// `Moat` with a secret bound to another host (`--secret`), which no
+    /// request carries: what scanning every request and response for its
+    /// placeholder and value costs.
+    MoatSecret,
 }
 
 impl Kind {
@@ -56,6 +60,7 @@ impl Kind {
             Kind::MoatStdBaseline => "moat, std::net guest (baseline)",
             Kind::MoatHyper => "moat, hyper-serve",
             Kind::MoatAudited => "moat --audit",
+            Kind::MoatSecret => "moat --secret",
         }
     }
 
@@ -71,6 +76,7 @@ impl Kind {
             Kind::MoatStdBaseline => "moat-std-baseline",
             Kind::MoatHyper => "moat-hyper",
             Kind::MoatAudited => "moat-audit",
+            Kind::MoatSecret => "moat-secret",
         }
     }
 
@@ -348,6 +354,19 @@ impl Setup {
         }
     }
 
+    /// `--secret=...` for the kind with a secret (its value in
+    /// [`SECRET_VAR`] of the command's environment), nothing for the
+    /// others: a key for an API elsewhere, in `Authorization`.
+    pub fn secret_flag(&self, kind: Kind) -> Vec<String> {
+        match kind {
+            Kind::MoatSecret => vec![format!(
+                "--secret=API_KEY;from=env:{SECRET_VAR};to=https://api.example.com/v1/;\
+                 header=authorization;form=Bearer {{}}"
+            )],
+            _ => Vec::new(),
+        }
+    }
+
     pub fn cache_for(&self, kind: Kind) -> PathBuf {
         match kind {
             Kind::MoatBaseline | Kind::MoatStdBaseline => self.cache.join("baseline"),
@@ -355,6 +374,13 @@ impl Setup {
         }
     }
 }
+
+/// The variable of the `moat --secret` command's environment that holds
+/// the secret's value ([`Setup::secret_flag`]).
+pub const SECRET_VAR: &str = "MOAT_BENCH_SECRET";
+
+/// The secret's value: 32 characters, as an API key is.
+pub const SECRET_VALUE: &str = "sk-bench-7Hq2mZ9xR4tW8vB1nK6pQ3";
 
 /// A running server process; killed when dropped.
 pub struct Server {
@@ -412,7 +438,7 @@ impl Server {
                     .args(moat_flags)
                     .arg(setup.guest(kind, Guest::WstdServe));
             }
-            Kind::Moat | Kind::MoatBaseline | Kind::MoatAudited => {
+            Kind::Moat | Kind::MoatBaseline | Kind::MoatAudited | Kind::MoatSecret => {
                 command
                     .arg(setup.moat_binary(kind))
                     .arg("run")
@@ -421,6 +447,8 @@ impl Server {
                     .arg("--allow-net=127.0.0.1")
                     .args(setup.uncapped(kind))
                     .args(setup.audit_flag(kind))
+                    .args(setup.secret_flag(kind))
+                    .env(SECRET_VAR, SECRET_VALUE)
                     .args(moat_flags);
                 if let Mode::UdpSend {
                     to_name: Some(_), ..

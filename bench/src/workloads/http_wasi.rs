@@ -326,6 +326,8 @@ fn fetch_command(run: &Run, kind: Kind, url: &str, port: u16, repeat: usize) -> 
                 .arg(format!("--cache-dir={}", setup.cache_for(kind).display()))
                 .arg(format!("--allow-net=127.0.0.1:{port}"))
                 .args(setup.audit_flag(kind))
+                .args(setup.secret_flag(kind))
+                .env(crate::servers::SECRET_VAR, crate::servers::SECRET_VALUE)
                 .arg(setup.guest(kind, Guest::WstdFetch));
         }
     }
@@ -368,7 +370,12 @@ pub fn http_fetch(run: &Run) -> anyhow::Result<Workload> {
     let server = Server::start(&run.setup, Kind::Native, Mode::Http, true)?;
     let port = server.addr.port();
     let url = format!("http://{}/", server.addr);
-    let mut kinds = vec![Kind::Native, Kind::Moat, Kind::MoatAudited];
+    let mut kinds = vec![
+        Kind::Native,
+        Kind::Moat,
+        Kind::MoatAudited,
+        Kind::MoatSecret,
+    ];
     if run.setup.baseline.is_some() {
         kinds.push(Kind::MoatBaseline);
     }
