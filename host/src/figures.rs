@@ -31,16 +31,6 @@ use std::time::{Duration, SystemTime};
 use crate::audit::{Decided, DecisionCounts, Operation};
 use crate::net::{Direction, Opened, Traffic, Transport};
 
-/// The file's name in its directory.
-pub const FIGURES_FILE: &str = "figures.prom";
-
-/// How often a running figures file is brought up to date, by default:
-/// 10 s, shorter than the 15 s and longer a scraper usually waits between
-/// two looks, so that each look sees figures at most one scrape old; a
-/// rewrite costs one small file on a tmpfs, and happens only when a figure
-/// changed.
-pub const DEFAULT_FIGURES_INTERVAL: Duration = Duration::from_secs(10);
-
 /// Where the component came from when the run loaded it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LoadedFrom {
@@ -281,7 +271,10 @@ pub struct FiguresFile {
 }
 
 impl FiguresFile {
-    /// Writes `figures` into `dir`/[`FIGURES_FILE`] now and every
+    /// The file's name in its directory.
+    pub const NAME: &str = "figures.prom";
+
+    /// Writes `figures` into `dir`/[`FiguresFile::NAME`] now and every
     /// `interval` after, when they changed.
     ///
     /// # Errors
@@ -292,7 +285,7 @@ impl FiguresFile {
         dir: &Path,
         interval: Duration,
     ) -> Result<FiguresFile, FiguresError> {
-        let path = dir.join(FIGURES_FILE);
+        let path = dir.join(FiguresFile::NAME);
         let mut last = figures.render();
         replace(&path, &last)?;
         let (stop, stopped) = mpsc::channel::<()>();
@@ -425,11 +418,11 @@ mod tests {
         let figures = Figures::new(vec![]);
         let file =
             FiguresFile::start(Arc::clone(&figures), &dir, Duration::from_secs(3600)).unwrap();
-        let first = std::fs::read_to_string(dir.join(FIGURES_FILE)).unwrap();
+        let first = std::fs::read_to_string(dir.join(FiguresFile::NAME)).unwrap();
         assert!(first.contains("moat_udp_datagrams_total{direction=\"sent\"} 0\n"));
         figures.traffic().datagram(Direction::Sent, 10);
         file.finish().unwrap();
-        let last = std::fs::read_to_string(dir.join(FIGURES_FILE)).unwrap();
+        let last = std::fs::read_to_string(dir.join(FiguresFile::NAME)).unwrap();
         assert!(
             last.contains("moat_udp_datagrams_total{direction=\"sent\"} 1\n"),
             "{last}"
@@ -438,7 +431,7 @@ mod tests {
             .unwrap()
             .map(|e| e.unwrap().file_name())
             .collect();
-        assert_eq!(names, [FIGURES_FILE], "nothing left beside it");
+        assert_eq!(names, [FiguresFile::NAME], "nothing left beside it");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -33,5 +33,6 @@
 //! | `--metrics` connections | 64, 32 from one address | closed as accepted |
 //! | a `--metrics` request's head; its whole connection | 1 s; 10 s | the connection is closed |
 //! | kept-alive outgoing HTTP connections to one authority | 16, 30 s idle | closed, not kept |
+//! | a secret's value (`--secret`) | 16 bytes at least, 16 KiB at most | the run does not start, naming the secret and the length |
 
 pub use moat_policy::limits::{Bound, Limits, NotABound};

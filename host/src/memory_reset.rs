@@ -15,7 +15,7 @@
 //!   wasmtime (vendor/README.md), which protects them again only when that
 //!   pays: a reset copies at most about twice what one request wrote.
 //! - [`MemoryReset::LowestBytes`]: the lowest
-//!   [`InstancePool::MEMORY_KEEP_RESIDENT`](crate::InstancePool) bytes are
+//!   [`MemoryReset::KEEP_RESIDENT`] bytes are
 //!   copied back whether written or not, and memory above them is handed
 //!   back to the kernel and faulted in again by the next instance. Where
 //!   the kernel is older, or `userfaultfd(2)` is refused (a seccomp filter,
@@ -25,8 +25,6 @@
 //! (tests/all/serve/isolation.rs); they differ in cost only.
 
 use std::sync::OnceLock;
-
-use crate::options::InstancePool;
 
 /// How a pooled instance's memory is reset (module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,6 +37,33 @@ pub enum MemoryReset {
 }
 
 impl MemoryReset {
+    /// Most bytes of a linear memory slot put back to the component's
+    /// initial contents in place (copied from its memory image, the rest
+    /// zeroed) when an instance ends, rather than handed back with
+    /// `madvise` and faulted in again, page by page, by the next instance.
+    ///
+    /// How the bytes are chosen depends on the mode: with
+    /// [`MemoryReset::WrittenPages`], the slot's resident pages are walked
+    /// from the bottom, the written ones restored, until this many bytes of
+    /// them; the rest of memory is handed back. With
+    /// [`MemoryReset::LowestBytes`], the lowest this many bytes, written
+    /// or not, and the rest handed back. Either way a slot keeps at most
+    /// this much of its own memory resident between instances.
+    ///
+    /// 16 MiB: a JavaScript handler (componentize-js) starts with a few
+    /// MiB of heap and a Python one (componentize-py) with tens, and each
+    /// writes much of it on every request, so the faults and `madvise`
+    /// were three quarters of a JavaScript request's CPU (BENCHMARKS.md,
+    /// "Handlers from every language"). Copying the lowest bytes took
+    /// JavaScript from about 2,260 to 3,230 requests a second a core and
+    /// Python from 390 to 660 (32 MiB: 715; 64 MiB: 600, the copy then
+    /// outweighing the faults). Restoring only written pages, the copy is
+    /// what the request wrote, and the bound is on what stays resident: a
+    /// handler whose requests write different pages each time keeps at
+    /// most 16 MiB of them, within what the pool's instances could hold
+    /// at once anyway.
+    pub(crate) const KEEP_RESIDENT: usize = 16 << 20;
+
     /// What this process's kernel allows, found out once (a userfaultfd is
     /// made and closed to ask).
     pub fn available() -> MemoryReset {
@@ -70,7 +95,7 @@ impl MemoryReset {
             MemoryReset::LowestBytes => format!(
                 "the lowest {} MiB of each instance's memory are restored, written or not \
                  (this kernel or process offers no userfaultfd write tracking)",
-                InstancePool::MEMORY_KEEP_RESIDENT >> 20
+                Self::KEEP_RESIDENT >> 20
             ),
         }
     }

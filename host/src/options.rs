@@ -84,33 +84,6 @@ impl InstancePool {
     /// anyway.
     pub(crate) const TABLE_KEEP_RESIDENT: usize = 64 << 10;
 
-    /// Most bytes of a linear memory slot put back to the component's
-    /// initial contents in place (copied from its memory image, the rest
-    /// zeroed) when an instance ends, rather than handed back with
-    /// `madvise` and faulted in again, page by page, by the next instance.
-    ///
-    /// How the bytes are chosen is [`MemoryReset`]: with
-    /// [`MemoryReset::WrittenPages`], the slot's resident pages are walked
-    /// from the bottom, the written ones restored, until this many bytes of
-    /// them; the rest of memory is handed back. With
-    /// [`MemoryReset::LowestBytes`], the lowest this many bytes, written
-    /// or not, and the rest handed back. Either way a slot keeps at most
-    /// this much of its own memory resident between instances.
-    ///
-    /// 16 MiB: a JavaScript handler (componentize-js) starts with a few
-    /// MiB of heap and a Python one (componentize-py) with tens, and each
-    /// writes much of it on every request, so the faults and `madvise`
-    /// were three quarters of a JavaScript request's CPU (BENCHMARKS.md,
-    /// "Handlers from every language"). Copying the lowest bytes took
-    /// JavaScript from about 2,260 to 3,230 requests a second a core and
-    /// Python from 390 to 660 (32 MiB: 715; 64 MiB: 600, the copy then
-    /// outweighing the faults). Restoring only written pages, the copy is
-    /// what the request wrote, and the bound is on what stays resident: a
-    /// handler whose requests write different pages each time keeps at
-    /// most 16 MiB of them, within what the pool's instances could hold
-    /// at once anyway.
-    pub(crate) const MEMORY_KEEP_RESIDENT: usize = 16 << 20;
-
     /// The pool for a host running `options`' guests
     /// [`Limits::max_instances`](crate::net::Limits::max_instances) at once.
     pub fn for_run(options: &RunOptions) -> InstancePool {
@@ -133,7 +106,7 @@ impl InstancePool {
             .table_elements(crate::bounds::MAX_TABLE_ELEMENTS)
             .max_memory_size(usize::try_from(self.max_memory).unwrap_or(usize::MAX))
             .table_keep_resident(Self::TABLE_KEEP_RESIDENT)
-            .linear_memory_keep_resident(Self::MEMORY_KEEP_RESIDENT);
+            .linear_memory_keep_resident(MemoryReset::KEEP_RESIDENT);
         // The page-map scan without write tracking finds every page ever
         // written, and lost to copying the lowest bytes on every handler
         // measured (BENCHMARKS.md): it is used only with tracking. `Auto`:

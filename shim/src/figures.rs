@@ -40,7 +40,7 @@ use std::time::Duration;
 use rustix::fs::{Mode, OFlags};
 
 use crate::pod;
-use moat_host::figures::FIGURES_FILE;
+use moat_host::figures::FiguresFile;
 
 /// Where the figures go when the node's settings say nothing.
 pub const DEFAULT_FIGURES_DIR: &str = "/run/moat/figures";
@@ -227,7 +227,7 @@ pub fn prepare(
     };
     let pod = open_or_make(&dir, &place.pod, &pod_dir)?;
     let made = open_or_make(&pod, &place.container, &own)?;
-    match rustix::fs::unlinkat(&made, FIGURES_FILE, rustix::fs::AtFlags::empty()) {
+    match rustix::fs::unlinkat(&made, FiguresFile::NAME, rustix::fs::AtFlags::empty()) {
         Ok(()) | Err(rustix::io::Errno::NOENT) => {}
         Err(e) => return Err(io(e)),
     }
@@ -346,12 +346,12 @@ mod tests {
         assert!(mount.options().iter().flatten().any(|o| o == "rw"));
         // The next attempt takes the directory over, without the last one's
         // figures; another container of the pod gets its own.
-        std::fs::write(own.join(FIGURES_FILE), "the last attempt's").unwrap();
+        std::fs::write(own.join(FiguresFile::NAME), "the last attempt's").unwrap();
         assert_eq!(
             prepare(&base, &place("pod1", "echo"), (1000, 1000), &bundle).unwrap(),
             own
         );
-        assert!(!own.join(FIGURES_FILE).exists());
+        assert!(!own.join(FiguresFile::NAME).exists());
         let other = prepare(&base, &place("pod1", "sidecar"), (0, 0), &bundle).unwrap();
         assert_eq!(other, base.join("pod1/sidecar"));
         // The pod's end takes them all.

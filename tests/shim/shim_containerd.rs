@@ -240,8 +240,9 @@ async fn ctr_runs_echo_server_under_the_grants_of_its_deployment() {
     );
     let started = std::time::Instant::now();
     loop {
-        let figures = std::fs::read_to_string(own.join(&id).join(moat_host::figures::FIGURES_FILE))
-            .unwrap_or_default();
+        let figures =
+            std::fs::read_to_string(own.join(&id).join(moat_host::figures::FiguresFile::NAME))
+                .unwrap_or_default();
         if figures.lines().any(|l| l == listened) {
             break;
         }

@@ -377,7 +377,7 @@ async fn pods_under_the_cri_path(test: &str, n: u8, release: Option<&str>) {
                 .figures_dir()
                 .join(&pod.id)
                 .join(name)
-                .join(moat_host::figures::FIGURES_FILE),
+                .join(moat_host::figures::FiguresFile::NAME),
         )
         .unwrap_or_default()
     };

@@ -598,7 +598,7 @@ async fn a_containers_figures_are_written_where_the_shim_says_and_kept_from_its_
         node.termination_message()
     );
     assert_eq!(serve.await.expect("the server"), b"ping");
-    let text = std::fs::read_to_string(figures_dir.join(moat_host::figures::FIGURES_FILE))
+    let text = std::fs::read_to_string(figures_dir.join(moat_host::figures::FiguresFile::NAME))
         .expect("the figures");
     let labels = r#"namespace="team-a",pod="echo-1""#;
     for line in [
@@ -631,7 +631,7 @@ async fn a_containers_figures_are_written_where_the_shim_says_and_kept_from_its_
     let message = node.termination_message();
     assert!(message.contains("the run's figures"), "{message}");
     assert_eq!(
-        std::fs::read_to_string(figures_dir.join(moat_host::figures::FIGURES_FILE))
+        std::fs::read_to_string(figures_dir.join(moat_host::figures::FiguresFile::NAME))
             .expect("the figures"),
         text,
         "the figures were changed"

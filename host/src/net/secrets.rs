@@ -36,13 +36,13 @@ pub use moat_policy::settings::SecretBinding;
 /// The shortest value a secret may have: its placeholder is as long, and
 /// a shorter one would be likelier to turn up in other text by chance
 /// (and to be a weak secret in the first place).
-pub const MIN_SECRET_LEN: usize = 16;
+pub(crate) const MIN_SECRET_LEN: usize = 16;
 
 /// The longest value a secret may have: 16 KiB, past any API key or
 /// token in use (a JWT with many claims is a few KiB), and what each
 /// request body and response body with secrets in the run holds back at
 /// most (less one byte) while it is scanned.
-pub const MAX_SECRET_LEN: usize = 16 << 10;
+pub(crate) const MAX_SECRET_LEN: usize = 16 << 10;
 
 /// The placeholder's leading text, before its random characters.
 const PLACEHOLDER_PREFIX: &str = "moat";
@@ -59,7 +59,7 @@ pub struct Secret {
 /// Why a value cannot be a secret's.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SecretValueError {
-    /// Shorter than [`MIN_SECRET_LEN`] bytes.
+    /// Shorter than 16 bytes (the crate's cap table, [`crate::limits`]).
     #[error(
         "the value of secret {name} is {len} bytes long; a secret takes at least {MIN_SECRET_LEN}"
     )]
@@ -69,7 +69,7 @@ pub enum SecretValueError {
         /// The value's length.
         len: usize,
     },
-    /// Longer than [`MAX_SECRET_LEN`] bytes.
+    /// Longer than 16 KiB (the crate's cap table, [`crate::limits`]).
     #[error(
         "the value of secret {name} is {len} bytes long; a secret takes at most {MAX_SECRET_LEN}"
     )]
