@@ -127,6 +127,13 @@ impl Figures {
                 );
             }
         }
+        self.render_traffic(&mut text);
+        self.render_run(&mut text);
+        text.out
+    }
+
+    /// The guest's traffic: bytes, datagrams and connections.
+    fn render_traffic(&self, text: &mut Text<'_>) {
         text.family(
             "moat_traffic_bytes_total",
             "counter",
@@ -169,6 +176,10 @@ impl Figures {
                 self.traffic.connections(how),
             );
         }
+    }
+
+    /// When the run started, and how its component was loaded.
+    fn render_run(&self, text: &mut Text<'_>) {
         text.family(
             "moat_run_start_time_seconds",
             "gauge",
@@ -178,7 +189,7 @@ impl Figures {
             .started
             .duration_since(SystemTime::UNIX_EPOCH)
             .unwrap_or_default();
-        text.sample_float("moat_run_start_time_seconds", &[], started.as_secs_f64());
+        text.sample("moat_run_start_time_seconds", &[], started.as_secs_f64());
         if let Some(loaded) = self.loaded() {
             text.family(
                 "moat_component_load_seconds",
@@ -186,13 +197,12 @@ impl Figures {
                 "How long loading the component took, and whether its code came from a \
                  compiled-code cache or was compiled",
             );
-            text.sample_float(
+            text.sample(
                 "moat_component_load_seconds",
                 &[("from", loaded.from.as_str())],
                 loaded.took.as_secs_f64(),
             );
         }
-        text.out
     }
 }
 
@@ -235,13 +245,9 @@ impl Text<'_> {
         }
     }
 
-    fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: u64) {
-        self.out.push_str(name);
-        self.labels(labels);
-        let _ = writeln!(self.out, " {value}");
-    }
-
-    fn sample_float(&mut self, name: &str, labels: &[(&str, &str)], value: f64) {
+    /// One sample: a count (`u64`) or a measure in seconds (`f64`, which
+    /// `Display` writes as Prometheus reads it).
+    fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: impl std::fmt::Display) {
         self.out.push_str(name);
         self.labels(labels);
         let _ = writeln!(self.out, " {value}");

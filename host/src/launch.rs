@@ -221,15 +221,7 @@ impl Launch {
             ComponentSource::Bytes { bytes, name } => moat.load_bytes(bytes, name),
         })?;
         if let Some(figures) = self.options.figures_counted() {
-            let cached = moat.cache_use().is_some_and(|used| used.hits > 0);
-            figures.set_loaded(Loaded {
-                from: if cached {
-                    LoadedFrom::Cache
-                } else {
-                    LoadedFrom::Compiled
-                },
-                took: loading.elapsed(),
-            });
+            figures.set_loaded(loaded(&moat, loading));
         }
         match self.entry {
             Entry::Serve {
@@ -278,34 +270,59 @@ impl Launch {
                 Ok(Ended::Served)
             }
             Entry::Run => {
-                if let Some(handler) = guest.http_handler() {
-                    // A handler's toolchain may give it a wasi:cli/run
-                    // too (Rust's wasm32-wasip2 target does), which only
-                    // traps or exits.
-                    return Err(MoatError::NoEntryPoint {
-                        path: self.source.name().to_owned(),
-                        reason: NoEntryPoint {
-                            exports: guest.exports(),
-                            http_handler: Some(handler),
-                        },
-                    });
-                }
-                if !guest.has_async_run() {
-                    tracing::debug!(
-                        "the guest exports only wasi:cli/run@0.2.0: it cannot use moat:net"
-                    );
-                }
-                let run = moat.run(&guest, self.options);
-                if !self.stop_on_signal {
-                    return Ok(Ended::Exited(run.await?.code()));
-                }
-                let stopped = guest_stop_signal();
-                tokio::select! {
-                    exit = run => Ok(Ended::Exited(exit?.code())),
-                    status = stopped => Ok(Ended::Stopped(status)),
-                }
+                let name = self.source.name();
+                run_to_its_end(&moat, &guest, name, self.options, self.stop_on_signal).await
             }
         }
+    }
+}
+
+/// Where the run's component came from (the compiled-code cache, or
+/// compiled for it) and how long loading it took, for its figures.
+fn loaded(moat: &Moat, since: std::time::Instant) -> Loaded {
+    let cached = moat.cache_use().is_some_and(|used| used.hits > 0);
+    Loaded {
+        from: if cached {
+            LoadedFrom::Cache
+        } else {
+            LoadedFrom::Compiled
+        },
+        took: since.elapsed(),
+    }
+}
+
+/// `moat run`'s entry: the guest's `wasi:cli/run` until it returns, or,
+/// with `stop_on_signal`, until SIGTERM or SIGINT stops it. A component
+/// that is an HTTP handler is refused: its toolchain may give it a
+/// wasi:cli/run too (Rust's wasm32-wasip2 target does), which only traps
+/// or exits.
+async fn run_to_its_end(
+    moat: &Moat,
+    guest: &Guest,
+    name: &std::path::Path,
+    options: RunOptions,
+    stop_on_signal: bool,
+) -> Result<Ended, MoatError> {
+    if let Some(handler) = guest.http_handler() {
+        return Err(MoatError::NoEntryPoint {
+            path: name.to_owned(),
+            reason: NoEntryPoint {
+                exports: guest.exports(),
+                http_handler: Some(handler),
+            },
+        });
+    }
+    if !guest.has_async_run() {
+        tracing::debug!("the guest exports only wasi:cli/run@0.2.0: it cannot use moat:net");
+    }
+    let run = moat.run(guest, options);
+    if !stop_on_signal {
+        return Ok(Ended::Exited(run.await?.code()));
+    }
+    let stopped = guest_stop_signal();
+    tokio::select! {
+        exit = run => Ok(Ended::Exited(exit?.code())),
+        status = stopped => Ok(Ended::Stopped(status)),
     }
 }
 

@@ -43,22 +43,7 @@ pub(crate) fn describe(bytes: &[u8]) -> Option<String> {
         .ok()
         .filter(|t| t.chars().all(|c| !c.is_control() || c.is_whitespace()));
     Some(match text {
-        Some(text) => {
-            let lower = text.trim_start().to_ascii_lowercase();
-            let kind = if lower.starts_with("<!doctype html") || lower.starts_with("<html") {
-                " (an HTML page: a download that saved an error page?)"
-            } else if lower.starts_with('{') || lower.starts_with('[') {
-                " (JSON?)"
-            } else {
-                " (text)"
-            };
-            let quoted: String = text
-                .chars()
-                .take(QUOTED)
-                .flat_map(char::escape_default)
-                .collect();
-            format!("\"{quoted}\"{kind}")
-        }
+        Some(text) => quoted(text),
         None => {
             let mut hex = String::from("the bytes");
             for byte in &bytes[..bytes.len().min(8)] {
@@ -68,6 +53,24 @@ pub(crate) fn describe(bytes: &[u8]) -> Option<String> {
             hex
         }
     })
+}
+
+/// A text's first characters, quoted, and what it looks like.
+fn quoted(text: &str) -> String {
+    let lower = text.trim_start().to_ascii_lowercase();
+    let kind = if lower.starts_with("<!doctype html") || lower.starts_with("<html") {
+        " (an HTML page: a download that saved an error page?)"
+    } else if lower.starts_with('{') || lower.starts_with('[') {
+        " (JSON?)"
+    } else {
+        " (text)"
+    };
+    let quoted: String = text
+        .chars()
+        .take(QUOTED)
+        .flat_map(char::escape_default)
+        .collect();
+    format!("\"{quoted}\"{kind}")
 }
 
 #[cfg(test)]

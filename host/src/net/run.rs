@@ -412,9 +412,49 @@ impl Run {
                 unspecified_destination(ip),
             ));
         }
+        let (rule, own_listener, would_deny) = match self.judge(operation, &target, port) {
+            Ok((rule, own_listener)) => (rule, own_listener, None),
+            Err(denied) => match self.after_denial(operation, &target, port, denied) {
+                Ok((rule, would_deny)) => (rule, false, would_deny),
+                Err(denied) => {
+                    tracing::debug!(target: "moat::net", %denied, "denied");
+                    return Err(self.refused_for(
+                        operation,
+                        &target,
+                        Some(port),
+                        http,
+                        denied.into(),
+                    ));
+                }
+            },
+        };
+        Ok(Admitted {
+            host: target,
+            port,
+            operation,
+            rule,
+            own_listener,
+            http: http.cloned(),
+            would_deny,
+        })
+    }
+
+    /// The policy's judgement of `target` as written (and, for an
+    /// address, of the address against the deny lists): the grant entry
+    /// that allows it, or the refusal. A connect the grants refuse to an
+    /// address the program itself listens on is admitted as its own
+    /// listener (`true`); one that merely names its port is refused with
+    /// a message saying how to reach it.
+    fn judge(
+        &self,
+        operation: Operation,
+        target: &Host,
+        port: u16,
+    ) -> Result<(Arc<Provenance>, bool), Denied> {
+        let capability = capability_of(operation);
         let judged = self
             .policy
-            .decide(capability, &target, port)
+            .decide(capability, target, port)
             .and_then(|allowed| {
                 match target.as_ip() {
                     Some(ip) => self.check_recorded(capability, ip, port),
@@ -423,72 +463,50 @@ impl Run {
                 .map(|()| allowed.rule)
             });
         let denied = match judged {
-            Ok(rule) => {
-                return Ok(Admitted {
-                    host: target,
-                    port,
-                    operation,
-                    rule,
-                    own_listener: false,
-                    http: http.cloned(),
-                    would_deny: None,
-                });
-            }
+            Ok(rule) => return Ok((rule, false)),
             Err(denied) => denied,
         };
         if operation == Operation::Connect
             && let Some(ip) = target.as_ip()
             && let Some(rule) = self.own_listener(SocketAddr::new(ip, port))
         {
-            return Ok(Admitted {
-                host: target,
-                port,
-                operation,
-                rule,
-                own_listener: true,
-                http: http.cloned(),
-                would_deny: None,
-            });
+            return Ok((rule, true));
         }
-        let denied = match operation {
+        Err(match operation {
             Operation::Connect => self.naming_own_listener(denied),
             _ => denied,
-        };
+        })
+    }
+
+    /// What may still let a call the policy refused through: the person
+    /// at the terminal (`--prompt`), for want of a grant only, or observe
+    /// mode, which lets through what no explicit deny entry refused and
+    /// keeps the refusal for the records (would-deny).
+    fn after_denial(
+        &self,
+        operation: Operation,
+        target: &Host,
+        port: u16,
+        denied: Denied,
+    ) -> Result<(Arc<Provenance>, Option<Arc<Denied>>), Denied> {
         if let Some(prompting) = &self.prompt
             && denied.reason == DenyReason::NotGranted
         {
             let question = super::prompt::Question {
-                capability,
+                capability: capability_of(operation),
                 host: target.clone(),
                 port,
                 needs: denied.needs(self.words()).unwrap_or_default(),
             };
             if prompting.allows(question) {
-                return Ok(Admitted {
-                    host: target,
-                    port,
-                    operation,
-                    rule: answered(),
-                    own_listener: false,
-                    http: http.cloned(),
-                    would_deny: None,
-                });
+                return Ok((answered(), None));
             }
         }
         if self.policy.lets_through(&denied) {
             tracing::debug!(target: "moat::net", %denied, "would be denied: observe mode");
-            return Ok(Admitted {
-                host: target,
-                port,
-                operation,
-                rule: observed(),
-                own_listener: false,
-                http: http.cloned(),
-                would_deny: Some(Arc::new(denied)),
-            });
+            return Ok((observed(), Some(Arc::new(denied))));
         }
-        tracing::debug!(target: "moat::net", %denied, "denied");
-        Err(self.refused_for(operation, &target, Some(port), http, denied.into()))
+        Err(denied)
     }
 
     /// `denied`, a connect refused for want of a grant, naming the run's

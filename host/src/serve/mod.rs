@@ -253,30 +253,7 @@ impl Moat {
         let (engine, pre) = self.template(guest, &name)?;
         // Checked once here, as every request's store will be built.
         crate::moat::wasi_ctx(&options.run, &self.apart_from(guest))?;
-        // Two listeners on one address would fail at the second's bind with
-        // "Address already in use", naming neither flag: said here instead.
-        let given: Vec<&String> = std::iter::once(&options.addr)
-            .chain(&options.also)
-            .collect();
-        for (i, written) in given.iter().enumerate() {
-            if let Some(first) = listen::clash(written, given[..i].iter().copied()) {
-                return Err(clashing(
-                    written,
-                    format!("the same address as --addr={first}"),
-                ));
-            }
-        }
-        if let Some(metrics) = &options.metrics
-            && let Some(served) = listen::clash(metrics, given.iter().copied())
-        {
-            return Err(clashing(
-                metrics,
-                format!(
-                    "--metrics is the same address as --addr={served}: give the metrics an \
-                     address of their own"
-                ),
-            ));
-        }
+        no_clash(&options)?;
         let mut listeners = Vec::with_capacity(1 + options.also.len());
         for written in std::iter::once(&options.addr).chain(&options.also) {
             for opened in listen::open(written).await? {
@@ -290,21 +267,10 @@ impl Moat {
             }
         }
         let mut run = options.run;
-        let metrics = options.metrics.as_ref().map(|_| {
-            let mut metrics = metrics::Metrics::new(guest.identity.clone());
-            // One count of decisions for the metrics and the run's figures
-            // (the audit counts into one).
-            if let Some(figures) = &run.figures {
-                metrics.decisions = Arc::clone(figures.decisions());
-            }
-            let metrics = Arc::new(metrics);
-            run.net.audit = run
-                .net
-                .audit
-                .clone()
-                .counting(Arc::clone(&metrics.decisions));
-            metrics
-        });
+        let metrics = options
+            .metrics
+            .as_ref()
+            .map(|_| counted_metrics(guest, &mut run));
         let notices = crate::moat::notices(&run);
         let listeners = recorded(&run, listeners, ListenerFor::Requests)?;
         let scrapes = recorded(&run, scrapes, ListenerFor::Metrics)?;
@@ -339,6 +305,50 @@ impl Moat {
             metrics: scrapes,
         })
     }
+}
+
+/// Refuses two listeners on one address, which would otherwise fail at
+/// the second's bind with "Address already in use", naming neither flag.
+fn no_clash(options: &ServeOptions) -> Result<(), MoatError> {
+    let given: Vec<&String> = std::iter::once(&options.addr)
+        .chain(&options.also)
+        .collect();
+    for (i, written) in given.iter().enumerate() {
+        if let Some(first) = listen::clash(written, given[..i].iter().copied()) {
+            return Err(clashing(
+                written,
+                format!("the same address as --addr={first}"),
+            ));
+        }
+    }
+    if let Some(metrics) = &options.metrics
+        && let Some(served) = listen::clash(metrics, given.iter().copied())
+    {
+        return Err(clashing(
+            metrics,
+            format!(
+                "--metrics is the same address as --addr={served}: give the metrics an \
+                 address of their own"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The server's metrics, counting `run`'s decisions: one count for the
+/// metrics and the run's figures, which the run's audit counts into.
+fn counted_metrics(guest: &Guest, run: &mut RunOptions) -> Arc<metrics::Metrics> {
+    let mut metrics = metrics::Metrics::new(guest.identity.clone());
+    if let Some(figures) = &run.figures {
+        metrics.decisions = Arc::clone(figures.decisions());
+    }
+    let metrics = Arc::new(metrics);
+    run.net.audit = run
+        .net
+        .audit
+        .clone()
+        .counting(Arc::clone(&metrics.decisions));
+    metrics
 }
 
 impl Moat {
@@ -604,26 +614,39 @@ impl Server<'_> {
             });
         }
         drop(listeners);
-        tracing::debug!(target: "moat::http", in_flight = tracker.len(), "stopping");
-        stopping.cancel();
-        tracker.close();
-        if tokio::time::timeout(limits.shutdown_timeout, tracker.wait())
-            .await
-            .is_err()
-        {
-            // The connections' tasks are dropped with the runtime; their
-            // handlers' instances with them.
-            let running = shared.instances_busy(&limits);
-            eprintln!(
-                "moat: {} ({:?}) passed with {running} request{} still running: cut off",
-                Setting::ShutdownTimeout.named(shared.net().words()),
-                limits.shutdown_timeout,
-                if running == 1 { "" } else { "s" },
-            );
-        }
-        shared.net().finish(moat.linger()).await;
+        wind_down(moat, &shared, &tracker, &stopping, &limits).await;
         Ok(())
     }
+}
+
+/// A server's end, once it accepts no more: the connections are told to
+/// stop, the requests in flight get up to the run's `shutdown_timeout` to
+/// finish (said on stderr if some are cut off), and the network closes.
+async fn wind_down(
+    moat: &Moat,
+    shared: &request::Shared,
+    tracker: &TaskTracker,
+    stopping: &CancellationToken,
+    limits: &crate::limits::Limits,
+) {
+    tracing::debug!(target: "moat::http", in_flight = tracker.len(), "stopping");
+    stopping.cancel();
+    tracker.close();
+    if tokio::time::timeout(limits.shutdown_timeout, tracker.wait())
+        .await
+        .is_err()
+    {
+        // The connections' tasks are dropped with the runtime; their
+        // handlers' instances with them.
+        let running = shared.instances_busy(limits);
+        eprintln!(
+            "moat: {} ({:?}) passed with {running} request{} still running: cut off",
+            Setting::ShutdownTimeout.named(shared.net().words()),
+            limits.shutdown_timeout,
+            if running == 1 { "" } else { "s" },
+        );
+    }
+    shared.net().finish(moat.linger()).await;
 }
 
 /// A future that resolves at SIGINT or SIGTERM (what a terminal's Ctrl-C,

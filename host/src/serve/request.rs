@@ -308,21 +308,8 @@ impl Shared {
         admitted: Admitted,
         watch: &Arc<Watch>,
     ) -> Result<Response<HyperOutgoingBody>, Refused> {
-        let peer = incoming.peer;
-        let limits = self.net.limits();
         let spelling = self.net.words();
-        // The request's share of the trail: its handler's records, and its
-        // outgoing requests' and sockets' (the context's hooks take it now),
-        // are paid from it, and from its client's rate.
-        let trail_share = self.run.audit_trail().is_on().then(|| {
-            crate::audit::TrailShare::new(
-                limits.max_audit_per_request,
-                self.trail_rates
-                    .as_ref()
-                    .map(|rates| rates.of(crate::net::limits::peer_of(peer))),
-                Some(Arc::clone(incoming)),
-            )
-        });
+        let trail_share = self.trail_share(incoming);
         let mut store = self.store(admitted.limit, trail_share.as_ref())?;
         let handler = self
             .handler
@@ -377,19 +364,28 @@ impl Shared {
             }
             // The handler ended without setting the response.
             Err(_) => Err(Refused::HandlerFailed {
-                why: match handler.await {
-                    Ok(Ok(())) => "the handler returned without a response".to_owned(),
-                    Ok(Err(e)) => {
-                        // The client can make a handler trap at will: the
-                        // details (the guest's backtrace) go to the debug
-                        // log, never to the client or the terminal.
-                        tracing::debug!(target: "moat::http", error = format!("{e:#}"), "the handler failed");
-                        describe(&e, spelling)
-                    }
-                    Err(e) => format!("the handler's task failed: {e}"),
-                },
+                why: why_no_response(handler, spelling).await,
             }),
         }
+    }
+
+    /// The request's share of the trail, when the run keeps one: its
+    /// handler's records, and its outgoing requests' and sockets' (the
+    /// context's hooks take it when the handler runs), are paid from it,
+    /// and from its client's rate.
+    fn trail_share(
+        &self,
+        incoming: &Arc<IncomingRequest>,
+    ) -> Option<Arc<crate::audit::TrailShare>> {
+        self.run.audit_trail().is_on().then(|| {
+            crate::audit::TrailShare::new(
+                self.net.limits().max_audit_per_request,
+                self.trail_rates
+                    .as_ref()
+                    .map(|rates| rates.of(crate::net::limits::peer_of(incoming.peer))),
+                Some(Arc::clone(incoming)),
+            )
+        })
     }
 
     /// What the client gets: the handler's answer, unless its request's
@@ -489,5 +485,25 @@ impl TimeTicker {
 impl Drop for TimeTicker {
     fn drop(&mut self) {
         drop(self.0.take());
+    }
+}
+
+/// Why a handler that ended set no response, for the client's 500: it
+/// returned without one, it failed (trapped or was stopped), or its task
+/// did.
+async fn why_no_response(
+    handler: tokio::task::JoinHandle<wasmtime::Result<()>>,
+    spelling: Spelling,
+) -> String {
+    match handler.await {
+        Ok(Ok(())) => "the handler returned without a response".to_owned(),
+        Ok(Err(e)) => {
+            // The client can make a handler trap at will: the details (the
+            // guest's backtrace) go to the debug log, never to the client
+            // or the terminal.
+            tracing::debug!(target: "moat::http", error = format!("{e:#}"), "the handler failed");
+            describe(&e, spelling)
+        }
+        Err(e) => format!("the handler's task failed: {e}"),
     }
 }

@@ -171,6 +171,9 @@ pub(super) fn add_p2_to_linker<T: WasiNetView + 'static>(
 
 /// Defines the counted 0.3 create functions and destructors, and the
 /// bounded 0.3 UDP receive, on `linker` (shadowing wasmtime-wasi's).
+///
+/// One piece, as [`add_p2_to_linker`]: one registration for each function
+/// shadowed.
 pub(super) fn add_p3_to_linker<T: WasiNetView + 'static>(
     linker: &mut Linker<T>,
 ) -> wasmtime::Result<()> {

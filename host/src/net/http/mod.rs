@@ -357,28 +357,7 @@ impl HttpClient {
             &target.host,
             target.port,
         );
-        let secrets = &self.inner.run.secrets;
-        let body = if secrets.is_empty() {
-            body
-        } else {
-            // A placeholder in the body is refused as one in the head is,
-            // with its record; the request is cut off there.
-            let run = Arc::clone(&self.inner.run);
-            let (host, port) = (target.host.clone(), target.port);
-            let http = target.admitted.http.clone();
-            let report = move |misplaced: &SecretMisplaced| {
-                let refused = NetError::SecretMisplaced(Box::new(misplaced.clone()));
-                run.refused_for(
-                    Operation::HttpRequest,
-                    &host,
-                    Some(port),
-                    http.as_ref(),
-                    refused,
-                );
-            };
-            B::new(Guarded::new(body, secrets.clone(), report))
-        };
-        let body = exchange.counting(body);
+        let body = exchange.counting(self.guarded(body, &target));
         let times = Times::of(&options, &self.inner.run.limits);
         let request = Request::from_parts(parts, body);
         let delivered = match self.deliver(request, &target, &times, &mut exchange).await {
@@ -388,16 +367,55 @@ impl HttpClient {
                 return Err(e);
             }
         };
+        Ok(self.respond(delivered, target, &times, permit, exchange))
+    }
+
+    /// The request's body as it goes out: with secrets in the run, a
+    /// placeholder in it is refused as one in the head is, with its
+    /// record, and the request is cut off there.
+    fn guarded(&self, body: B, target: &Target) -> B {
+        let secrets = &self.inner.run.secrets;
+        if secrets.is_empty() {
+            return body;
+        }
+        let run = Arc::clone(&self.inner.run);
+        let (host, port) = (target.host.clone(), target.port);
+        let http = target.admitted.http.clone();
+        let report = move |misplaced: &SecretMisplaced| {
+            let refused = NetError::SecretMisplaced(Box::new(misplaced.clone()));
+            run.refused_for(
+                Operation::HttpRequest,
+                &host,
+                Some(port),
+                http.as_ref(),
+                refused,
+            );
+        };
+        B::new(Guarded::new(body, secrets.clone(), report))
+    }
+
+    /// The response the guest gets once its head arrived: secrets' values
+    /// redacted from its head and body, its connection handed back to the
+    /// pool, its body bounded by the between-bytes timeout and holding the
+    /// request's permit until it ends.
+    fn respond(
+        &self,
+        delivered: Delivered,
+        target: Target,
+        times: &Times,
+        permit: OwnedSemaphorePermit,
+        mut exchange: Exchange,
+    ) -> Response<ResponseBody> {
         let Delivered {
             sender,
             made,
-            response,
+            mut response,
             fresh,
             stream,
         } = delivered;
         exchange.status(response.status().as_u16());
-        let mut response = response;
-        self.inner.run.secrets.redact_head(response.headers_mut());
+        let secrets = &self.inner.run.secrets;
+        secrets.redact_head(response.headers_mut());
         // The connection is busy until this body ends; the pool hands it
         // out again only once hyper says it is ready.
         self.inner.pool.put(
@@ -414,7 +432,7 @@ impl HttpClient {
             status = response.status().as_u16(),
             "response"
         );
-        Ok(response.map(|incoming| {
+        response.map(|incoming| {
             ResponseBody::new(
                 incoming,
                 times.between_bytes,
@@ -422,10 +440,9 @@ impl HttpClient {
                 permit,
                 stream,
                 exchange,
-                (!self.inner.run.secrets.is_empty())
-                    .then(|| Redactor::new(self.inner.run.secrets.clone())),
+                (!secrets.is_empty()).then(|| Redactor::new(secrets.clone())),
             )
-        }))
+        })
     }
 
     /// With an audit trail, the request's facts for its records: a copy of
@@ -639,7 +656,48 @@ impl HttpClient {
         head: &mut http::request::Parts,
         http: Option<&HttpLink>,
     ) -> Result<(Target, OwnedSemaphorePermit), HttpError> {
-        let uri = &head.uri.clone();
+        let (https, host, port) = self.as_written(&head.uri, http)?;
+        let run = &self.inner.run;
+        let admitted = run
+            .admit_host_for(Operation::HttpRequest, host, port, http)
+            .map_err(|e| match e {
+                NetError::Denied(denied) => HttpError::Denied(denied),
+                other => HttpError::BadAuthority {
+                    authority: head
+                        .uri
+                        .authority()
+                        .map_or("", Authority::as_str)
+                        .to_owned(),
+                    reason: other.to_string(),
+                },
+            })?;
+        self.place_secrets(head, https, &admitted, port, http)?;
+        let permit = self.in_flight(&admitted, port, http)?;
+        // The request is recorded as it goes; the connection it goes on,
+        // when a new one is made, has its own record (a connect).
+        run.allowed(&admitted, None, None)
+            .map_err(HttpError::from_net)?;
+        let key = Key::new(https, &admitted.host, port);
+        Ok((
+            Target {
+                https,
+                host: admitted.host.clone(),
+                port,
+                key,
+                admitted,
+            },
+            permit,
+        ))
+    }
+
+    /// Step 1: the scheme (https or http), the host and the port as the
+    /// request's URI writes them; a refusal is recorded with the authority
+    /// as written.
+    fn as_written(
+        &self,
+        uri: &Uri,
+        http: Option<&HttpLink>,
+    ) -> Result<(bool, Host, u16), HttpError> {
         let written = uri.authority().map_or("", Authority::as_str);
         let authority = match uri.authority() {
             None => return Err(self.refused_unjudged("", http, HttpError::NoAuthority("no"))),
@@ -663,26 +721,33 @@ impl HttpClient {
         };
         let (host, port) =
             host_and_port(authority, https).map_err(|e| self.refused_unjudged(written, http, e))?;
+        Ok((https, host, port))
+    }
+
+    /// Step 2's end: the run's secrets put in the head where their
+    /// bindings allow ([`Secrets::place`]); a placeholder anywhere else is
+    /// refused and recorded.
+    fn place_secrets(
+        &self,
+        head: &mut http::request::Parts,
+        https: bool,
+        admitted: &Admitted,
+        port: u16,
+        http: Option<&HttpLink>,
+    ) -> Result<(), HttpError> {
         let run = &self.inner.run;
-        let admitted = run
-            .admit_host_for(Operation::HttpRequest, host, port, http)
-            .map_err(|e| match e {
-                NetError::Denied(denied) => HttpError::Denied(denied),
-                other => HttpError::BadAuthority {
-                    authority: authority.to_string(),
-                    reason: other.to_string(),
-                },
-            })?;
         let to = Destination {
             https,
             host: &admitted.host,
             port,
         };
         match run.secrets.place(head, &to) {
-            Ok(placed) if !placed.is_empty() => {
-                tracing::debug!(target: "moat::http", secrets = ?placed, "secrets put in");
+            Ok(placed) => {
+                if !placed.is_empty() {
+                    tracing::debug!(target: "moat::http", secrets = ?placed, "secrets put in");
+                }
+                Ok(())
             }
-            Ok(_) => {}
             Err(misplaced) => {
                 let refused = NetError::SecretMisplaced(Box::new(misplaced));
                 let refused = run.refused_for(
@@ -692,18 +757,28 @@ impl HttpClient {
                     http,
                     refused,
                 );
-                return Err(HttpError::from_net(refused));
+                Err(HttpError::from_net(refused))
             }
         }
-        let permit = Arc::clone(&self.inner.in_flight)
+    }
+
+    /// Step 3: a place among the run's requests in flight
+    /// ([`Setting::MaxHttpRequests`]), or the refusal, recorded.
+    fn in_flight(
+        &self,
+        admitted: &Admitted,
+        port: u16,
+        http: Option<&HttpLink>,
+    ) -> Result<OwnedSemaphorePermit, HttpError> {
+        let run = &self.inner.run;
+        Arc::clone(&self.inner.in_flight)
             .try_acquire_owned()
             .map_err(|_| {
                 let max = run.limits.max_http_requests;
-                let setting = Setting::MaxHttpRequests;
                 tracing::debug!(target: "moat::http", max, "requests-in-flight limit reached");
                 let refused = NetError::limit(
                     format!("the run has {max} HTTP requests in flight already"),
-                    setting,
+                    Setting::MaxHttpRequests,
                 );
                 run.refused_for(
                     Operation::HttpRequest,
@@ -713,22 +788,7 @@ impl HttpClient {
                     refused.clone(),
                 );
                 HttpError::from_net(refused)
-            })?;
-        // The request is recorded as it goes; the connection it goes on,
-        // when a new one is made, has its own record (a connect).
-        run.allowed(&admitted, None, None)
-            .map_err(HttpError::from_net)?;
-        let key = Key::new(https, &admitted.host, port);
-        Ok((
-            Target {
-                https,
-                host: admitted.host.clone(),
-                port,
-                key,
-                admitted,
-            },
-            permit,
-        ))
+            })
     }
 
     /// Step 4 for a new connection: a socket slot, the addresses that
