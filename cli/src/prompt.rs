@@ -82,21 +82,24 @@ impl Terminal {
 }
 
 /// A grant entry for `question`'s destination: `example.com:443`,
-/// `[::1]:80`.
-fn entry(question: &Question) -> String {
-    match question.host.as_ip() {
-        Some(std::net::IpAddr::V6(ip)) => format!("[{ip}]:{}", question.port),
-        _ => format!("{}:{}", question.host, question.port),
-    }
+/// `[::1]:80`; `None` for a lookup, which names no port (the connect
+/// after it is asked about with its own).
+fn entry(question: &Question) -> Option<String> {
+    let port = question.port?;
+    Some(match question.host.as_ip() {
+        Some(std::net::IpAddr::V6(ip)) => format!("[{ip}]:{port}"),
+        _ => format!("{}:{port}", question.host),
+    })
 }
 
 impl Prompter for Terminal {
     fn ask(&self, question: &Question) -> Answer {
-        let what = match question.capability {
-            Capability::Connect => "connect to",
-            Capability::Listen => "listen on",
-        };
         let entry = entry(question);
+        let what = match (question.capability, &entry) {
+            (_, None) => format!("look up {}", question.host),
+            (Capability::Connect, Some(entry)) => format!("connect to {entry}"),
+            (Capability::Listen, Some(entry)) => format!("listen on {entry}"),
+        };
         let mut tty = self
             .tty
             .lock()
@@ -105,7 +108,7 @@ impl Prompter for Terminal {
         loop {
             let _ = write!(
                 output,
-                "moat: the guest wants to {what} {entry} (no grant allows it: {}). Allow [o]nce, [a]lways, or [d]eny? ",
+                "moat: the guest wants to {what} (no grant allows it: {}). Allow [o]nce, [a]lways, or [d]eny? ",
                 question.needs
             );
             let _ = output.flush();
@@ -117,10 +120,12 @@ impl Prompter for Terminal {
             match line.trim().to_ascii_lowercase().as_str() {
                 "o" | "once" => return Answer::Once,
                 "a" | "always" => {
-                    self.always
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner)
-                        .push((question.capability, entry));
+                    if let Some(entry) = entry {
+                        self.always
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner)
+                            .push((question.capability, entry));
+                    }
                     return Answer::Always;
                 }
                 "d" | "deny" | "n" | "no" => return Answer::Deny,

@@ -171,6 +171,11 @@ pub struct AddressGate {
     run: Arc<Run>,
     notices: Notices,
     udp_receives: Arc<Semaphore>,
+    /// Local addresses a TCP bind was allowed to at the prompt
+    /// (`--prompt`), whose listen was not judged yet: the listen is the
+    /// same socket's, answered for at its bind. One entry an address, and
+    /// each new one a person's answer.
+    bound_at_prompt: Mutex<HashSet<SocketAddr>>,
 }
 
 impl AddressGate {
@@ -179,6 +184,7 @@ impl AddressGate {
             udp_receives: Arc::new(Semaphore::new(MAX_WASI_UDP_RECEIVES as usize)),
             run,
             notices,
+            bound_at_prompt: Mutex::new(HashSet::new()),
         }
     }
 
@@ -220,6 +226,15 @@ impl AddressGate {
             }
             denied = self.run.naming_own_listener(denied);
         }
+        if use_ == AddressUse::Listen
+            && self
+                .bound_at_prompt
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&addr)
+        {
+            return self.allowed(operation, addr, ip, super::run::answered(), false);
+        }
         if use_ == AddressUse::Listen && addr.port() != 0 && !denied.by_deny_entry() {
             // A listen sees the port the socket got; one bound to a fixed
             // port had that port judged at its bind, against the same
@@ -229,6 +244,15 @@ impl AddressGate {
                 Ok(rule) => return self.allowed(operation, addr, ip, rule, false),
                 Err(as_port_0) => denied = as_port_0,
             }
+        }
+        if self.run.asked(capability, &denied) {
+            if use_ == AddressUse::Bind {
+                self.bound_at_prompt
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert(addr);
+            }
+            return self.allowed(operation, addr, ip, super::run::answered(), false);
         }
         if self.run.policy.lets_through(&denied) {
             return self.let_through(operation, addr, denied);
@@ -379,7 +403,9 @@ impl AddressGate {
         // its record says would-deny; a deny entry still refuses it.
         let mut would_deny = None;
         if let Err(denied) = self.run.policy.check_lookup(&host) {
-            if self.run.policy.observes() && denied.reason == DenyReason::NotGranted {
+            if self.run.asked_lookup(&denied) {
+                tracing::debug!(target: "moat::net", name = %host, "lookup allowed at the prompt");
+            } else if self.run.policy.observes() && denied.reason == DenyReason::NotGranted {
                 tracing::debug!(target: "moat::net", %denied, "lookup would be denied: observe mode");
                 would_deny = Some(denied);
             } else {

@@ -3,6 +3,11 @@
 //! answer stands for the call (once), for the rest of the run (always),
 //! or refuses it (deny, remembered: a destination is asked about once).
 //!
+//! A stock wasi:sockets program is asked about twice on its way to a
+//! name no grant names: first the lookup (a DNS query already tells the
+//! name to the resolver, so it is not made unasked), with no port yet,
+//! then the connect to the name and port, as a moat:net guest is.
+//!
 //! Deny entries are never put to the prompter: what they refuse stays
 //! refused. The asking is the embedder's (the CLI's asks on `/dev/tty`);
 //! the run waits for the answer, and on `moat run`'s one thread so do the
@@ -20,8 +25,9 @@ pub struct Question {
     pub capability: Capability,
     /// The host as judged.
     pub host: Host,
-    /// The port.
-    pub port: u16,
+    /// The port; `None` for a stock program's name lookup, which comes
+    /// before the program says which port it wants.
+    pub port: Option<u16>,
     /// The grant that would allow it, in the run's words
     /// (`--allow-net=example.com:443`).
     pub needs: String,
@@ -44,10 +50,14 @@ pub trait Prompter: Send + Sync {
     fn ask(&self, question: &Question) -> Answer;
 }
 
+/// What an answer stands for: the capability, the host as judged, the
+/// port (`None` for a lookup).
+type Destination = (Capability, Host, Option<u16>);
+
 /// A run's prompter and the answers that stand for the rest of it.
 pub(crate) struct Prompting {
     prompter: Arc<dyn Prompter>,
-    standing: Mutex<HashMap<(Capability, Host, u16), bool>>,
+    standing: Mutex<HashMap<Destination, bool>>,
 }
 
 impl Prompting {
@@ -107,7 +117,7 @@ mod tests {
         Question {
             capability: Capability::Connect,
             host: Host::parse("example.com").unwrap(),
-            port,
+            port: Some(port),
             needs: format!("--allow-net=example.com:{port}"),
         }
     }

@@ -38,7 +38,8 @@ use super::secrets::Secrets;
 use super::traffic::Traffic;
 use crate::audit::{Audit, Event, HttpLink, Operation, Outcome, Reason, Refusal};
 use moat_policy::policy::{
-    Capability, Denied, DenyReason, Host, OwnListenerOnPort, Policy, Provenance, Source,
+    Capability, Denied, DenyReason, Host, LookupDenied, OwnListenerOnPort, Policy, Provenance,
+    Source,
 };
 use moat_policy::setting::{Spelling, Worded as _};
 
@@ -414,7 +415,7 @@ impl Run {
         }
         let (rule, own_listener, would_deny) = match self.judge(operation, &target, port) {
             Ok((rule, own_listener)) => (rule, own_listener, None),
-            Err(denied) => match self.after_denial(operation, &target, port, denied) {
+            Err(denied) => match self.after_denial(operation, denied) {
                 Ok((rule, would_deny)) => (rule, false, would_deny),
                 Err(denied) => {
                     tracing::debug!(target: "moat::net", %denied, "denied");
@@ -485,28 +486,48 @@ impl Run {
     fn after_denial(
         &self,
         operation: Operation,
-        target: &Host,
-        port: u16,
         denied: Denied,
     ) -> Result<(Arc<Provenance>, Option<Arc<Denied>>), Denied> {
-        if let Some(prompting) = &self.prompt
-            && denied.reason == DenyReason::NotGranted
-        {
-            let question = super::prompt::Question {
-                capability: capability_of(operation),
-                host: target.clone(),
-                port,
-                needs: denied.needs(self.words()).unwrap_or_default(),
-            };
-            if prompting.allows(question) {
-                return Ok((answered(), None));
-            }
+        if self.asked(capability_of(operation), &denied) {
+            return Ok((answered(), None));
         }
         if self.policy.lets_through(&denied) {
             tracing::debug!(target: "moat::net", %denied, "would be denied: observe mode");
             return Ok((observed(), Some(Arc::new(denied))));
         }
         Err(denied)
+    }
+
+    /// Whether the person at the terminal (`--prompt`) allows the call
+    /// `denied` refused for want of a grant (to its host as judged and
+    /// port); never asked about one a deny entry refused, nor without a
+    /// prompter.
+    pub(crate) fn asked(&self, capability: Capability, denied: &Denied) -> bool {
+        let Some(prompting) = &self.prompt else {
+            return false;
+        };
+        denied.reason == DenyReason::NotGranted
+            && prompting.allows(super::prompt::Question {
+                capability,
+                host: denied.host.clone(),
+                port: Some(denied.port),
+                needs: denied.needs(self.words()).unwrap_or_default(),
+            })
+    }
+
+    /// Whether the person at the terminal (`--prompt`) allows the lookup
+    /// `denied` refused because no grant names its name.
+    pub(crate) fn asked_lookup(&self, denied: &LookupDenied) -> bool {
+        let Some(prompting) = &self.prompt else {
+            return false;
+        };
+        denied.reason == DenyReason::NotGranted
+            && prompting.allows(super::prompt::Question {
+                capability: Capability::Connect,
+                host: denied.name.clone(),
+                port: None,
+                needs: denied.needs(self.words()).unwrap_or_default(),
+            })
     }
 
     /// `denied`, a connect refused for want of a grant, naming the run's
@@ -751,7 +772,7 @@ pub(crate) fn observed() -> Arc<Provenance> {
 
 /// The rule a call the person at the terminal allowed carries
 /// (`moat run --prompt`).
-fn answered() -> Arc<Provenance> {
+pub(crate) fn answered() -> Arc<Provenance> {
     Arc::new(Provenance {
         entry: "allowed at the prompt".to_owned(),
         source: Source::Flag {
