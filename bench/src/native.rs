@@ -198,7 +198,10 @@ async fn http(addr: &str, wasi_http: bool) -> anyhow::Result<()> {
     loop {
         let (conn, _) = listener.accept().await?;
         tokio::spawn(async move {
-            let service = hyper::service::service_fn(move |_request| async move {
+            let service = hyper::service::service_fn(move |request| async move {
+                // Read to its end, so that the connection stays kept alive
+                // after a request with a body (http_fetch's POSTs).
+                let _ = http_body_util::BodyExt::collect(request.into_body()).await;
                 let response = if wasi_http {
                     // Chunked, as `moat serve` and wasmtime-wasi-http send
                     // wstd-serve's body: the same bytes on the wire.

@@ -301,8 +301,21 @@ pub fn http_serve(run: &Run) -> anyhow::Result<Workload> {
 }
 
 /// One fetch run's command: `repeat` GETs of `url` by `kind`'s client,
-/// pinned to CPU 0 (beside the server).
+/// pinned to CPU 0 (beside the server); POSTs of its stdin instead when
+/// `stdin` is given (moat's clients only).
 fn fetch_command(run: &Run, kind: Kind, url: &str, port: u16, repeat: usize) -> Command {
+    fetch_command_of(run, kind, url, port, repeat, None)
+}
+
+/// [`fetch_command`], with stdin POSTed when it is given.
+fn fetch_command_of(
+    run: &Run,
+    kind: Kind,
+    url: &str,
+    port: u16,
+    repeat: usize,
+    stdin: Option<std::fs::File>,
+) -> Command {
     let setup = &run.setup;
     let mut command = Command::new("taskset");
     command.args(["-c", "0"]);
@@ -331,7 +344,13 @@ fn fetch_command(run: &Run, kind: Kind, url: &str, port: u16, repeat: usize) -> 
                 .arg(setup.guest(kind, Guest::WstdFetch));
         }
     }
-    command.args(["--repeat", &repeat.to_string(), url]);
+    command.args(["--repeat", &repeat.to_string()]);
+    if let Some(stdin) = stdin {
+        command
+            .args(["--method", "POST", "--data-stdin"])
+            .stdin(stdin);
+    }
+    command.arg(url);
     command
 }
 
@@ -340,6 +359,11 @@ fn fetch_command(run: &Run, kind: Kind, url: &str, port: u16, repeat: usize) -> 
 /// said `fetched N`.
 fn time_fetch(mut command: Command, repeat: usize) -> anyhow::Result<Duration> {
     command.stdin(Stdio::null());
+    time_fetch_from(command, repeat)
+}
+
+/// [`time_fetch`] with the stdin `command` was given.
+fn time_fetch_from(mut command: Command, repeat: usize) -> anyhow::Result<Duration> {
     let start = Instant::now();
     let out = command.output().context("cannot run the fetch")?;
     let wall = start.elapsed();
@@ -409,8 +433,9 @@ pub fn http_fetch(run: &Run) -> anyhow::Result<Workload> {
             start_ms.add(kind, one.as_secs_f64() * 1e3);
         }
     }
+    let posted = posted_bodies(run, &url, port)?;
     drop(server);
-    let metrics = vec![rps.build(), start_ms.build()];
+    let metrics = vec![rps.build(), start_ms.build(), posted];
     let over_wasmtime = median(&metrics[0], Kind::Moat) / median(&metrics[0], Kind::WasmtimeWasi);
     Ok(Workload {
         name: "http_fetch".into(),
@@ -422,6 +447,52 @@ pub fn http_fetch(run: &Run) -> anyhow::Result<Workload> {
         verdict: format!("moat / wasmtime's default client: {over_wasmtime:.2}× requests/s"),
         metrics,
     })
+}
+
+/// Bytes of each request body [`posted_bodies`] sends: 1 MiB, large
+/// enough that the request's bytes, not its head, are what it costs.
+const POSTED_BYTES: usize = 1 << 20;
+
+/// What a secret in the run costs a request body's bytes: under `moat
+/// run` with and without `--secret` (bound to another host, so no request
+/// carries it), wstd-fetch POSTs a 1 MiB body `repeat` times on one
+/// kept-alive connection, and every byte of each is copied once more and
+/// searched for the placeholder as it streams. MB/s of request body, with
+/// a run of one POST subtracted as in http_fetch.
+fn posted_bodies(run: &Run, url: &str, port: u16) -> anyhow::Result<crate::report::Metric> {
+    let repeat = run.scale(200, 20);
+    const STARTS: usize = 3;
+    let body = std::env::temp_dir().join(format!("moat-bench-post-{}", std::process::id()));
+    std::fs::write(&body, crate::pattern::pattern(POSTED_BYTES))?;
+    let post = |kind: Kind, n: usize| -> anyhow::Result<Duration> {
+        let stdin = std::fs::File::open(&body)?;
+        time_fetch_from(fetch_command_of(run, kind, url, port, n, Some(stdin)), n)
+    };
+    let mut mbps = MetricBuilder::new(
+        &format!("sequential keep-alive POSTs of 1 MiB, {repeat} in one run"),
+        "MB/s",
+        Better::Higher,
+    );
+    let kinds = [Kind::Moat, Kind::MoatSecret];
+    for &kind in &kinds {
+        post(kind, 2).with_context(|| format!("the {} client's POST", kind.label()))?;
+    }
+    for _ in 0..run.rounds {
+        for &kind in &kinds {
+            let mut starts = (0..STARTS)
+                .map(|_| post(kind, 1))
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            starts.sort();
+            let rest = post(kind, repeat)?.saturating_sub(starts[STARTS / 2]);
+            if rest.is_zero() {
+                bail!("the {} client's {repeat} POSTs took no time", kind.label());
+            }
+            let bytes = (repeat - 1) * POSTED_BYTES;
+            mbps.add(kind, bytes as f64 / rest.as_secs_f64() / 1e6);
+        }
+    }
+    let _ = std::fs::remove_file(&body);
+    Ok(mbps.build())
 }
 
 /// `moat-bench fetch-native [--repeat N] URL`: wstd-fetch's `--repeat` as a

@@ -54,6 +54,11 @@ pub struct Secret {
     binding: SecretBinding,
     value: Zeroizing<String>,
     placeholder: String,
+    /// The placeholder's searcher, made once: every chunk of every body
+    /// of a run with secrets is searched with it. (None is kept for the
+    /// value: a searcher keeps its own copy of what it finds, which would
+    /// not be zeroed.)
+    finder: memchr::memmem::Finder<'static>,
 }
 
 /// Why a value cannot be a secret's.
@@ -141,10 +146,12 @@ impl Secret {
                 .iter()
                 .map(|b| char::from(ALPHABET[usize::from(*b) % ALPHABET.len()])),
         );
+        let finder = memchr::memmem::Finder::new(placeholder.as_bytes()).into_owned();
         Ok(Secret {
             binding,
             value,
             placeholder,
+            finder,
         })
     }
 
@@ -269,9 +276,7 @@ impl Secrets {
 
     /// The secret whose placeholder is in `text`, if one is.
     fn found_in(&self, text: &[u8]) -> Option<&Secret> {
-        self.all
-            .iter()
-            .find(|s| memchr::memmem::find(text, s.placeholder.as_bytes()).is_some())
+        self.all.iter().find(|s| s.finder.find(text).is_some())
     }
 
     /// Places the secrets in a request's head going to `to`: each
@@ -349,17 +354,20 @@ impl Secrets {
         Ok(names)
     }
 
+    /// Whether a secret's value is in `text`.
+    fn holds_value(&self, text: &[u8]) -> bool {
+        self.all
+            .iter()
+            .any(|s| memchr::memmem::find(text, s.value.as_bytes()).is_some())
+    }
+
     /// Replaces every value in a response's head with its placeholder: a
     /// header whose name holds one is dropped.
     pub(crate) fn redact_head(&self, headers: &mut http::HeaderMap) {
         if self.all.is_empty() {
             return;
         }
-        let holds = |text: &[u8]| {
-            self.all
-                .iter()
-                .any(|s| memchr::memmem::find(text, s.value.as_bytes()).is_some())
-        };
+        let holds = |text: &[u8]| self.holds_value(text);
         if !headers
             .iter()
             .any(|(name, value)| holds(name.as_str().as_bytes()) || holds(value.as_bytes()))
@@ -408,9 +416,16 @@ impl Secrets {
 /// A response body's redaction, chunk by chunk: it holds back the last
 /// bytes of each chunk that could begin a value (one byte fewer than the
 /// longest value), so a value split between chunks is found whole.
+///
+/// A chunk with no value in it (nearly every one) is passed on as the
+/// same buffer, after what was held back from the chunk before; only the
+/// seam between the two is copied to be searched. A chunk with a value is
+/// copied and redacted.
 pub(crate) struct Redactor {
     secrets: Secrets,
     held: Vec<u8>,
+    /// The seam between the held bytes and the next chunk, its buffer kept.
+    seam: Vec<u8>,
 }
 
 impl Redactor {
@@ -418,17 +433,35 @@ impl Redactor {
         Redactor {
             secrets,
             held: Vec::new(),
+            seam: Vec::new(),
         }
     }
 
-    /// The redacted bytes that may go to the guest now (perhaps none).
-    pub(crate) fn feed(&mut self, data: &[u8]) -> Bytes {
-        let mut all = std::mem::take(&mut self.held);
-        all.extend_from_slice(data);
-        self.secrets.redact(&mut all);
-        let keep = self.secrets.longest().saturating_sub(1).min(all.len());
-        self.held = all.split_off(all.len() - keep);
-        Bytes::from(all)
+    /// The redacted bytes that may go to the guest now, in order (either
+    /// or both may be empty).
+    pub(crate) fn feed(&mut self, data: Bytes) -> (Bytes, Bytes) {
+        let keep = self.secrets.longest().saturating_sub(1);
+        self.seam.clear();
+        self.seam.extend_from_slice(&self.held);
+        self.seam.extend_from_slice(&data[..keep.min(data.len())]);
+        let echoed = self.secrets.holds_value(&self.seam) || self.secrets.holds_value(&data);
+        // What was searched held part of the upstream's bytes: with a
+        // value in them, not kept.
+        if echoed {
+            self.seam.fill(0);
+        }
+        if echoed || data.len() < keep {
+            let mut all = std::mem::take(&mut self.held);
+            all.extend_from_slice(&data);
+            self.secrets.redact(&mut all);
+            let keep = keep.min(all.len());
+            self.held = all.split_off(all.len() - keep);
+            return (Bytes::from(all), Bytes::new());
+        }
+        let before = Bytes::copy_from_slice(&self.held);
+        self.held.clear();
+        self.held.extend_from_slice(&data[data.len() - keep..]);
+        (before, data.slice(..data.len() - keep))
     }
 
     /// What was held back, at the body's end.
@@ -450,10 +483,22 @@ impl Redactor {
 /// A request body that must not carry a placeholder: it holds back the
 /// last bytes of each chunk that could begin one, and fails before
 /// sending the bytes that hold one.
+///
+/// A chunk's bytes are searched where they are and sent as the same
+/// buffer, not copied: what was held back from the chunk before goes out
+/// as a frame of its own ahead of it (`pending` keeps the chunk meanwhile),
+/// and only the seam between the two (at most twice the longest
+/// placeholder) is copied to be searched.
 pub(crate) struct Guarded<B> {
     inner: B,
     secrets: Secrets,
     held: Vec<u8>,
+    /// A chunk searched and cleared, to go out after the held bytes sent
+    /// ahead of it.
+    pending: Option<Bytes>,
+    /// The seam searched between the held bytes and the next chunk, its
+    /// buffer kept from chunk to chunk.
+    seam: Vec<u8>,
     /// Set once the placeholder was found: the body fails from then on.
     refused: Option<SecretMisplaced>,
     ended: bool,
@@ -476,6 +521,8 @@ impl<B> Guarded<B> {
             inner,
             secrets,
             held: Vec::new(),
+            pending: None,
+            seam: Vec::new(),
             refused: None,
             ended: false,
             report: Some(Box::new(report)),
@@ -488,21 +535,40 @@ impl<B> Guarded<B> {
             report(&refused);
         }
         self.held.clear();
+        self.pending = None;
         self.refused = Some(refused.clone());
         refused
     }
 
-    /// `data` after what was held: the bytes that may be sent now, or the
-    /// misplaced secret.
-    fn feed(&mut self, data: &[u8]) -> Result<Bytes, SecretMisplaced> {
-        let mut all = std::mem::take(&mut self.held);
-        all.extend_from_slice(data);
-        if let Some(s) = self.secrets.found_in(&all) {
+    /// `data` after what was held: the bytes that may be sent now, in
+    /// order (either may be empty), or the misplaced secret.
+    fn feed(&mut self, data: Bytes) -> Result<(Bytes, Bytes), SecretMisplaced> {
+        let keep = self.secrets.longest().saturating_sub(1);
+        // A placeholder begun in the held bytes (fewer than its length)
+        // ends within the first `keep` bytes of this chunk.
+        self.seam.clear();
+        self.seam.extend_from_slice(&self.held);
+        self.seam.extend_from_slice(&data[..keep.min(data.len())]);
+        if let Some(s) = self
+            .secrets
+            .found_in(&self.seam)
+            .or_else(|| self.secrets.found_in(&data))
+        {
             return Err(Secrets::misplaced(s, Misplaced::Body));
         }
-        let keep = self.secrets.longest().saturating_sub(1).min(all.len());
-        self.held = all.split_off(all.len() - keep);
-        Ok(Bytes::from(all))
+        if data.len() >= keep {
+            let before = Bytes::copy_from_slice(&self.held);
+            self.held.clear();
+            self.held.extend_from_slice(&data[data.len() - keep..]);
+            Ok((before, data.slice(..data.len() - keep)))
+        } else {
+            // The whole chunk is in the seam: hold back its last bytes.
+            let send = self.seam.len() - keep.min(self.seam.len());
+            let before = Bytes::copy_from_slice(&self.seam[..send]);
+            self.held.clear();
+            self.held.extend_from_slice(&self.seam[send..]);
+            Ok((before, Bytes::new()))
+        }
     }
 }
 
@@ -523,6 +589,9 @@ where
         if let Some(refused) = &this.refused {
             return Poll::Ready(Some(Err(refused.clone().into())));
         }
+        if let Some(chunk) = this.pending.take() {
+            return Poll::Ready(Some(Ok(http_body::Frame::data(chunk))));
+        }
         loop {
             if this.ended {
                 return Poll::Ready(None);
@@ -530,9 +599,16 @@ where
             match std::pin::Pin::new(&mut this.inner).poll_frame(cx) {
                 Poll::Ready(Some(Ok(frame))) => {
                     let frame = match frame.into_data() {
-                        Ok(data) => match this.feed(&data) {
-                            Ok(out) if out.is_empty() => continue,
-                            Ok(out) => http_body::Frame::data(out),
+                        Ok(data) => match this.feed(data) {
+                            Ok((first, then)) => match (first.is_empty(), then.is_empty()) {
+                                (true, true) => continue,
+                                (true, false) => http_body::Frame::data(then),
+                                (false, true) => http_body::Frame::data(first),
+                                (false, false) => {
+                                    this.pending = Some(then);
+                                    http_body::Frame::data(first)
+                                }
+                            },
                             Err(refused) => {
                                 return Poll::Ready(Some(Err(this.refuse(refused).into())));
                             }
@@ -571,13 +647,13 @@ where
     }
 
     fn is_end_stream(&self) -> bool {
-        self.held.is_empty() && (self.ended || self.inner.is_end_stream())
+        self.held.is_empty() && self.pending.is_none() && (self.ended || self.inner.is_end_stream())
     }
 
     fn size_hint(&self) -> http_body::SizeHint {
-        // The bytes are the inner body's, held or not.
+        // The bytes are the inner body's, held, pending or not.
         let mut hint = self.inner.size_hint();
-        let held = self.held.len() as u64;
+        let held = (self.held.len() + self.pending.as_ref().map_or(0, Bytes::len)) as u64;
         hint.set_lower(hint.lower() + held);
         if let Some(upper) = hint.upper() {
             hint.set_upper(upper + held);
@@ -768,14 +844,60 @@ mod tests {
         let text = format!("a{VALUE}b{VALUE}");
         for cut in 0..=text.len() {
             let mut r = Redactor::new(secrets.clone());
-            let mut out = r.feed(&text.as_bytes()[..cut]).to_vec();
-            out.extend_from_slice(&r.feed(&text.as_bytes()[cut..]));
+            let mut out = Vec::new();
+            for chunk in [&text.as_bytes()[..cut], &text.as_bytes()[cut..]] {
+                let (first, then) = r.feed(Bytes::copy_from_slice(chunk));
+                out.extend_from_slice(&first);
+                out.extend_from_slice(&then);
+            }
             out.extend_from_slice(&r.finish().unwrap_or_default());
             assert_eq!(
                 String::from_utf8(out).unwrap(),
                 format!("a{p}b{p}"),
                 "cut at {cut}"
             );
+        }
+
+        // In three chunks, each shorter or longer than what is held back:
+        // a text with a value, and one with all of a value but its last
+        // byte (passed on as it came).
+        for (text, redacted) in [
+            (
+                format!("{}{VALUE}{}", "x".repeat(30), "y".repeat(30)),
+                format!("{}{p}{}", "x".repeat(30), "y".repeat(30)),
+            ),
+            (
+                format!(
+                    "{}{}{}",
+                    "x".repeat(30),
+                    &VALUE[..VALUE.len() - 1],
+                    "y".repeat(30)
+                ),
+                format!(
+                    "{}{}{}",
+                    "x".repeat(30),
+                    &VALUE[..VALUE.len() - 1],
+                    "y".repeat(30)
+                ),
+            ),
+        ] {
+            for a in 0..=text.len() {
+                for b in a..=text.len() {
+                    let mut r = Redactor::new(secrets.clone());
+                    let mut out = Vec::new();
+                    for chunk in [&text[..a], &text[a..b], &text[b..]] {
+                        let (first, then) = r.feed(Bytes::copy_from_slice(chunk.as_bytes()));
+                        out.extend_from_slice(&first);
+                        out.extend_from_slice(&then);
+                    }
+                    out.extend_from_slice(&r.finish().unwrap_or_default());
+                    assert_eq!(
+                        String::from_utf8(out).unwrap(),
+                        redacted,
+                        "cut at {a} and {b}"
+                    );
+                }
+            }
         }
     }
 
@@ -820,6 +942,25 @@ mod tests {
                 memchr::memmem::find(&sent, p.as_bytes()).is_none(),
                 "cut at {cut}: nothing of the placeholder whole was sent"
             );
+        }
+        // A clean body goes through byte for byte, cut anywhere into three
+        // chunks (each shorter or longer than what is held back).
+        let text = format!("{}{}{}", "x".repeat(40), &p[..p.len() - 1], "y".repeat(40));
+        for a in 0..=text.len() {
+            for b in a..=text.len() {
+                let chunks = [&text[..a], &text[a..b], &text[b..]].map(|c| {
+                    Ok::<_, SecretMisplaced>(http_body::Frame::data(Bytes::copy_from_slice(
+                        c.as_bytes(),
+                    )))
+                });
+                let body = Guarded::new(
+                    http_body_util::StreamBody::new(futures::stream::iter(chunks)),
+                    secrets.clone(),
+                    |_| panic!("nothing to refuse"),
+                );
+                let all = body.collect().await.unwrap().to_bytes();
+                assert_eq!(&all[..], text.as_bytes(), "cut at {a} and {b}");
+            }
         }
         let clean = vec![Ok::<_, SecretMisplaced>(http_body::Frame::data(
             Bytes::from_static(b"nothing to see"),

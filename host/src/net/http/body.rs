@@ -40,8 +40,10 @@ pub struct ResponseBody {
     /// With secrets in the run: each value the server sends back becomes
     /// its placeholder before the guest sees it.
     redactor: Option<Redactor>,
-    /// Trailers that wait for the bytes the redactor held back.
-    trailers: Option<Frame<Bytes>>,
+    /// A frame that waits for the one sent ahead of it: trailers, for the
+    /// bytes the redactor held back; a chunk, for those held from the one
+    /// before.
+    pending: Option<Frame<Bytes>>,
 }
 
 impl ResponseBody {
@@ -62,7 +64,7 @@ impl ResponseBody {
             permit: Some((permit, stream)),
             exchange,
             redactor,
-            trailers: None,
+            pending: None,
         }
     }
 }
@@ -85,17 +87,22 @@ impl ResponseBody {
             return Some(frame);
         };
         match frame.into_data() {
-            Ok(data) => {
-                let out = redactor.feed(&data);
-                (!out.is_empty()).then(|| Frame::data(out))
-            }
+            Ok(data) => match redactor.feed(data) {
+                (first, then) if first.is_empty() => (!then.is_empty()).then(|| Frame::data(then)),
+                (first, then) => {
+                    if !then.is_empty() {
+                        self.pending = Some(Frame::data(then));
+                    }
+                    Some(Frame::data(first))
+                }
+            },
             Err(frame) => match frame.into_trailers() {
                 // Bytes held back go before the trailers.
                 Ok(mut trailers) => {
                     redactor.secrets().redact_head(&mut trailers);
                     match redactor.finish() {
                         Some(rest) => {
-                            self.trailers = Some(Frame::trailers(trailers));
+                            self.pending = Some(Frame::trailers(trailers));
                             Some(Frame::data(rest))
                         }
                         None => Some(Frame::trailers(trailers)),
@@ -116,8 +123,8 @@ impl Body for ResponseBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, HttpError>>> {
         let this = &mut *self;
-        if let Some(trailers) = this.trailers.take() {
-            return Poll::Ready(Some(Ok(trailers)));
+        if let Some(pending) = this.pending.take() {
+            return Poll::Ready(Some(Ok(pending)));
         }
         loop {
             match Pin::new(&mut this.incoming).poll_frame(cx) {
@@ -145,7 +152,7 @@ impl Body for ResponseBody {
 
     fn is_end_stream(&self) -> bool {
         self.incoming.is_end_stream()
-            && self.trailers.is_none()
+            && self.pending.is_none()
             && !self.redactor.as_ref().is_some_and(Redactor::holds)
     }
 
