@@ -318,6 +318,13 @@ async fn pods_under_the_cri_path(test: &str, n: u8, release: Option<&str>) {
     )
     .await;
 
+    // A pod's Secret as kubelet hands it over, a file of a volume it
+    // mounts read-only (and a CA of the pod's, as a ConfigMap's file),
+    // bound by MOAT_SECRET to an HTTPS host on the node: the value arrives
+    // there in the bound header; the guest holds only its placeholder (its
+    // run exits 5 if its memory holds the value).
+    secret_through_the_cri_path(&node, &mut pod, &gateway).await;
+
     // kubelet's restart of an exited container: a new attempt of it in
     // the same sandbox.
     let again = node
@@ -363,8 +370,8 @@ async fn pods_under_the_cri_path(test: &str, n: u8, release: Option<&str>) {
         .collect();
     assert_eq!(
         entries.len(),
-        2,
-        "echo-server's and the probe's: {entries:?}"
+        3,
+        "echo-server's, the probe's and http-probe's: {entries:?}"
     );
 
     // Per-pod figures (issue 58), where the node's settings put them: a
@@ -735,4 +742,94 @@ async fn observe_mode_runs_only_in_the_namespaces_the_node_allows() {
     .await;
     assert_eq!(reached(&listener), 0, "the refused pod connected nowhere");
     node.remove_pod(&pod).await;
+}
+
+/// The secrets step of [`pods_under_the_cri_path`].
+async fn secret_through_the_cri_path(
+    node: &Node,
+    pod: &mut crate::support::cri::Pod,
+    gateway: &str,
+) {
+    use crate::support::recorder::{Recorder, SECRET_VALUE, scan_for_the_value};
+    let ca = support::certs::Ca::new("moat CRI secrets CA");
+    let api = Recorder::start(&ca, gateway, &[gateway]).await;
+    let volume = node.work.path().join("secret-volume");
+    let config = node.work.path().join("ca-volume");
+    for dir in [&volume, &config] {
+        std::fs::create_dir_all(dir).expect("a volume's directory");
+    }
+    std::fs::write(volume.join("token"), SECRET_VALUE).expect("the Secret's file");
+    std::fs::write(config.join("ca.pem"), ca.pem()).expect("the CA's file");
+    let probe = std::fs::read(guests::HTTP_PROBE).expect("the guest is built");
+    node.import(
+        "localhost/moat-http-probe:cri",
+        &[Entry::File("http-probe.wasm", &probe, 0o644)],
+        &["/http-probe.wasm"],
+    )
+    .await;
+    let port = api.port;
+    let url = format!("https://{gateway}:{port}/v1/chat");
+    let grant = format!("{gateway}:{port}");
+    let binding = format!(
+        "API_KEY;from=file:/run/secrets/api/token;to=https://{gateway}:{port}/v1/;\
+         header=authorization;form=Bearer {{}}"
+    );
+    let scan = scan_for_the_value();
+    let read_only = |container_path: &str, host: &Path| Mount {
+        container_path: container_path.to_owned(),
+        host_path: host.display().to_string(),
+        readonly: true,
+        ..Default::default()
+    };
+    let sent = node
+        .start_container(
+            pod,
+            App {
+                name: "secret",
+                attempt: 0,
+                image: "localhost/moat-http-probe:cri",
+                command: &[
+                    "/http-probe.wasm",
+                    "send",
+                    "GET",
+                    &url,
+                    "h:authorization=Bearer ${API_KEY}",
+                    &scan,
+                ],
+                env: &[
+                    ("MOAT_ALLOW_NET", &grant),
+                    ("MOAT_CA_FILE", "/etc/api-ca/ca.pem"),
+                    ("MOAT_SECRET", &binding),
+                ],
+                mounts: vec![
+                    read_only("/run/secrets/api", &volume),
+                    read_only("/etc/api-ca", &config),
+                ],
+            },
+        )
+        .await;
+    assert_eq!(
+        node.exit_code(&sent).await,
+        0,
+        "{}",
+        node.log("moat-pod", "secret", 0)
+    );
+    let heads = api.heads();
+    assert_eq!(heads.len(), 1, "{heads:?}");
+    assert!(
+        heads[0].starts_with("GET /v1/chat HTTP/1.1\r\n"),
+        "{}",
+        heads[0]
+    );
+    assert!(
+        heads[0]
+            .lines()
+            .any(|l| l.eq_ignore_ascii_case(&format!("authorization: Bearer {SECRET_VALUE}"))),
+        "the value in the bound header: {}",
+        heads[0]
+    );
+    assert!(
+        !node.log("moat-pod", "secret", 0).contains(SECRET_VALUE),
+        "the container's log holds the value"
+    );
 }

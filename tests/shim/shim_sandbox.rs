@@ -20,6 +20,7 @@ use tokio::net::TcpListener;
 use moat_guests as guests;
 
 use crate::support;
+use crate::support::recorder::{Recorder, SECRET_VALUE, scan_for_the_value};
 
 /// A container whose root filesystem holds the component `guest` (its
 /// path in the container, as an entrypoint names it), `env` its
@@ -638,69 +639,6 @@ async fn a_containers_figures_are_written_where_the_shim_says_and_kept_from_its_
     );
 }
 
-/// The value of the pods' secret: what no guest may hold.
-const SECRET_VALUE: &str = "sk-live-7Hq2mZ9xR4tW8vB1nK6p";
-
-/// An HTTPS server on 127.0.0.1 for `localhost` under `ca`, that records
-/// each request's head and answers 200 with the request's
-/// `authorization` echoed back in `x-echo` and in the body.
-struct Recorder {
-    port: u16,
-    heads: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
-}
-
-impl Recorder {
-    async fn start(ca: &support::certs::Ca) -> Recorder {
-        use tokio::io::AsyncWriteExt as _;
-        let acceptor = ca.leaf(&["localhost"]).acceptor(&["http/1.1"]);
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let port = listener.local_addr().expect("its port").port();
-        let heads: std::sync::Arc<std::sync::Mutex<Vec<String>>> = std::sync::Arc::default();
-        let seen = std::sync::Arc::clone(&heads);
-        tokio::spawn(async move {
-            while let Ok((stream, _)) = listener.accept().await {
-                let (acceptor, seen) = (acceptor.clone(), std::sync::Arc::clone(&seen));
-                tokio::spawn(async move {
-                    let Ok(mut tls) = acceptor.accept(stream).await else {
-                        return;
-                    };
-                    let mut head = Vec::new();
-                    let mut byte = [0u8; 1];
-                    while !head.ends_with(b"\r\n\r\n") && head.len() < 65_536 {
-                        match tls.read(&mut byte).await {
-                            Ok(1) => head.push(byte[0]),
-                            _ => return,
-                        }
-                    }
-                    let head = String::from_utf8_lossy(&head).into_owned();
-                    let auth = head
-                        .lines()
-                        .find_map(|l| {
-                            let (name, value) = l.split_once(':')?;
-                            name.eq_ignore_ascii_case("authorization")
-                                .then(|| value.trim().to_owned())
-                        })
-                        .unwrap_or_default();
-                    seen.lock().expect("the record").push(head);
-                    let body = format!("got {auth}");
-                    let response = format!(
-                        "HTTP/1.1 200 OK\r\nx-echo: {auth}\r\ncontent-length: {}\r\n\
-                         connection: close\r\n\r\n{body}",
-                        body.len()
-                    );
-                    let _ = tls.write_all(response.as_bytes()).await;
-                    let _ = tls.shutdown().await;
-                });
-            }
-        });
-        Recorder { port, heads }
-    }
-
-    fn heads(&self) -> Vec<String> {
-        self.heads.lock().expect("the record").clone()
-    }
-}
-
 /// Issue 56 under the shim: a pod binds a value of its own (a variable
 /// of its spec, or a file of its Secret volume) to an HTTPS host it
 /// trusts through `MOAT_CA_FILE`. The value arrives there, in the bound
@@ -722,17 +660,11 @@ async fn a_pods_secret_reaches_its_bound_host_and_never_its_guest() {
         format!("{SECRET_VALUE}\n"),
     )
     .expect("the secret's file");
-    let api = Recorder::start(&ca).await;
+    let api = Recorder::start(&ca, "127.0.0.1", &["localhost"]).await;
     let port = api.port;
     let guest = node.place(guests::HTTP_PROBE);
     let url = format!("https://localhost:{port}/v1/chat");
-    let scan = format!(
-        "scan:{}",
-        SECRET_VALUE
-            .bytes()
-            .map(|b| format!("{:02x}", b ^ 0x55))
-            .collect::<String>()
-    );
+    let scan = scan_for_the_value();
     let grant = format!("MOAT_ALLOW_NET=localhost:{port}");
     let binding = |from: &str| {
         format!(

@@ -11,6 +11,7 @@
 #[path = "../../support/certs.rs"]
 pub mod certs;
 pub mod cri;
+pub mod recorder;
 pub mod release;
 
 pub use release::Release;
