@@ -187,7 +187,8 @@ async fn tls_echo(addr: &str, cert: &str, key: &str) -> anyhow::Result<()> {
 
 /// hyper 1 on tokio, the way a native Rust HTTP/1.1 server is written:
 /// `GET /` answers the greeting hyper-serve answers, or with `wasi_http`,
-/// the greeting and content type of wstd-serve (http_serve's component).
+/// the greeting and content type of wstd-serve (http_serve's component);
+/// `GET /big` answers [`BIG_BODY`] bytes of the bench's pattern.
 async fn http(addr: &str, wasi_http: bool) -> anyhow::Result<()> {
     use http_body_util::Full;
     use hyper::body::Bytes;
@@ -199,6 +200,7 @@ async fn http(addr: &str, wasi_http: bool) -> anyhow::Result<()> {
         let (conn, _) = listener.accept().await?;
         tokio::spawn(async move {
             let service = hyper::service::service_fn(move |request| async move {
+                let big = request.uri().path() == "/big";
                 // Read to its end, so that the connection stays kept alive
                 // after a request with a body (http_fetch's POSTs).
                 let _ = http_body_util::BodyExt::collect(request.into_body()).await;
@@ -214,6 +216,8 @@ async fn http(addr: &str, wasi_http: bool) -> anyhow::Result<()> {
                         hyper::header::HeaderValue::from_static("text/plain; charset=utf-8"),
                     );
                     response
+                } else if big {
+                    hyper::Response::new(http_body_util::Either::Right(Full::new(BIG.clone())))
                 } else {
                     hyper::Response::new(http_body_util::Either::Right(Full::new(
                         Bytes::from_static(b"hello from a moat guest, on hyper\n"),
@@ -227,6 +231,13 @@ async fn http(addr: &str, wasi_http: bool) -> anyhow::Result<()> {
         });
     }
 }
+
+/// Bytes of `GET /big`'s body: 1 MiB, as http_fetch's POSTs.
+pub const BIG_BODY: usize = 1 << 20;
+
+/// `GET /big`'s body, made once.
+static BIG: std::sync::LazyLock<hyper::body::Bytes> =
+    std::sync::LazyLock::new(|| crate::pattern::pattern(BIG_BODY).into());
 
 /// A body that does not tell its length, so hyper sends it chunked.
 struct Unsized(http_body_util::Full<hyper::body::Bytes>);

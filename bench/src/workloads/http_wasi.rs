@@ -359,11 +359,16 @@ fn fetch_command_of(
 /// said `fetched N`.
 fn time_fetch(mut command: Command, repeat: usize) -> anyhow::Result<Duration> {
     command.stdin(Stdio::null());
-    time_fetch_from(command, repeat)
+    time_fetch_from(command, repeat, FETCHED)
 }
 
-/// [`time_fetch`] with the stdin `command` was given.
-fn time_fetch_from(mut command: Command, repeat: usize) -> anyhow::Result<Duration> {
+/// [`time_fetch`] with the stdin `command` was given, checking that it
+/// wrote `expected`.
+fn time_fetch_from(
+    mut command: Command,
+    repeat: usize,
+    expected: &[u8],
+) -> anyhow::Result<Duration> {
     let start = Instant::now();
     let out = command.output().context("cannot run the fetch")?;
     let wall = start.elapsed();
@@ -371,10 +376,12 @@ fn time_fetch_from(mut command: Command, repeat: usize) -> anyhow::Result<Durati
     if !out.status.success() {
         bail!("{command:?} failed ({}): {stderr}", out.status);
     }
-    if out.stdout != FETCHED {
+    if out.stdout != expected {
         bail!(
-            "{command:?} wrote {:?}",
-            String::from_utf8_lossy(&out.stdout)
+            "{command:?} wrote {} bytes, not the {} expected: {:?}",
+            out.stdout.len(),
+            expected.len(),
+            String::from_utf8_lossy(&out.stdout[..out.stdout.len().min(200)])
         );
     }
     if repeat > 1 && !stderr.contains(&format!("fetched {repeat}")) {
@@ -433,9 +440,9 @@ pub fn http_fetch(run: &Run) -> anyhow::Result<Workload> {
             start_ms.add(kind, one.as_secs_f64() * 1e3);
         }
     }
-    let posted = posted_bodies(run, &url, port)?;
+    let [posted, got] = bodies(run, &url, port)?;
     drop(server);
-    let metrics = vec![rps.build(), start_ms.build(), posted];
+    let metrics = vec![rps.build(), start_ms.build(), posted, got];
     let over_wasmtime = median(&metrics[0], Kind::Moat) / median(&metrics[0], Kind::WasmtimeWasi);
     Ok(Workload {
         name: "http_fetch".into(),
@@ -449,50 +456,77 @@ pub fn http_fetch(run: &Run) -> anyhow::Result<Workload> {
     })
 }
 
-/// Bytes of each request body [`posted_bodies`] sends: 1 MiB, large
-/// enough that the request's bytes, not its head, are what it costs.
-const POSTED_BYTES: usize = 1 << 20;
-
-/// What a secret in the run costs a request body's bytes: under `moat
-/// run` with and without `--secret` (bound to another host, so no request
-/// carries it), wstd-fetch POSTs a 1 MiB body `repeat` times on one
-/// kept-alive connection, and every byte of each is copied once more and
-/// searched for the placeholder as it streams. MB/s of request body, with
-/// a run of one POST subtracted as in http_fetch.
-fn posted_bodies(run: &Run, url: &str, port: u16) -> anyhow::Result<crate::report::Metric> {
+/// What a secret in the run costs a body's bytes: under `moat run` with
+/// and without `--secret` (bound to another host, so no request carries
+/// it), wstd-fetch POSTs a 1 MiB body `repeat` times on one kept-alive
+/// connection, then GETs a 1 MiB response `repeat` times; every byte of
+/// each is searched as it streams (for the placeholder going out, for the
+/// value coming back). MB/s of body, with a run of one subtracted as in
+/// http_fetch.
+fn bodies(run: &Run, url: &str, port: u16) -> anyhow::Result<[crate::report::Metric; 2]> {
+    const BYTES: usize = crate::native::BIG_BODY;
     let repeat = run.scale(200, 20);
     const STARTS: usize = 3;
+    let pattern = crate::pattern::pattern(BYTES);
     let body = std::env::temp_dir().join(format!("moat-bench-post-{}", std::process::id()));
-    std::fs::write(&body, crate::pattern::pattern(POSTED_BYTES))?;
+    std::fs::write(&body, &pattern)?;
+    let big = format!("{}big", url);
     let post = |kind: Kind, n: usize| -> anyhow::Result<Duration> {
         let stdin = std::fs::File::open(&body)?;
-        time_fetch_from(fetch_command_of(run, kind, url, port, n, Some(stdin)), n)
+        time_fetch_from(
+            fetch_command_of(run, kind, url, port, n, Some(stdin)),
+            n,
+            FETCHED,
+        )
     };
-    let mut mbps = MetricBuilder::new(
-        &format!("sequential keep-alive POSTs of 1 MiB, {repeat} in one run"),
-        "MB/s",
-        Better::Higher,
-    );
+    let get = |kind: Kind, n: usize| -> anyhow::Result<Duration> {
+        let mut command = fetch_command_of(run, kind, &big, port, n, None);
+        command.stdin(Stdio::null());
+        time_fetch_from(command, n, &pattern)
+    };
     let kinds = [Kind::Moat, Kind::MoatSecret];
-    for &kind in &kinds {
-        post(kind, 2).with_context(|| format!("the {} client's POST", kind.label()))?;
-    }
-    for _ in 0..run.rounds {
+    let mut metrics = Vec::new();
+    for (what, fetch) in [
+        (
+            "sequential keep-alive POSTs of 1 MiB",
+            &post as &dyn Fn(Kind, usize) -> anyhow::Result<Duration>,
+        ),
+        ("sequential keep-alive GETs of a 1 MiB response", &get),
+    ] {
+        let mut mbps = MetricBuilder::new(
+            &format!("{what}, {repeat} in one run"),
+            "MB/s",
+            Better::Higher,
+        );
         for &kind in &kinds {
-            let mut starts = (0..STARTS)
-                .map(|_| post(kind, 1))
-                .collect::<anyhow::Result<Vec<_>>>()?;
-            starts.sort();
-            let rest = post(kind, repeat)?.saturating_sub(starts[STARTS / 2]);
-            if rest.is_zero() {
-                bail!("the {} client's {repeat} POSTs took no time", kind.label());
-            }
-            let bytes = (repeat - 1) * POSTED_BYTES;
-            mbps.add(kind, bytes as f64 / rest.as_secs_f64() / 1e6);
+            fetch(kind, 2).with_context(|| format!("the {} client: {what}", kind.label()))?;
         }
+        for _ in 0..run.rounds {
+            for &kind in &kinds {
+                let mut starts = (0..STARTS)
+                    .map(|_| fetch(kind, 1))
+                    .collect::<anyhow::Result<Vec<_>>>()?;
+                starts.sort();
+                let rest = fetch(kind, repeat)?.saturating_sub(starts[STARTS / 2]);
+                if rest.is_zero() {
+                    bail!(
+                        "the {} client's {repeat} runs took no time: {what}",
+                        kind.label()
+                    );
+                }
+                mbps.add(
+                    kind,
+                    ((repeat - 1) * BYTES) as f64 / rest.as_secs_f64() / 1e6,
+                );
+            }
+        }
+        metrics.push(mbps.build());
     }
     let _ = std::fs::remove_file(&body);
-    Ok(mbps.build())
+    let [posted, got]: [crate::report::Metric; 2] = metrics
+        .try_into()
+        .map_err(|_| anyhow::anyhow!("two metrics"))?;
+    Ok([posted, got])
 }
 
 /// `moat-bench fetch-native [--repeat N] URL`: wstd-fetch's `--repeat` as a
