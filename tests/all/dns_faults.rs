@@ -131,9 +131,20 @@ fn is_slow(query: &[u8]) -> bool {
 
 /// The fake server: UDP and TCP on one loopback port.
 async fn fake_dns() -> (SocketAddr, Arc<Asked>) {
-    let udp = Arc::new(tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap());
-    let addr = udp.local_addr().unwrap();
-    let tcp = tokio::net::TcpListener::bind(addr).await.unwrap();
+    // The TCP port the kernel gave the UDP socket may be another test's
+    // (an outgoing connection's own port): then another pair is taken.
+    let (udp, addr, tcp) = 'bound: {
+        for _ in 0..100 {
+            let udp = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+            let addr = udp.local_addr().unwrap();
+            match tokio::net::TcpListener::bind(addr).await {
+                Ok(tcp) => break 'bound (Arc::new(udp), addr, tcp),
+                Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => continue,
+                Err(e) => panic!("bind {addr}: {e}"),
+            }
+        }
+        panic!("no port free for both UDP and TCP in 100 tries");
+    };
     let asked = Arc::new(Asked::default());
     let counted = Arc::clone(&asked);
     tokio::spawn(async move {
