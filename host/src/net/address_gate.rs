@@ -227,6 +227,7 @@ impl AddressGate {
             denied = self.run.naming_own_listener(denied);
         }
         if use_ == AddressUse::Listen
+            && !denied.by_deny_entry()
             && self
                 .bound_at_prompt
                 .lock()
