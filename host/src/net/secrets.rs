@@ -413,6 +413,54 @@ impl Secrets {
     }
 }
 
+/// What a streamed body holds back between chunks so that a needle (a
+/// value, a placeholder) split between two is found whole: the last bytes
+/// of the chunk before, fewer than the longest needle, and the seam where
+/// they meet the next chunk, its buffer kept from chunk to chunk.
+#[derive(Default)]
+struct Window {
+    held: Vec<u8>,
+    seam: Vec<u8>,
+}
+
+impl Window {
+    /// The held bytes followed by the first `keep` bytes of `data`: where
+    /// a needle begun in the held bytes (fewer than `keep` + 1) ends.
+    fn seam(&mut self, data: &[u8], keep: usize) -> &[u8] {
+        self.seam.clear();
+        self.seam.extend_from_slice(&self.held);
+        self.seam.extend_from_slice(&data[..keep.min(data.len())]);
+        &self.seam
+    }
+
+    /// Passes on `data`, searched and clear: what may go now, in order
+    /// (either may be empty). The held bytes go first, then the chunk as
+    /// the same buffer less its last `keep` bytes, which are held; a chunk
+    /// shorter than that is joined to the held bytes (a few dozen bytes).
+    fn pass(&mut self, data: Bytes, keep: usize) -> (Bytes, Bytes) {
+        if data.len() >= keep {
+            let before = Bytes::copy_from_slice(&self.held);
+            self.held.clear();
+            self.held.extend_from_slice(&data[data.len() - keep..]);
+            return (before, data.slice(..data.len() - keep));
+        }
+        let mut all = std::mem::take(&mut self.held);
+        all.extend_from_slice(&data);
+        self.hold_back(all, keep)
+    }
+
+    /// `all` less its last `keep` bytes, which are held.
+    fn hold_back(&mut self, mut all: Vec<u8>, keep: usize) -> (Bytes, Bytes) {
+        self.held = all.split_off(all.len() - keep.min(all.len()));
+        (Bytes::from(all), Bytes::new())
+    }
+
+    /// What was held back, at the body's end.
+    fn finish(&mut self) -> Option<Bytes> {
+        (!self.held.is_empty()).then(|| Bytes::from(std::mem::take(&mut self.held)))
+    }
+}
+
 /// A response body's redaction, chunk by chunk: it holds back the last
 /// bytes of each chunk that could begin a value (one byte fewer than the
 /// longest value), so a value split between chunks is found whole.
@@ -423,17 +471,14 @@ impl Secrets {
 /// copied and redacted.
 pub(crate) struct Redactor {
     secrets: Secrets,
-    held: Vec<u8>,
-    /// The seam between the held bytes and the next chunk, its buffer kept.
-    seam: Vec<u8>,
+    window: Window,
 }
 
 impl Redactor {
     pub(crate) fn new(secrets: Secrets) -> Redactor {
         Redactor {
             secrets,
-            held: Vec::new(),
-            seam: Vec::new(),
+            window: Window::default(),
         }
     }
 
@@ -441,37 +486,26 @@ impl Redactor {
     /// or both may be empty).
     pub(crate) fn feed(&mut self, data: Bytes) -> (Bytes, Bytes) {
         let keep = self.secrets.longest().saturating_sub(1);
-        self.seam.clear();
-        self.seam.extend_from_slice(&self.held);
-        self.seam.extend_from_slice(&data[..keep.min(data.len())]);
-        let echoed = self.secrets.holds_value(&self.seam) || self.secrets.holds_value(&data);
-        // What was searched held part of the upstream's bytes: with a
-        // value in them, not kept.
-        if echoed {
-            self.seam.fill(0);
+        let seam = self.window.seam(&data, keep);
+        if !self.secrets.holds_value(seam) && !self.secrets.holds_value(&data) {
+            return self.window.pass(data, keep);
         }
-        if echoed || data.len() < keep {
-            let mut all = std::mem::take(&mut self.held);
-            all.extend_from_slice(&data);
-            self.secrets.redact(&mut all);
-            let keep = keep.min(all.len());
-            self.held = all.split_off(all.len() - keep);
-            return (Bytes::from(all), Bytes::new());
-        }
-        let before = Bytes::copy_from_slice(&self.held);
-        self.held.clear();
-        self.held.extend_from_slice(&data[data.len() - keep..]);
-        (before, data.slice(..data.len() - keep))
+        // What was searched held part of a value: not kept.
+        self.window.seam.fill(0);
+        let mut all = std::mem::take(&mut self.window.held);
+        all.extend_from_slice(&data);
+        self.secrets.redact(&mut all);
+        self.window.hold_back(all, keep)
     }
 
     /// What was held back, at the body's end.
     pub(crate) fn finish(&mut self) -> Option<Bytes> {
-        (!self.held.is_empty()).then(|| Bytes::from(std::mem::take(&mut self.held)))
+        self.window.finish()
     }
 
     /// Whether bytes are held back.
     pub(crate) fn holds(&self) -> bool {
-        !self.held.is_empty()
+        !self.window.held.is_empty()
     }
 
     /// The secrets, for trailers.
@@ -492,13 +526,10 @@ impl Redactor {
 pub(crate) struct Guarded<B> {
     inner: B,
     secrets: Secrets,
-    held: Vec<u8>,
+    window: Window,
     /// A chunk searched and cleared, to go out after the held bytes sent
     /// ahead of it.
     pending: Option<Bytes>,
-    /// The seam searched between the held bytes and the next chunk, its
-    /// buffer kept from chunk to chunk.
-    seam: Vec<u8>,
     /// Set once the placeholder was found: the body fails from then on.
     refused: Option<SecretMisplaced>,
     ended: bool,
@@ -520,9 +551,8 @@ impl<B> Guarded<B> {
         Guarded {
             inner,
             secrets,
-            held: Vec::new(),
+            window: Window::default(),
             pending: None,
-            seam: Vec::new(),
             refused: None,
             ended: false,
             report: Some(Box::new(report)),
@@ -534,7 +564,7 @@ impl<B> Guarded<B> {
         if let Some(report) = self.report.take() {
             report(&refused);
         }
-        self.held.clear();
+        self.window.held.clear();
         self.pending = None;
         self.refused = Some(refused.clone());
         refused
@@ -544,31 +574,15 @@ impl<B> Guarded<B> {
     /// order (either may be empty), or the misplaced secret.
     fn feed(&mut self, data: Bytes) -> Result<(Bytes, Bytes), SecretMisplaced> {
         let keep = self.secrets.longest().saturating_sub(1);
-        // A placeholder begun in the held bytes (fewer than its length)
-        // ends within the first `keep` bytes of this chunk.
-        self.seam.clear();
-        self.seam.extend_from_slice(&self.held);
-        self.seam.extend_from_slice(&data[..keep.min(data.len())]);
+        let seam = self.window.seam(&data, keep);
         if let Some(s) = self
             .secrets
-            .found_in(&self.seam)
+            .found_in(seam)
             .or_else(|| self.secrets.found_in(&data))
         {
             return Err(Secrets::misplaced(s, Misplaced::Body));
         }
-        if data.len() >= keep {
-            let before = Bytes::copy_from_slice(&self.held);
-            self.held.clear();
-            self.held.extend_from_slice(&data[data.len() - keep..]);
-            Ok((before, data.slice(..data.len() - keep)))
-        } else {
-            // The whole chunk is in the seam: hold back its last bytes.
-            let send = self.seam.len() - keep.min(self.seam.len());
-            let before = Bytes::copy_from_slice(&self.seam[..send]);
-            self.held.clear();
-            self.held.extend_from_slice(&self.seam[send..]);
-            Ok((before, Bytes::new()))
-        }
+        Ok(self.window.pass(data, keep))
     }
 }
 
@@ -635,8 +649,7 @@ where
                 }
                 Poll::Ready(None) => {
                     this.ended = true;
-                    if !this.held.is_empty() {
-                        let rest = Bytes::from(std::mem::take(&mut this.held));
+                    if let Some(rest) = this.window.finish() {
                         return Poll::Ready(Some(Ok(http_body::Frame::data(rest))));
                     }
                     return Poll::Ready(None);
@@ -647,13 +660,15 @@ where
     }
 
     fn is_end_stream(&self) -> bool {
-        self.held.is_empty() && self.pending.is_none() && (self.ended || self.inner.is_end_stream())
+        self.window.held.is_empty()
+            && self.pending.is_none()
+            && (self.ended || self.inner.is_end_stream())
     }
 
     fn size_hint(&self) -> http_body::SizeHint {
         // The bytes are the inner body's, held, pending or not.
         let mut hint = self.inner.size_hint();
-        let held = (self.held.len() + self.pending.as_ref().map_or(0, Bytes::len)) as u64;
+        let held = (self.window.held.len() + self.pending.as_ref().map_or(0, Bytes::len)) as u64;
         hint.set_lower(hint.lower() + held);
         if let Some(upper) = hint.upper() {
             hint.set_upper(upper + held);
