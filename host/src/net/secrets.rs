@@ -221,7 +221,7 @@ impl fmt::Display for Misplaced {
 /// A placeholder where its secret may not go: which secret (by name),
 /// where, and where it may go instead.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("secret {secret} may not go in {place} of this request; it goes only to {bound}")]
+#[error("secret {secret} may not go in {place}; it goes only to {bound}")]
 pub struct SecretMisplaced {
     /// The secret's name.
     pub secret: String,
