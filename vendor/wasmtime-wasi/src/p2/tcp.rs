@@ -79,21 +79,22 @@ impl ReadState {
         if size == 0 {
             return Ok(bytes::Bytes::new());
         }
-        let mut buf = bytes::BytesMut::zeroed(size.min(crate::MAX_READ_SIZE_ALLOC));
-        let n = match poll_now(|cx| stream.poll_read(cx, &mut buf)) {
-            None => 0,
+        // Spare capacity, not zeroed: a read asks for the size of the
+        // guest's buffer (64 KiB is common), and should cost the bytes
+        // that arrived, not a `memset` of that size every call, the empty
+        // ones too.
+        let mut buf = bytes::BytesMut::with_capacity(size.min(crate::MAX_READ_SIZE_ALLOC));
+        match poll_now(|cx| stream.poll_read_buf(cx, &mut buf)) {
+            None | Some(Ok(1..)) => {}
             Some(Ok(0)) => {
                 *self = ReadState::Closed;
                 return Err(StreamError::Closed);
             }
-            Some(Ok(n)) => n,
             Some(Err(e)) => {
                 *self = ReadState::Closed;
                 return Err(StreamError::LastOperationFailed(e.into()));
             }
-        };
-
-        buf.truncate(n);
+        }
         Ok(buf.freeze())
     }
 

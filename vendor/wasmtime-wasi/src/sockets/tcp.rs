@@ -688,8 +688,30 @@ impl TcpReceiveStream {
         if buf.is_empty() {
             return Poll::Ready(Ok(0));
         }
+        self.poll_read_with(cx, |stream| stream.try_read(buf))
+    }
+
+    /// Reads into `buf`'s spare capacity, which need not be initialized:
+    /// a caller that allocates a buffer for each read pays for the bytes
+    /// that arrive, not for zeroing the whole buffer first.
+    pub(crate) fn poll_read_buf(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut bytes::BytesMut,
+    ) -> Poll<Result<usize, ErrorCode>> {
+        if buf.capacity() == buf.len() {
+            return Poll::Ready(Ok(0));
+        }
+        self.poll_read_with(cx, |stream| stream.try_read_buf(buf))
+    }
+
+    fn poll_read_with(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+        mut try_read: impl FnMut(&tokio::net::TcpStream) -> std::io::Result<usize>,
+    ) -> Poll<Result<usize, ErrorCode>> {
         loop {
-            return match self.inner.try_read(buf) {
+            return match try_read(&self.inner) {
                 Ok(0) => Poll::Ready(Ok(0)),
                 Ok(n) => {
                     self.tcp_bytes.moved(TcpBytes::Received, n);
