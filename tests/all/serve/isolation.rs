@@ -284,6 +284,15 @@ async fn a_slot_whose_pages_were_in_swap_is_reset_all_the_same() {
         let serve = serve_one_at_a_time(&component, &[&grant]).await;
         let pid = serve.child.id().expect("moat serve runs");
         let addr = serve.addr;
+        // Two plantings of another secret first, so that the slot's pages
+        // are write-protected and have a reference as large as a planting:
+        // the reset after the planting below is then one between
+        // protections, by the scan of unprotected entries, where the kernel
+        // reads each entry's protection bit, a swapped-out page's too.
+        for _ in 0..2 {
+            let planted = get(addr, "/plant/44").await;
+            assert_eq!(planted.status, 200, "{kind}: {}", serve.stderr());
+        }
         let planting = tokio::spawn(async move { get(addr, &format!("/plant/43/{port}")).await });
 
         let (stream, _) = within("the handler calling the upstream", upstream.accept())

@@ -7,7 +7,7 @@ use crate::prelude::*;
 
 use self::ioctl::{Categories, PageMapScanBuilder};
 pub use super::write_tracking::WriteHistory;
-use super::write_tracking::{WriteTracker, scan_resident, scan_written};
+use super::write_tracking::{WriteTracker, scan_resident, scan_unprotected, scan_written};
 use crate::runtime::vm::{HostAlignedByteCount, host_page_size};
 use rustix::ioctl::ioctl;
 use std::fs::File;
@@ -303,6 +303,23 @@ pub unsafe fn reset_with_pagemap(
         },
     };
 
+    // With tracking, between two protections, the entries that are not
+    // write-protected say what to reset without a look at any page
+    // (`scan_unprotected`); the full scan below is for the resets that
+    // protect the pages again or find too much written.
+    let mut history = history;
+    if let (Some(writes), Some(history)) = (&pagemap.writes, history.as_deref_mut())
+        && writes.scans_unprotected()
+        && let Some(limit) = history.unprotected_limit(keep_resident.byte_count())
+        // SAFETY: the safety requirement of `reset_unprotected` is the same
+        // as this function's.
+        && let Some(written) = unsafe {
+            reset_unprotected(pagemap, ptr, len, limit / host_page_size, &mut reset_manually)
+        }
+    {
+        return history.counted_unprotected(written);
+    }
+
     // Regions are collected into a fixed buffer on the stack; when the kernel
     // fills it before reaching the end of memory the scan is resumed from
     // `walk_end`, so the traversal is complete regardless of how fragmented
@@ -359,12 +376,16 @@ pub unsafe fn reset_with_pagemap(
             // function, applied to the unscanned tail.
             Err(err) => unsafe {
                 log::warn!("failed pagemap scan {err}");
+                // What the fallback below keeps resident is not counted:
+                // say the whole budget, so that no scan of unprotected
+                // entries runs before the next full one.
                 rearm(
                     pagemap,
                     history,
                     ptr,
                     cursor.addr() - ptr.addr(),
                     bytes_written,
+                    keep_resident.byte_count(),
                 );
                 let tail_len =
                     HostAlignedByteCount::new(remaining_len).expect("cursor stays page aligned");
@@ -405,7 +426,14 @@ pub unsafe fn reset_with_pagemap(
         cursor = result.walk_end();
         if cursor.addr() >= end {
             // The whole memory was scanned: nothing left to decommit.
-            rearm(pagemap, history, ptr, len.byte_count(), bytes_written);
+            rearm(
+                pagemap,
+                history,
+                ptr,
+                len.byte_count(),
+                bytes_written,
+                bytes_resident,
+            );
             return bytes_resident;
         }
         if !regions_full {
@@ -425,6 +453,7 @@ pub unsafe fn reset_with_pagemap(
         ptr,
         cursor.addr() - ptr.addr(),
         bytes_written,
+        bytes_resident,
     );
     decommit(cursor.cast_mut(), end - cursor.addr());
     bytes_resident
@@ -435,18 +464,66 @@ pub unsafe fn reset_with_pagemap(
 /// that the next scan reports only pages written after this reset. Must run
 /// after the reset (which writes those pages), and only over the part of
 /// memory that was scanned and reset in place.
+///
+/// `resident` is what stays of the slot's own pages resident after this
+/// reset, at most: the scans of unprotected entries until the next
+/// protection are bounded by it.
 fn rearm(
     pagemap: &PageMap,
     history: Option<&mut WriteHistory>,
     start: *mut u8,
     len: usize,
     written: usize,
+    resident: usize,
 ) {
     if let (Some(writes), Some(history)) = (&pagemap.writes, history)
         && history.protect_now(written)
     {
         writes.protect_written(pagemap.file, start, len);
+        history.protected_with(resident);
     }
+}
+
+/// With write tracking, between protections: resets in place every page
+/// whose entry is not write-protected (`scan_unprotected`), if there are at
+/// most `max_pages` of them in at most `MAX_REGIONS` regions. Returns the
+/// bytes reset, or `None`, having reset nothing, if there are more or the
+/// scan failed: the caller then takes the full scan.
+///
+/// # Safety
+///
+/// Requires that `ptr` is valid to read and write for `len` bytes.
+unsafe fn reset_unprotected(
+    pagemap: &PageMap,
+    ptr: *mut u8,
+    len: HostAlignedByteCount,
+    max_pages: usize,
+    reset_manually: &mut impl FnMut(&mut [u8]),
+) -> Option<usize> {
+    // One scan, every region found before any is reset: past the limit
+    // nothing is reset here (see `scan_unprotected`). 256 regions are 6 KiB
+    // of stack.
+    const MAX_REGIONS: usize = 256;
+    let mut storage = [MaybeUninit::uninit(); MAX_REGIONS];
+    let end = ptr.addr() + len.byte_count();
+    let region = ptr::slice_from_raw_parts(ptr.cast_const(), len.byte_count());
+    // One page more than the limit, so that a scan that stops at the limit
+    // is told from one that found exactly that much.
+    let scan_arg = scan_unprotected(region)
+        .max_pages(max_pages + 1)
+        .build(&mut storage);
+    // SAFETY: as for every `PAGEMAP_SCAN` in `reset_with_pagemap`.
+    let result = unsafe { ioctl(pagemap.file, scan_arg) }.ok()?;
+    let found: usize = result.regions().iter().map(|region| region.len()).sum();
+    if result.walk_end().addr() < end || found > max_pages * host_page_size() {
+        return None;
+    }
+    for region in result.regions() {
+        // SAFETY: Linux reports regions within the `ptr/len` scanned, which
+        // the caller vouches for.
+        unsafe { reset_manually(&mut *region.region().cast_mut()) };
+    }
+    Some(found)
 }
 
 pub(super) mod ioctl {
