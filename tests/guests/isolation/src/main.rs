@@ -25,6 +25,9 @@
 //!   initial size.
 //! - `GET /plant-bulk/SEED`: the secret copied with `memory.copy` and the
 //!   fill byte written with `memory.fill`, 256 KiB each.
+//! - `GET /plant-sparse/SEED`: grows linear memory by 32 MiB it never
+//!   touches, then plants as `/plant`: a memory most of which no page table
+//!   covers, which the host's reset scans differently.
 //! - `GET /plant-trap/SEED`: plants as `/plant`, then traps, deep in a
 //!   stack frame: the page is written only by a request that failed, and
 //!   the stack pointer (a wasm global) is left moved.
@@ -88,6 +91,12 @@ async fn main(request: Request<Body>) -> Result<Response<Body>, Error> {
         }
         ("plant-bulk", Some(seed)) => {
             plant_bulk(seed);
+            "planted\n".to_owned()
+        }
+        ("plant-sparse", Some(seed)) => {
+            // 512 wasm pages: 32 MiB.
+            std::arch::wasm32::memory_grow(0, 512);
+            plant(seed);
             "planted\n".to_owned()
         }
         ("plant-trap", Some(seed)) => {

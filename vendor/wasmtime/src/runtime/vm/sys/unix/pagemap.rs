@@ -484,11 +484,20 @@ fn rearm(
     }
 }
 
-/// With write tracking, between protections: resets in place every page
-/// whose entry is not write-protected (`scan_unprotected`), if there are at
-/// most `max_pages` of them in at most `MAX_REGIONS` regions. Returns the
-/// bytes reset, or `None`, having reset nothing, if there are more or the
-/// scan failed: the caller then takes the full scan.
+/// With write tracking, between protections: resets in place every page of
+/// the slot's own that is not write-protected (so written, or reset, since
+/// the last protection), if there are at most `max_pages` of them. Returns
+/// the bytes reset, or `None`, having reset nothing, if there are more, if
+/// they lie in too many regions, or if a scan failed: the caller then takes
+/// the full scan.
+///
+/// First one scan of unprotected entries ([`scan_unprotected`]), which looks
+/// at no page. What it reports is a superset: when it is within the limit,
+/// its regions are reset as they are (resetting an entry that needed none
+/// restores what it holds). When it is over, and most of it is entries that
+/// hold nothing (a range with no page table yet, which this kernel reports
+/// too), the scan for written pages ([`scan_written`]) runs over the
+/// reported regions alone, so that only the pages in them are looked at.
 ///
 /// # Safety
 ///
@@ -500,31 +509,83 @@ unsafe fn reset_unprotected(
     max_pages: usize,
     reset_manually: &mut impl FnMut(&mut [u8]),
 ) -> Option<usize> {
-    // One scan, every region found before any is reset: past the limit
-    // nothing is reset here (see `scan_unprotected`). 256 regions are 6 KiB
-    // of stack.
+    // Every region is found before any is reset: past the limit nothing is
+    // reset here. 256 regions of candidates (6 KiB of stack) and 256 of
+    // written pages (4 KiB) are what a slot between protections needs: a
+    // JavaScript handler's memory shows a few dozen.
     const MAX_REGIONS: usize = 256;
+    let page = host_page_size();
+    let limit = max_pages * page;
     let mut storage = [MaybeUninit::uninit(); MAX_REGIONS];
     let end = ptr.addr() + len.byte_count();
     let region = ptr::slice_from_raw_parts(ptr.cast_const(), len.byte_count());
-    // One page more than the limit, so that a scan that stops at the limit
-    // is told from one that found exactly that much.
-    let scan_arg = scan_unprotected(region)
-        .max_pages(max_pages + 1)
-        .build(&mut storage);
+    let scan_arg = scan_unprotected(region).build(&mut storage);
     // SAFETY: as for every `PAGEMAP_SCAN` in `reset_with_pagemap`.
-    let result = unsafe { ioctl(pagemap.file, scan_arg) }.ok()?;
-    let found: usize = result.regions().iter().map(|region| region.len()).sum();
-    if result.walk_end().addr() < end || found > max_pages * host_page_size() {
+    let candidates = unsafe { ioctl(pagemap.file, scan_arg) }.ok()?;
+    if candidates.walk_end().addr() < end {
         return None;
     }
-    for region in result.regions() {
-        // SAFETY: Linux reports regions within the `ptr/len` scanned, which
-        // the caller vouches for.
-        unsafe { reset_manually(&mut *region.region().cast_mut()) };
+    let reported: usize = candidates.regions().iter().map(|region| region.len()).sum();
+    if reported <= limit {
+        for region in candidates.regions() {
+            // SAFETY: Linux reports regions within the `ptr/len` scanned,
+            // which the caller vouches for.
+            unsafe { reset_manually(&mut *region.region().cast_mut()) };
+        }
+        return Some(reported);
+    }
+
+    let mut written = [(0usize, 0usize); MAX_REGIONS];
+    let mut count = 0;
+    let mut found = 0;
+    for (start, span_end) in spans(candidates.regions().iter().map(|region| {
+        let start = region.region().cast::<u8>().addr();
+        (start, start + region.len())
+    })) {
+        let span = ptr::slice_from_raw_parts(start as *const u8, span_end - start);
+        let mut buffer = [MaybeUninit::uninit(); 64];
+        let scan_arg = scan_written(span)
+            // One page more than is left, so that a scan that stops at the
+            // limit is told from one that found exactly that much.
+            .max_pages((limit - found) / page + 1)
+            .build(&mut buffer);
+        // SAFETY: as above; the span lies within the range scanned first.
+        let result = unsafe { ioctl(pagemap.file, scan_arg) }.ok()?;
+        for region in result.regions() {
+            *written.get_mut(count)? = (region.region().cast::<u8>().addr(), region.len());
+            count += 1;
+            found += region.len();
+        }
+        if result.walk_end().addr() < span_end || found > limit {
+            return None;
+        }
+    }
+    for (start, len) in &written[..count] {
+        // SAFETY: as above: each region lies within a span scanned, within
+        // `ptr/len`.
+        unsafe { reset_manually(std::slice::from_raw_parts_mut(*start as *mut u8, *len)) };
     }
     Some(found)
 }
+
+/// The address ranges `regions` (in order, not overlapping) cover, with two
+/// ranges joined where at most [`SPAN_GAP_PAGES`] pages lie between them:
+/// one scan over a short gap costs less than a scan more.
+fn spans(regions: impl Iterator<Item = (usize, usize)>) -> impl Iterator<Item = (usize, usize)> {
+    let gap = SPAN_GAP_PAGES * host_page_size();
+    let mut regions = regions.peekable();
+    std::iter::from_fn(move || {
+        let (start, mut end) = regions.next()?;
+        while let Some((next, next_end)) = regions.next_if(|(next, _)| *next <= end + gap) {
+            debug_assert!(next >= end);
+            end = next_end;
+        }
+        Some((start, end))
+    })
+}
+
+/// Pages between two reported regions below which one scan covers both.
+const SPAN_GAP_PAGES: usize = 16;
 
 pub(super) mod ioctl {
     use rustix::ioctl::*;
@@ -1283,6 +1344,66 @@ mod tests {
         assert_eq!(reset_pages, 100);
         assert!(decommitted > 0);
         assert!(all_zero(&mmap));
+    }
+
+    /// Between protections, a slot whose memory has a range with no page
+    /// table between the pages it writes (the kernel reports such a range as
+    /// unprotected) is still reset without the full scan: the scan for
+    /// written pages runs over the reported ranges, finds only the pages
+    /// written, and those are reset.
+    #[test]
+    fn reset_between_protections_sees_past_a_range_without_page_tables() {
+        if !ioctl_supported() {
+            return;
+        }
+        let pagemap = super::PageMap::new().expect("ioctl supported");
+        if !pagemap
+            .writes
+            .as_ref()
+            .is_some_and(|w| w.scans_unprotected())
+        {
+            return;
+        }
+        let page = rustix::param::page_size();
+        // 64 MiB: the pages written lie in its first and last 2 MiB, and no
+        // page table covers most of what lies between.
+        let pages = 16 << 10;
+        let mmap = MmapAnonymous::new(pages);
+        let written = [0, pages - 2, pages - 1];
+        let mut history = super::WriteHistory::default();
+        for round in 0..8 {
+            for page in written {
+                mmap.write(page);
+            }
+            let mut reset_pages = 0;
+            // SAFETY: the mapping is readable and writable for `mmap.len`
+            // bytes.
+            unsafe {
+                super::reset_with_pagemap(
+                    Some(&pagemap),
+                    mmap.ptr.cast(),
+                    HostAlignedByteCount::new(mmap.len).unwrap(),
+                    HostAlignedByteCount::new(4096 * page).unwrap(),
+                    Some(&mut history),
+                    |region: &mut [u8]| {
+                        reset_pages += region.len() / page;
+                        region.fill(0);
+                    },
+                    |_, len| assert_eq!(len, 0, "nothing decommitted"),
+                );
+            }
+            assert_eq!(reset_pages, written.len(), "round {round}");
+            let page_size = page;
+            for page in written {
+                // SAFETY: `page` lies within the mapping.
+                let byte =
+                    unsafe { std::ptr::read_volatile(mmap.ptr.cast::<u8>().add(page * page_size)) };
+                assert_eq!(byte, 0, "round {round}, page {page}");
+            }
+        }
+        // The first reset protects, the second sets the reference; the
+        // other six go without the full scan.
+        assert_eq!(history.unprotected_resets, 6);
     }
 
     /// Dirty pages that the kernel paged out are `WRITTEN` but not `PRESENT`;

@@ -31,9 +31,14 @@
 //!
 //! The kernel forces `UFFD_FEATURE_WP_UNPOPULATED` on with `WP_ASYNC`. It
 //! makes `UFFDIO_WRITEPROTECT` install markers in never-populated page-table
-//! entries; that ioctl is not used here. `PAGEMAP_SCAN` only protects pages
-//! it reports, and a write to an unpopulated entry creates a page that is
-//! not protected, so it is reported as written by the next scan.
+//! entries; that ioctl is not used here. The protecting `PAGEMAP_SCAN` asks
+//! for no output, which takes the kernel's path for protecting alone: every
+//! entry of the page tables that cover the range is protected, empty ones
+//! by a marker, whatever the scan's categories. Ranges no page table covers
+//! get no marker, and a write there creates a page that is not protected,
+//! so it is reported as written by the next scan. (A marker is a swap-type
+//! entry: the full scan's resident count includes the markers, which makes
+//! it an overcount, never an undercount.)
 //!
 //! Faults from kernel mode need no handler either: in asynchronous mode the
 //! kernel resolves them the same way, so the userfaultfd is created with
@@ -116,6 +121,9 @@ pub struct WriteHistory {
     /// Bytes of the slot's own pages resident when they were last protected
     /// (what the full scan counted then).
     resident_at_protection: usize,
+    /// Resets done without the full scan, for tests to tell the paths apart.
+    #[cfg(test)]
+    pub(super) unprotected_resets: u32,
 }
 
 impl WriteHistory {
@@ -172,6 +180,10 @@ impl WriteHistory {
     /// returns the bytes resident at most.
     pub(super) fn counted_unprotected(&mut self, written: usize) -> usize {
         self.resets_since += 1;
+        #[cfg(test)]
+        {
+            self.unprotected_resets += 1;
+        }
         self.resident_at_protection + written
     }
 }
@@ -314,14 +326,17 @@ pub(super) fn scan_resident(region: *const [u8]) -> PageMapScanBuilder {
 ///
 /// It reports every page `scan_written` would, and also entries that need no
 /// reset: an empty entry of a page table made since the last protection or
-/// emptied by a decommit since, or a page of the image or the zero page
-/// mapped where no protection marker was. Resetting those restores what
-/// they already hold, but it fills them: a new page table's 512 entries
-/// would become 2 MiB of copied, resident pages. So the regions are reset
-/// only if their total is within [`WriteHistory::unprotected_limit`] (a
-/// few such entries), and otherwise the full scan runs, until the next
-/// protection marks them. Never reported: an entry in no page table at
-/// all, which holds nothing of an instance.
+/// emptied by a decommit since, a page of the image or the zero page mapped
+/// where no protection marker was, and, on kernels with the fix
+/// "fs/proc/task_mmu: fix PAGEMAP_SCAN written state for PMD holes" (July 2026,
+/// sent to stable kernels), every range of a registered mapping that no page
+/// table covers: a large memory that is mostly untouched is mostly that.
+/// Resetting those restores what they already hold, but it fills them: a new
+/// page table's 512 entries would become 2 MiB of copied, resident pages. So
+/// the regions are reset as they are only if their total is within
+/// [`WriteHistory::unprotected_limit`] (a few such entries); past it,
+/// `scan_written` runs over the reported regions alone (see
+/// `reset_unprotected`).
 ///
 /// Until the fix "fs/proc/task_mmu: fix uffd-wp confusion in
 /// pagemap_scan_pmd_entry()" (merged for Linux 6.9, May 2024, and sent to
