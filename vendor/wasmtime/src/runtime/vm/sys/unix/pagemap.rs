@@ -538,10 +538,15 @@ unsafe fn reset_unprotected(
     let mut written = [(0usize, 0usize); MAX_REGIONS];
     let mut count = 0;
     let mut found = 0;
-    for (start, span_end) in spans(candidates.regions().iter().map(|region| {
+    let spans = spans(candidates.regions().iter().map(|region| {
         let start = region.region().cast::<u8>().addr();
         (start, start + region.len())
-    })) {
+    }));
+    for (index, (start, span_end)) in spans.enumerate() {
+        // A scan a span: past `MAX_SPANS`, one full scan costs less.
+        if index == MAX_SPANS {
+            return None;
+        }
         let span = ptr::slice_from_raw_parts(start as *const u8, span_end - start);
         let mut buffer = [MaybeUninit::uninit(); 64];
         let scan_arg = scan_written(span)
@@ -586,6 +591,12 @@ fn spans(regions: impl Iterator<Item = (usize, usize)>) -> impl Iterator<Item = 
 
 /// Pages between two reported regions below which one scan covers both.
 const SPAN_GAP_PAGES: usize = 16;
+
+/// The most scans of reported spans a reset makes before it takes the full
+/// scan instead: each is an ioctl (about a microsecond and a page-table walk
+/// of its span), so a memory written in many scattered places costs at most
+/// this many before the one full scan, whatever the guest wrote.
+const MAX_SPANS: usize = 16;
 
 pub(super) mod ioctl {
     use rustix::ioctl::*;
@@ -1404,6 +1415,64 @@ mod tests {
         // The first reset protects, the second sets the reference; the
         // other six go without the full scan.
         assert_eq!(history.unprotected_resets, 6);
+    }
+
+    /// Written pages scattered over more spans than a reset scans one by one
+    /// (`MAX_SPANS`): the reset takes the full scan, and still restores them.
+    #[test]
+    fn reset_between_protections_takes_the_full_scan_past_its_spans() {
+        if !ioctl_supported() {
+            return;
+        }
+        let pagemap = super::PageMap::new().expect("ioctl supported");
+        if !pagemap
+            .writes
+            .as_ref()
+            .is_some_and(|w| w.scans_unprotected())
+        {
+            return;
+        }
+        let page = rustix::param::page_size();
+        let pages = 16 << 10;
+        let mmap = MmapAnonymous::new(pages);
+        // One more span than scanned one by one, each far enough from the
+        // next not to be joined, and one page at the far end.
+        let written: Vec<usize> = (0..=super::MAX_SPANS)
+            .map(|i| i * 4 * super::SPAN_GAP_PAGES)
+            .chain([pages - 1])
+            .collect();
+        let mut history = super::WriteHistory::default();
+        for round in 0..4 {
+            for page in &written {
+                mmap.write(*page);
+            }
+            let mut reset_pages = 0;
+            // SAFETY: the mapping is readable and writable for `mmap.len`
+            // bytes.
+            unsafe {
+                super::reset_with_pagemap(
+                    Some(&pagemap),
+                    mmap.ptr.cast(),
+                    HostAlignedByteCount::new(mmap.len).unwrap(),
+                    HostAlignedByteCount::new(4096 * page).unwrap(),
+                    Some(&mut history),
+                    |region: &mut [u8]| {
+                        reset_pages += region.len() / page;
+                        region.fill(0);
+                    },
+                    |_, len| assert_eq!(len, 0, "nothing decommitted"),
+                );
+            }
+            assert_eq!(reset_pages, written.len(), "round {round}");
+            let page_size = page;
+            for page in &written {
+                // SAFETY: `page` lies within the mapping.
+                let byte =
+                    unsafe { std::ptr::read_volatile(mmap.ptr.cast::<u8>().add(page * page_size)) };
+                assert_eq!(byte, 0, "round {round}, page {page}");
+            }
+        }
+        assert_eq!(history.unprotected_resets, 0);
     }
 
     /// Dirty pages that the kernel paged out are `WRITTEN` but not `PRESENT`;
